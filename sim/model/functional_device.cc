@@ -1,0 +1,585 @@
+// The functional model of the NPU: the bit-exact reference for the RTL and a cycle
+// predictor for it. Every rule implemented here is written down in docs/architecture.md
+// section 1; the comments below only say why an implementation choice was made.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "cycle_model.h"
+#include "npu/sim/device.h"
+#include "npu/sim/isa.h"
+
+namespace npu::sim {
+namespace {
+
+using hw::ErrorCode;
+
+struct Fault {
+  ErrorCode code;
+  uint32_t addr;
+};
+
+constexpr uint32_t kNoInstr = 0xFFFFFFFFu;
+constexpr uint32_t kPageShift = 16;
+constexpr uint32_t kPageMask = (1u << kPageShift) - 1;
+
+// Token channels, numbered as ERROR_ADDR reports them.
+enum Channel : uint32_t { kL2C = 0, kC2L = 1, kC2S = 2, kS2C = 3 };
+
+uint32_t field(uint32_t word, unsigned lo, unsigned width) {
+  return (word >> lo) & ((width == 32) ? 0xFFFFFFFFu : ((1u << width) - 1u));
+}
+
+class FunctionalDevice final : public Device {
+ public:
+  FunctionalDevice(const DeviceConfig& config, std::span<std::byte> dram)
+      : config_(config), dram_(dram), n_(config.array_dim), timing_(config) {
+    act_rows_ = static_cast<uint32_t>(hw::kActSpBytes / n_);
+    wgt_rows_ = static_cast<uint32_t>(hw::kWgtSpBytes / n_);
+    acc_rows_ = static_cast<uint32_t>(hw::kAccSpBytes / (4 * n_));
+    act_.assign(static_cast<size_t>(act_rows_) * n_, 0);
+    wgt_.assign(static_cast<size_t>(wgt_rows_) * n_, 0);
+    acc_.assign(static_cast<size_t>(acc_rows_) * n_, 0);
+    reset_state();
+    reset_count_ = 0;
+  }
+
+  std::string_view kind() const override { return "functional"; }
+  const DeviceConfig& config() const override { return config_; }
+  uint64_t cycle() const override { return cycle_; }
+  void set_trace(TraceSink sink) override { trace_ = std::move(sink); }
+
+  uint32_t read_reg(uint32_t offset) override {
+    namespace r = hw::reg;
+    switch (offset) {
+      case r::ID: return hw::kDeviceId;
+      case r::VERSION: return hw::kIsaVersion;
+      case r::FINGERPRINT_LO: return static_cast<uint32_t>(hw::fingerprint_for_dim(n_));
+      case r::FINGERPRINT_HI: return static_cast<uint32_t>(hw::fingerprint_for_dim(n_) >> 32);
+      case r::CONFIG: return n_ | (hw::kNumQueues << 8);
+      case r::CONTROL: return control_;
+      case r::STATUS:
+        return (has_work() ? hw::bits::STATUS_BUSY : 0u) |
+               (error_code_ != 0 ? hw::bits::STATUS_ERROR : 0u) |
+               ((control_ & hw::bits::CONTROL_ENABLE) ? hw::bits::STATUS_ENABLED : 0u);
+      case r::IRQ_STATUS: return irq_status_;
+      case r::IRQ_MASK: return irq_mask_;
+      case r::ERROR_CODE: return error_code_;
+      case r::ERROR_ADDR: return error_addr_;
+      case r::ERROR_QUEUE: return error_queue_;
+      case r::ERROR_INSTR: return error_instr_;
+      case r::ACT_SP_ROWS: return act_rows_;
+      case r::WGT_SP_TILES: return wgt_rows_ / n_;
+      case r::ACC_SP_ROWS: return acc_rows_;
+      case r::RESET_COUNT: return reset_count_;
+      default: break;
+    }
+    if (offset >= r::QUEUE_BASE && offset < r::QUEUE_BASE + hw::kNumQueues * r::QUEUE_STRIDE) {
+      const Queue& q = queues_[(offset - r::QUEUE_BASE) / r::QUEUE_STRIDE];
+      switch ((offset - r::QUEUE_BASE) % r::QUEUE_STRIDE) {
+        case r::QUEUE_RING_BASE: return q.base;
+        case r::QUEUE_RING_SIZE: return q.size;
+        case r::QUEUE_RING_HEAD: return q.head;
+        case r::QUEUE_RING_TAIL: return q.tail;
+        case r::QUEUE_COMPLETED_SEQ: return q.completed;
+        default: return 0;
+      }
+    }
+    if (offset >= r::COUNTER_BASE && offset < r::REGISTER_SPACE_BYTES) {
+      const uint64_t value = counters_[(offset - r::COUNTER_BASE) / 8];
+      return (offset & 4) ? static_cast<uint32_t>(value >> 32) : static_cast<uint32_t>(value);
+    }
+    return 0;
+  }
+
+  void write_reg(uint32_t offset, uint32_t value) override {
+    namespace r = hw::reg;
+    switch (offset) {
+      case r::CONTROL:
+        if (value & hw::bits::CONTROL_RESET) {
+          reset_state();
+          ++reset_count_;
+        } else {
+          control_ = value & hw::bits::CONTROL_ENABLE;
+        }
+        return;
+      case r::IRQ_STATUS: irq_status_ &= ~value; return;
+      case r::IRQ_MASK: irq_mask_ = value & (hw::bits::IRQ_ERROR | ((1u << hw::kNumQueues) - 1)); return;
+      default: break;
+    }
+    if (offset >= r::QUEUE_BASE && offset < r::QUEUE_BASE + hw::kNumQueues * r::QUEUE_STRIDE) {
+      Queue& q = queues_[(offset - r::QUEUE_BASE) / r::QUEUE_STRIDE];
+      switch ((offset - r::QUEUE_BASE) % r::QUEUE_STRIDE) {
+        case r::QUEUE_RING_BASE: q.base = value; q.head = q.tail = 0; return;
+        case r::QUEUE_RING_SIZE: q.size = value; q.head = q.tail = 0; return;
+        case r::QUEUE_RING_TAIL: q.tail = value; return;
+        default: return;
+      }
+    }
+  }
+
+  StopReason run(uint64_t max_cycles) override {
+    const uint64_t start = cycle_;
+    for (;;) {
+      if (irq_line()) return StopReason::kInterrupt;
+      if (!has_work()) return StopReason::kIdle;
+      if (cycle_ - start >= max_cycles) return StopReason::kCycleLimit;
+      step_ring();
+    }
+  }
+
+ private:
+  struct Queue {
+    uint32_t base = 0, size = 0, head = 0, tail = 0, completed = 0;
+  };
+
+  void reset_state() {
+    control_ = 0;
+    irq_status_ = irq_mask_ = 0;
+    error_code_ = error_addr_ = error_queue_ = error_instr_ = 0;
+    for (Queue& q : queues_) q = Queue{};
+    std::fill(counters_.begin(), counters_.end(), 0);
+    std::fill(act_.begin(), act_.end(), int8_t{0});
+    std::fill(wgt_.begin(), wgt_.end(), int8_t{0});
+    std::fill(acc_.begin(), acc_.end(), 0);
+  }
+
+  bool irq_line() const { return (irq_status_ & irq_mask_) != 0; }
+
+  bool has_work() const {
+    if (!(control_ & hw::bits::CONTROL_ENABLE) || error_code_ != 0) return false;
+    for (const Queue& q : queues_)
+      if (q.head != q.tail) return true;
+    return false;
+  }
+
+  void latch_error(const Fault& fault, uint32_t queue, uint32_t instr) {
+    error_code_ = static_cast<uint32_t>(fault.code);
+    error_addr_ = fault.addr;
+    error_queue_ = queue;
+    error_instr_ = instr;
+    irq_status_ |= hw::bits::IRQ_ERROR;
+  }
+
+  void tick(uint64_t cycles) {
+    cycle_ += cycles;
+    counters_[static_cast<size_t>(hw::Counter::kCycles)] += cycles;
+  }
+  void count(hw::Counter c, uint64_t v) { counters_[static_cast<size_t>(c)] += v; }
+
+  // --- physical memory -------------------------------------------------------------------
+  bool phys_ok(uint64_t phys, uint64_t len) const { return phys + len <= dram_.size(); }
+  uint32_t read32_phys(uint32_t phys) const {
+    uint32_t v;
+    std::memcpy(&v, dram_.data() + phys, 4);
+    return v;
+  }
+
+  // Translates one page of an access. Returns the physical address of `va`.
+  std::optional<Fault> translate(uint32_t va, bool write, uint32_t* phys) {
+    const uint64_t pte_addr = static_cast<uint64_t>(pt_base_) + 4ull * (va >> kPageShift);
+    timing_.pte_read(job_cycles_);
+    if (!phys_ok(pte_addr, 4)) return Fault{ErrorCode::kBusError, static_cast<uint32_t>(pte_addr)};
+    const uint32_t pte = read32_phys(static_cast<uint32_t>(pte_addr));
+    if (!(pte & 1u) || (write && !(pte & 2u))) return Fault{ErrorCode::kPageFault, va};
+    *phys = (pte & ~kPageMask) | (va & kPageMask);
+    return std::nullopt;
+  }
+
+  // Translates [va, va+len) (len <= one page) into at most two physical chunks.
+  struct Chunks {
+    uint32_t phys[2];
+    uint32_t len[2];
+    int count;
+  };
+  std::optional<Fault> translate_range(uint32_t va, uint32_t len, bool write, Chunks* out) {
+    const uint32_t first_len = std::min<uint32_t>(len, (kPageMask + 1) - (va & kPageMask));
+    out->count = first_len < len ? 2 : 1;
+    out->len[0] = first_len;
+    out->len[1] = len - first_len;
+    uint32_t vas[2] = {va, va + first_len};  // wraps modulo 2^32 like the address bus
+    for (int c = 0; c < out->count; ++c) {
+      if (auto f = translate(vas[c], write, &out->phys[c])) return f;
+      if (!phys_ok(out->phys[c], out->len[c])) return Fault{ErrorCode::kBusError, out->phys[c]};
+    }
+    return std::nullopt;
+  }
+
+  // --- ring processing ---------------------------------------------------------------------
+  void step_ring() {
+    uint32_t qi = 0;
+    while (queues_[qi].head == queues_[qi].tail) ++qi;
+    Queue& q = queues_[qi];
+    const uint64_t entry_addr = static_cast<uint64_t>(q.base) + q.head;
+    job_cycles_ = 0;
+    timing_.ring_fetch(job_cycles_);
+    const bool size_ok = q.size >= 64 && (q.size & (q.size - 1)) == 0 && (q.base & 31) == 0 &&
+                         (q.head & 31) == 0 && q.head < q.size;
+    if (!size_ok) {
+      tick(job_cycles_);
+      latch_error({ErrorCode::kBadRingEntry, static_cast<uint32_t>(entry_addr)}, qi, kNoInstr);
+      return;
+    }
+    if (!phys_ok(entry_addr, hw::kRingEntryBytes)) {
+      tick(job_cycles_);
+      latch_error({ErrorCode::kBusError, static_cast<uint32_t>(entry_addr)}, qi, kNoInstr);
+      return;
+    }
+    isa::Words w;
+    std::memcpy(w.data(), dram_.data() + entry_addr, sizeof(w));
+    std::optional<Fault> fault;
+    uint32_t fault_instr = kNoInstr;
+    const auto bad_entry = Fault{ErrorCode::kBadRingEntry, static_cast<uint32_t>(entry_addr)};
+    switch (static_cast<hw::RingOpcode>(w[0] & 0xFF)) {
+      case hw::RingOpcode::kNop:
+        break;
+      case hw::RingOpcode::kFence:
+        if ((w[0] >> 8) != 0 || w[2] || w[3] || w[4] || w[5] || w[6] || w[7]) {
+          fault = bad_entry;
+          break;
+        }
+        q.completed = w[1];
+        irq_status_ |= 1u << qi;
+        break;
+      case hw::RingOpcode::kExec:
+        if ((w[0] >> 8) != 0 || (w[1] & 31) || w[2] == 0 || (w[2] & 31) || (w[3] & 3) || w[5] ||
+            w[6] || w[7]) {
+          fault = bad_entry;
+          break;
+        }
+        fault = exec(w[1], w[2], w[3], qi, &fault_instr);
+        if (!fault) count(hw::Counter::kJobs, 1);
+        break;
+      default:
+        fault = bad_entry;
+        break;
+    }
+    tick(job_cycles_);
+    if (fault) {
+      latch_error(*fault, qi, fault_instr);
+      return;
+    }
+    q.head = (q.head + hw::kRingEntryBytes) & (q.size - 1);
+  }
+
+  std::optional<Fault> exec(uint32_t cmd_va, uint32_t cmd_bytes, uint32_t pt_base, uint32_t queue,
+                            uint32_t* fault_instr) {
+    pt_base_ = pt_base;
+    tokens_ = {0, 0, 0, 0};
+    timing_.begin_job();
+    for (uint32_t off = 0; off < cmd_bytes; off += hw::kInstructionBytes) {
+      *fault_instr = off;
+      const uint32_t va = cmd_va + off;
+      Chunks chunks;
+      timing_.instr_fetch(job_cycles_);
+      if (auto f = translate_range(va, hw::kInstructionBytes, false, &chunks)) return f;
+      isa::Words w;
+      std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
+      if (auto f = execute(w, va)) return f;
+      count(hw::Counter::kInstrs, 1);
+      if (trace_) {
+        TraceEvent ev;
+        ev.cycle = cycle_ + job_cycles_;
+        ev.queue = queue;
+        ev.cmd_offset = off;
+        std::copy(w.begin(), w.end(), ev.words);
+        trace_(ev);
+      }
+    }
+    timing_.end_job(job_cycles_);
+    return std::nullopt;
+  }
+
+  // --- decode ------------------------------------------------------------------------------
+  static bool reserved_zero(const isa::Words& w, uint32_t w0_mask,
+                            std::initializer_list<std::pair<int, uint32_t>> word_masks) {
+    if (w[0] & w0_mask) return false;
+    for (auto [index, mask] : word_masks)
+      if (w[static_cast<size_t>(index)] & mask) return false;
+    return true;
+  }
+
+  std::optional<Fault> execute(const isa::Words& w, uint32_t va) {
+    const Fault illegal{ErrorCode::kIllegalInstruction, va};
+    const uint32_t opcode = w[0] & 0xFF;
+    const bool pop_prev = w[0] & (1u << 8), pop_next = w[0] & (1u << 9);
+    const bool push_prev = w[0] & (1u << 10), push_next = w[0] & (1u << 11);
+    isa::Engine engine;
+    switch (static_cast<hw::Opcode>(opcode)) {
+      case hw::Opcode::kNop:
+        if (!reserved_zero(w, 0xFFFFF000u, {{1, ~0u}, {2, ~0u}, {3, ~0u}, {4, ~0u}, {5, ~0u}, {6, ~0u}, {7, ~0u}}))
+          return illegal;
+        engine = isa::Engine::kCompute;
+        break;
+      case hw::Opcode::kSync:
+        if (!reserved_zero(w, 0xFFFCF000u, {{1, ~0u}, {2, ~0u}, {3, ~0u}, {4, ~0u}, {5, ~0u}, {6, ~0u}, {7, ~0u}}) ||
+            field(w[0], 16, 2) > 2)
+          return illegal;
+        engine = static_cast<isa::Engine>(field(w[0], 16, 2));
+        break;
+      case hw::Opcode::kLoad:
+      case hw::Opcode::kStore: {
+        const bool is_store = opcode == static_cast<uint32_t>(hw::Opcode::kStore);
+        if (!reserved_zero(w, 0x00FCF000u, {{4, is_store ? 0xFFFF0000u : 0u}}) ||
+            field(w[0], 16, 2) > 2 || field(w[0], 24, 8) > n_ || field(w[3], 0, 16) == 0 ||
+            field(w[3], 16, 16) == 0 || field(w[4], 0, 16) == 0)
+          return illegal;
+        engine = is_store ? isa::Engine::kStore : isa::Engine::kLoad;
+        break;
+      }
+      case hw::Opcode::kGemm:
+        if (!reserved_zero(w, 0xFFFEF000u, {}) || field(w[2], 16, 16) == 0 ||
+            field(w[3], 0, 16) == 0 || field(w[3], 16, 16) == 0)
+          return illegal;
+        engine = isa::Engine::kCompute;
+        break;
+      case hw::Opcode::kVec:
+        if (!reserved_zero(w, 0xFFE0F000u, {{3, 0xFF000000u}, {6, 0xFFFF0000u}, {7, ~0u}}) ||
+            field(w[0], 16, 4) != static_cast<uint32_t>(hw::VecMode::kRequant) ||
+            field(w[2], 16, 16) == 0 || field(w[3], 0, 16) == 0)
+          return illegal;
+        engine = isa::Engine::kCompute;
+        break;
+      default:
+        return illegal;
+    }
+    // Token legality and the program-order token rule (architecture.md 1.4).
+    if (engine == isa::Engine::kLoad && (pop_prev || push_prev)) return illegal;
+    if (engine == isa::Engine::kStore && (pop_next || push_next)) return illegal;
+    const auto prev_in = engine == isa::Engine::kCompute ? kL2C : kC2S;   // pop_prev channel
+    const auto next_in = engine == isa::Engine::kLoad ? kC2L : kS2C;      // pop_next channel
+    const auto prev_out = engine == isa::Engine::kCompute ? kC2L : kS2C;  // push_prev channel
+    const auto next_out = engine == isa::Engine::kLoad ? kL2C : kC2S;     // push_next channel
+    if (pop_prev && tokens_[prev_in] == 0) return Fault{ErrorCode::kTokenDeadlock, prev_in};
+    if (pop_next && tokens_[next_in] == 0) return Fault{ErrorCode::kTokenDeadlock, next_in};
+    if (pop_prev) --tokens_[prev_in];
+    if (pop_next) --tokens_[next_in];
+    if (push_prev && tokens_[prev_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, prev_out};
+    if (push_next && tokens_[next_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, next_out};
+
+    std::optional<Fault> fault;
+    switch (static_cast<hw::Opcode>(opcode)) {
+      case hw::Opcode::kLoad: fault = do_load(w); break;
+      case hw::Opcode::kStore: fault = do_store(w); break;
+      case hw::Opcode::kGemm: fault = do_gemm(w); break;
+      case hw::Opcode::kVec: fault = do_vec(w); break;
+      default: timing_.sync(engine, job_cycles_); break;
+    }
+    if (fault) return fault;
+    if (push_prev) ++tokens_[prev_out];
+    if (push_next) ++tokens_[next_out];
+    return std::nullopt;
+  }
+
+  uint32_t sp_rows(uint32_t sp) const {
+    return sp == 0 ? act_rows_ : sp == 1 ? wgt_rows_ : acc_rows_;
+  }
+
+  static std::optional<Fault> check_range(uint64_t max_index, uint32_t limit) {
+    if (max_index >= limit) return Fault{ErrorCode::kSpRange, static_cast<uint32_t>(max_index)};
+    return std::nullopt;
+  }
+
+  // --- LOAD / STORE --------------------------------------------------------------------------
+  std::optional<Fault> do_load(const isa::Words& w) {
+    const uint32_t sp = field(w[0], 16, 2);
+    const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
+    const uint32_t esize = sp == 2 ? 4 : 1;
+    const uint32_t X = field(w[3], 0, 16), Y = field(w[3], 16, 16), Z = field(w[4], 0, 16);
+    const uint32_t pl = field(w[4], 16, 4), pr = field(w[4], 20, 4);
+    const uint32_t pt = field(w[4], 24, 4), pb = field(w[4], 28, 4);
+    const uint32_t Xp = X + pl + pr, Yp = Y + pt + pb;
+    const uint64_t rows = static_cast<uint64_t>(Z) * Yp * Xp;
+    if (auto f = check_range(w[2] + rows - 1, sp_rows(sp))) return f;
+    const uint32_t row_bytes = elems * esize;
+    uint32_t sp_row = w[2];
+    uint64_t bytes = 0;
+    timing_.begin_dma(isa::Engine::kLoad, job_cycles_);
+    for (uint32_t z = 0; z < Z; ++z) {
+      for (uint32_t yp = 0; yp < Yp; ++yp) {
+        for (uint32_t xp = 0; xp < Xp; ++xp, ++sp_row) {
+          std::byte* dst = sp_row_ptr(sp, sp_row);
+          const bool pad = yp < pt || yp >= pt + Y || xp < pl || xp >= pl + X;
+          if (pad) {
+            std::memset(dst, 0, static_cast<size_t>(n_) * esize);
+            timing_.pad_row(job_cycles_);
+            continue;
+          }
+          const uint32_t va = w[1] + z * w[7] + (yp - pt) * w[6] + (xp - pl) * w[5];
+          Chunks c;
+          if (auto f = translate_range(va, row_bytes, false, &c)) {
+            count(hw::Counter::kDmaRdBytes, bytes);
+            return f;
+          }
+          std::memcpy(dst, dram_.data() + c.phys[0], c.len[0]);
+          if (c.count == 2) std::memcpy(dst + c.len[0], dram_.data() + c.phys[1], c.len[1]);
+          std::memset(dst + row_bytes, 0, static_cast<size_t>(n_) * esize - row_bytes);
+          bytes += row_bytes;
+          timing_.dma_row(row_bytes, job_cycles_);
+        }
+      }
+    }
+    count(hw::Counter::kDmaRdBytes, bytes);
+    timing_.end_dma(isa::Engine::kLoad, job_cycles_);
+    return std::nullopt;
+  }
+
+  std::optional<Fault> do_store(const isa::Words& w) {
+    const uint32_t sp = field(w[0], 16, 2);
+    const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
+    const uint32_t esize = sp == 2 ? 4 : 1;
+    const uint32_t X = field(w[3], 0, 16), Y = field(w[3], 16, 16), Z = field(w[4], 0, 16);
+    const uint64_t rows = static_cast<uint64_t>(Z) * Y * X;
+    if (auto f = check_range(w[2] + rows - 1, sp_rows(sp))) return f;
+    const uint32_t row_bytes = elems * esize;
+    uint32_t sp_row = w[2];
+    uint64_t bytes = 0;
+    timing_.begin_dma(isa::Engine::kStore, job_cycles_);
+    for (uint32_t z = 0; z < Z; ++z) {
+      for (uint32_t y = 0; y < Y; ++y) {
+        for (uint32_t x = 0; x < X; ++x, ++sp_row) {
+          const uint32_t va = w[1] + z * w[7] + y * w[6] + x * w[5];
+          Chunks c;
+          if (auto f = translate_range(va, row_bytes, true, &c)) {
+            count(hw::Counter::kDmaWrBytes, bytes);
+            return f;
+          }
+          const std::byte* src = sp_row_ptr(sp, sp_row);
+          std::memcpy(dram_.data() + c.phys[0], src, c.len[0]);
+          if (c.count == 2) std::memcpy(dram_.data() + c.phys[1], src + c.len[0], c.len[1]);
+          bytes += row_bytes;
+          timing_.dma_row(row_bytes, job_cycles_);
+        }
+      }
+    }
+    count(hw::Counter::kDmaWrBytes, bytes);
+    timing_.end_dma(isa::Engine::kStore, job_cycles_);
+    return std::nullopt;
+  }
+
+  std::byte* sp_row_ptr(uint32_t sp, uint32_t row) {
+    switch (sp) {
+      case 0: return reinterpret_cast<std::byte*>(act_.data() + static_cast<size_t>(row) * n_);
+      case 1: return reinterpret_cast<std::byte*>(wgt_.data() + static_cast<size_t>(row) * n_);
+      default: return reinterpret_cast<std::byte*>(acc_.data() + static_cast<size_t>(row) * n_);
+    }
+  }
+
+  // --- GEMM --------------------------------------------------------------------------------
+  std::optional<Fault> do_gemm(const isa::Words& w) {
+    const bool clear = w[0] & (1u << 16);
+    const uint32_t act = field(w[1], 0, 16), wgt = field(w[1], 16, 16);
+    const uint32_t acc = field(w[2], 0, 16), R = field(w[2], 16, 16);
+    const uint32_t O = field(w[3], 0, 16), I = field(w[3], 16, 16);
+    const uint32_t aso = field(w[4], 0, 16), asi = field(w[4], 16, 16);
+    const uint32_t asr = field(w[5], 0, 16), cso = field(w[5], 16, 16);
+    const uint32_t csi = field(w[6], 0, 16), csr = field(w[6], 16, 16);
+    const uint32_t wso = field(w[7], 0, 16), wsi = field(w[7], 16, 16);
+    const uint64_t act_max = act + uint64_t{O - 1} * aso + uint64_t{I - 1} * asi + uint64_t{R - 1} * asr;
+    const uint64_t wgt_max = wgt + uint64_t{O - 1} * wso + uint64_t{I - 1} * wsi;
+    const uint64_t acc_max = acc + uint64_t{O - 1} * cso + uint64_t{I - 1} * csi + uint64_t{R - 1} * csr;
+    if (auto f = check_range(act_max, act_rows_)) return f;
+    if (auto f = check_range(wgt_max, wgt_rows_ / n_)) return f;
+    if (auto f = check_range(acc_max, acc_rows_)) return f;
+    for (uint32_t o = 0; o < O; ++o) {
+      for (uint32_t i = 0; i < I; ++i) {
+        const int8_t* tile = wgt_.data() + static_cast<size_t>(wgt + o * wso + i * wsi) * n_ * n_;
+        const bool overwrite = clear && i == 0;
+        for (uint32_t r = 0; r < R; ++r) {
+          const int8_t* a = act_.data() + static_cast<size_t>(act + o * aso + i * asi + r * asr) * n_;
+          int32_t* row = acc_.data() + static_cast<size_t>(acc + o * cso + i * csi + r * csr) * n_;
+          mac_row(a, tile, row, n_, overwrite);
+        }
+        timing_.gemm_tile(R, job_cycles_);
+      }
+    }
+    count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
+    return std::nullopt;
+  }
+
+  // p[n] = sum_k a[k] * W[k][n]; row = overwrite ? p : row + p (wrapping int32).
+  __attribute__((target_clones("avx2", "default"))) static void mac_row(
+      const int8_t* a, const int8_t* tile, int32_t* row, uint32_t n, bool overwrite) {
+    int32_t p[32] = {};
+    for (uint32_t k = 0; k < n; ++k) {
+      const int32_t ak = a[k];
+      const int8_t* wk = tile + static_cast<size_t>(k) * n;
+      for (uint32_t c = 0; c < n; ++c) p[c] += ak * wk[c];
+    }
+    // Wrapping add through unsigned arithmetic: int32 overflow is defined by the ISA.
+    for (uint32_t c = 0; c < n; ++c)
+      row[c] = overwrite ? p[c]
+                         : static_cast<int32_t>(static_cast<uint32_t>(row[c]) + static_cast<uint32_t>(p[c]));
+  }
+
+  // --- VEC ---------------------------------------------------------------------------------
+  std::optional<Fault> do_vec(const isa::Words& w) {
+    const bool bias = w[0] & (1u << 20);
+    const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);
+    const uint32_t param = field(w[2], 0, 16), R = field(w[2], 16, 16);
+    const uint32_t O = field(w[3], 0, 16);
+    const auto zp = static_cast<int8_t>(field(w[3], 16, 8));
+    const uint32_t sso = field(w[4], 0, 16), ssr = field(w[4], 16, 16);
+    const uint32_t dso = field(w[5], 0, 16), dsr = field(w[5], 16, 16);
+    const auto lo = static_cast<int8_t>(field(w[6], 0, 8));
+    const auto hi = static_cast<int8_t>(field(w[6], 8, 8));
+    if (auto f = check_range(src + uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr, acc_rows_)) return f;
+    if (auto f = check_range(uint64_t{param} + 2, acc_rows_)) return f;
+    if (auto f = check_range(dst + uint64_t{O - 1} * dso + uint64_t{R - 1} * dsr, act_rows_)) return f;
+    const int32_t* b = acc_.data() + static_cast<size_t>(param) * n_;
+    const int32_t* m = b + n_;
+    const int32_t* s = m + n_;
+    for (uint32_t o = 0; o < O; ++o) {
+      for (uint32_t r = 0; r < R; ++r) {
+        const int32_t* x = acc_.data() + static_cast<size_t>(src + o * sso + r * ssr) * n_;
+        int8_t* y = act_.data() + static_cast<size_t>(dst + o * dso + r * dsr) * n_;
+        for (uint32_t c = 0; c < n_; ++c) {
+          const int32_t v = bias ? static_cast<int32_t>(static_cast<uint32_t>(x[c]) + static_cast<uint32_t>(b[c])) : x[c];
+          y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
+        }
+        timing_.vec_row(job_cycles_);
+      }
+    }
+    return std::nullopt;
+  }
+
+ public:
+  static int8_t requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
+    int64_t t = static_cast<int64_t>(v) * mult;
+    if (shift > 0) t = (t + (int64_t{1} << (shift - 1))) >> shift;
+    t += zp;
+    return static_cast<int8_t>(std::clamp<int64_t>(t, lo, hi));
+  }
+
+ private:
+  DeviceConfig config_;
+  std::span<std::byte> dram_;
+  uint32_t n_;
+  CycleModel timing_;
+  TraceSink trace_;
+  uint32_t act_rows_ = 0, wgt_rows_ = 0, acc_rows_ = 0;
+  std::vector<int8_t> act_, wgt_;
+  std::vector<int32_t> acc_;
+  uint32_t control_ = 0, irq_status_ = 0, irq_mask_ = 0;
+  uint32_t error_code_ = 0, error_addr_ = 0, error_queue_ = 0, error_instr_ = 0;
+  uint32_t reset_count_ = 0;
+  std::array<Queue, hw::kNumQueues> queues_{};
+  std::array<uint64_t, hw::kNumCounters> counters_{};
+  std::array<uint32_t, 4> tokens_{};
+  uint32_t pt_base_ = 0;
+  uint64_t cycle_ = 0;
+  uint64_t job_cycles_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_functional_device(const DeviceConfig& config,
+                                               std::span<std::byte> dram) {
+  if (std::find(hw::kSupportedArrayDims.begin(), hw::kSupportedArrayDims.end(),
+                config.array_dim) == hw::kSupportedArrayDims.end())
+    return nullptr;
+  return std::make_unique<FunctionalDevice>(config, dram);
+}
+
+}  // namespace npu::sim
