@@ -1,0 +1,140 @@
+// Model-image loading: the FlatBuffers verifier first, then every range the runtime relies on.
+#include "npu/compiler/image.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "npu/hw/config.h"
+
+namespace npu::compiler {
+namespace {
+
+constexpr uint64_t kMaxBufferBytes = 1ull << 31;  // half the 32-bit NPU address space
+
+Status corrupt(const std::string& origin, const std::string& what) {
+  return make_error(StatusCode::kCorruptData,
+                    origin + ": invalid model image (" + what + "); recompile it with npu-compile");
+}
+
+Status check_view(const std::string& origin, const image::IoBinding* io, uint64_t act_bytes,
+                  const char* kind, size_t index) {
+  const std::string where = std::string(kind) + " " + std::to_string(index);
+  if (!io || !io->desc() || !io->desc()->name() || !io->desc()->shape() || !io->device())
+    return corrupt(origin, where + " lacks a name, shape or device view");
+  const auto* shape = io->desc()->shape();
+  const auto* view = io->device();
+  if (!view->strides() || view->strides()->size() != shape->size())
+    return corrupt(origin, where + " has strides that do not match its shape");
+  if (view->buffer() != image::BufferKind::Activations)
+    return corrupt(origin, where + " does not live in the activation buffer");
+  if (view->dtype() != image::DType::I8 && view->dtype() != image::DType::I32)
+    return corrupt(origin, where + " has an unsupported device dtype");
+  if (!view->quant() || !view->quant()->scale() || view->quant()->scale()->size() != 1 ||
+      !view->quant()->zero_point() || view->quant()->zero_point()->size() != 1 ||
+      !(view->quant()->scale()->Get(0) > 0.0f))
+    return corrupt(origin, where + " has no valid per-tensor quantisation");
+  uint64_t last = view->offset();
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < shape->size(); ++d) {
+    const int64_t extent = shape->Get(d);
+    const int64_t stride = view->strides()->Get(d);
+    if (extent <= 0 || extent > (1 << 24) || stride < 0 || stride > (1ll << 31))
+      return corrupt(origin, where + " has an out-of-range dimension or stride");
+    elements *= static_cast<uint64_t>(extent);
+    if (elements > (1ull << 28)) return corrupt(origin, where + " is too large");
+    last += static_cast<uint64_t>(extent - 1) * static_cast<uint64_t>(stride);
+  }
+  const uint64_t esize = view->dtype() == image::DType::I32 ? 4 : 1;
+  if (last + esize > act_bytes)
+    return corrupt(origin, where + " reaches past the activation buffer");
+  return Status::ok();
+}
+
+}  // namespace
+
+bool looks_like_image(std::span<const uint8_t> bytes) {
+  return bytes.size() >= 8 && image::ModelBufferHasIdentifier(bytes.data());
+}
+
+Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uint8_t> bytes,
+                                                                 std::string origin) {
+  if (!looks_like_image(bytes))
+    return corrupt(origin, "missing the NPUI file identifier; is this an ONNX file or a truncated image?");
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!image::VerifyModelBuffer(verifier))
+    return corrupt(origin, "FlatBuffers verification failed");
+  const image::Model* m = image::GetModel(bytes.data());
+  if (m->schema_version() != kImageSchemaVersion)
+    return make_error(StatusCode::kIncompatible,
+                      origin + ": image schema version " + std::to_string(m->schema_version()) +
+                          ", this runtime reads version " + std::to_string(kImageSchemaVersion) +
+                          "; recompile the model with this npu-compile");
+  if ((m->isa_version() >> 16) != hw::kIsaVersionMajor)
+    return make_error(StatusCode::kIncompatible,
+                      origin + ": image targets ISA major version " +
+                          std::to_string(m->isa_version() >> 16) + ", this stack is version " +
+                          std::to_string(hw::kIsaVersionMajor));
+  if (std::find(hw::kSupportedArrayDims.begin(), hw::kSupportedArrayDims.end(), m->array_dim()) ==
+      hw::kSupportedArrayDims.end())
+    return corrupt(origin, "unsupported array dim " + std::to_string(m->array_dim()));
+  const uint64_t act_bytes = m->activation_bytes();
+  if (act_bytes == 0 || act_bytes > kMaxBufferBytes) return corrupt(origin, "bad activation size");
+  const uint64_t weight_bytes = m->weights() ? m->weights()->size() : 0;
+  if (!m->inputs() || !m->outputs() || m->inputs()->size() == 0 || m->outputs()->size() == 0)
+    return corrupt(origin, "no inputs or no outputs");
+  for (uint32_t i = 0; i < m->inputs()->size(); ++i)
+    NPU_RETURN_IF_ERROR(check_view(origin, m->inputs()->Get(i), act_bytes, "input", i));
+  for (uint32_t i = 0; i < m->outputs()->size(); ++i)
+    NPU_RETURN_IF_ERROR(check_view(origin, m->outputs()->Get(i), act_bytes, "output", i));
+  if (!m->steps() || m->steps()->size() == 0) return corrupt(origin, "no steps");
+  const uint32_t host_values = m->host_values() ? m->host_values()->size() : 0;
+  for (uint32_t s = 0; s < m->steps()->size(); ++s) {
+    const image::Step* step = m->steps()->Get(s);
+    const std::string where = "step " + std::to_string(s);
+    if (!step) return corrupt(origin, where + " is empty");
+    if (const auto* npu = step->segment_as_NpuSegment()) {
+      const auto* cmds = npu->commands();
+      if (!cmds || cmds->size() == 0 || cmds->size() % hw::kInstructionBytes != 0 ||
+          cmds->size() > kMaxBufferBytes)
+        return corrupt(origin, where + " has a command stream that is empty or not a multiple of 32 bytes");
+      if (npu->relocations()) {
+        for (const image::Relocation* r : *npu->relocations()) {
+          if (r->cmd_offset() % 4 != 0 || uint64_t{r->cmd_offset()} + 4 > cmds->size())
+            return corrupt(origin, where + " has a relocation outside its command stream");
+          uint64_t target_size = 0;
+          switch (r->buffer()) {
+            case image::BufferKind::Weights: target_size = weight_bytes; break;
+            case image::BufferKind::Activations: target_size = act_bytes; break;
+            case image::BufferKind::Commands: target_size = cmds->size(); break;
+            default: return corrupt(origin, where + " has a relocation to an unknown buffer");
+          }
+          if (r->offset() >= target_size)
+            return corrupt(origin, where + " has a relocation pointing past its buffer");
+        }
+      }
+    } else if (const auto* host = step->segment_as_HostSegment()) {
+      if (!host->op_type() || !host->inputs() || !host->outputs())
+        return corrupt(origin, where + " is a host step without op type, inputs or outputs");
+      for (uint32_t v : *host->inputs())
+        if (v >= host_values) return corrupt(origin, where + " reads an unknown host value");
+      for (uint32_t v : *host->outputs())
+        if (v >= host_values) return corrupt(origin, where + " writes an unknown host value");
+    } else {
+      return corrupt(origin, where + " has an unknown segment type");
+    }
+  }
+  auto image = std::shared_ptr<ModelImage>(new ModelImage());
+  image->bytes_ = std::move(bytes);
+  image->origin_ = std::move(origin);
+  image->model_ = image::GetModel(image->bytes_.data());
+  return std::shared_ptr<const ModelImage>(std::move(image));
+}
+
+Result<std::shared_ptr<const ModelImage>> ModelImage::from_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open model image (does it exist?)");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return from_bytes(std::move(bytes), path);
+}
+
+}  // namespace npu::compiler

@@ -1,0 +1,76 @@
+// The compiler's graph IR: values (with static shapes and optional constant data) and
+// nodes in topological order. Built by the ONNX frontend, rewritten by passes, consumed by
+// calibration, quantisation and lowering. Not thread-safe; one compile owns one Graph.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "npu/compiler/tensor.h"
+
+namespace npu::compiler {
+
+struct Attribute {
+  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kTensor } kind = Kind::kInt;
+  int64_t i = 0;
+  float f = 0;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string s;
+  Tensor t;
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::optional<Tensor> constant;  // initializers and folded constants
+};
+
+struct Node {
+  std::string name;
+  std::string op;
+  std::vector<int> inputs;   // value indices; -1 for an omitted optional input
+  std::vector<int> outputs;
+  std::map<std::string, Attribute> attrs;
+
+  int64_t attr_int(const std::string& key, int64_t fallback) const {
+    auto it = attrs.find(key);
+    return it == attrs.end() ? fallback : it->second.i;
+  }
+  float attr_float(const std::string& key, float fallback) const {
+    auto it = attrs.find(key);
+    return it == attrs.end() ? fallback : it->second.f;
+  }
+  // "Gemm 'node_name'" for messages.
+  std::string label() const { return op + " node '" + name + "'"; }
+};
+
+struct Graph {
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int> inputs;   // non-constant graph inputs, in model order
+  std::vector<int> outputs;
+  int64_t opset = 0;
+
+  int add_value(Value v) {
+    values.push_back(std::move(v));
+    return static_cast<int>(values.size()) - 1;
+  }
+  bool is_constant(int v) const { return v >= 0 && values[static_cast<size_t>(v)].constant.has_value(); }
+  const Value& value(int v) const { return values[static_cast<size_t>(v)]; }
+  Value& value(int v) { return values[static_cast<size_t>(v)]; }
+};
+
+// Loads an ONNX file, checks it, runs shape inference and applies input-shape overrides.
+Result<Graph> load_onnx(const std::string& path,
+                        const std::map<std::string, std::vector<int64_t>>& input_shapes);
+
+// Float reference interpretation of the graph (calibration and the host fallback).
+// Returns every value's float tensor, indexed like graph.values.
+Result<std::vector<Tensor>> run_reference(const Graph& graph, const std::vector<Tensor>& inputs);
+
+}  // namespace npu::compiler
