@@ -195,7 +195,8 @@ Result<Graph> load_onnx(const std::string& path,
     v.dtype = t.dtype;
     v.shape = t.shape;
     v.constant = std::move(t);
-    by_name[v.name] = g.add_value(std::move(v));
+    const std::string name = v.name;
+    by_name[name] = g.add_value(std::move(v));
   }
   for (const auto& input : graph_proto->input()) {
     if (initializer_names.count(input.name())) continue;

@@ -1,0 +1,30 @@
+# The two set-up commands of the README's quick start. Both install missing Debian
+# packages first (scripts/install-deps is a no-op when everything is present).
+BUILD_DIR ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
+
+.PHONY: all deps configure build demo test clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+configure: deps
+	@if [ ! -f $(BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS); \
+	fi
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+demo: build
+	@scripts/demo $(BUILD_DIR)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) $(CTEST_FLAGS)
+
+clean:
+	rm -rf $(BUILD_DIR)

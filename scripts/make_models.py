@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Generates the small ONNX models that ship with the repository.
+
+Run with Debian's python3 (python3-onnx, python3-numpy):
+    /usr/bin/python3 scripts/make_models.py tests/data
+
+gemm_relu.onnx   Gemm [4,64]x[64,32] + bias, then Relu (the walking skeleton's model)
+mlp.onnx         the demo: MatMul+Add+Relu [4,64]->[64,32], then Gemm [32,10] (transB)
+Weights come from a fixed seed, so the files are reproducible.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def save(model, path):
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    print(f"wrote {path}")
+
+
+def gemm_relu(rng):
+    w = rng.normal(0, 0.2, (64, 32)).astype(np.float32)
+    b = rng.normal(0, 0.1, (32,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y0"], name="fc"),
+         helper.make_node("Relu", ["y0"], ["y"], name="relu")],
+        "gemm_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def mlp(rng):
+    w1 = rng.normal(0, 0.2, (64, 32)).astype(np.float32)
+    b1 = rng.normal(0, 0.1, (32,)).astype(np.float32)
+    w2 = rng.normal(0, 0.3, (10, 32)).astype(np.float32)  # Gemm with transB=1
+    b2 = rng.normal(0, 0.1, (10,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+         helper.make_node("Add", ["h0", "b1"], ["h1"], name="fc1_bias"),
+         helper.make_node("Relu", ["h1"], ["h"], name="relu1"),
+         helper.make_node("Gemm", ["h", "w2", "b2"], ["logits"], name="fc2", transB=1)],
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(2026)
+    save(gemm_relu(rng), os.path.join(out, "gemm_relu.onnx"))
+    save(mlp(rng), os.path.join(out, "mlp.onnx"))
+    # A calibration set and a test input for the demo and the tests.
+    calib = os.path.join(out, "calib")
+    for s in range(8):
+        d = os.path.join(calib, f"sample_{s:02d}")
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "input_0.npy"), rng.normal(0, 1, (4, 64)).astype(np.float32))
+    np.save(os.path.join(out, "input_0.npy"), rng.normal(0, 1, (4, 64)).astype(np.float32))
+    print(f"wrote {calib}/ (8 samples) and {out}/input_0.npy")
+
+
+if __name__ == "__main__":
+    main()
