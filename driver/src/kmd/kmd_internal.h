@@ -1,0 +1,312 @@
+// Private state of the in-process kernel-driver model. One KDevice per device instance; the
+// files, contexts, jobs and buffer objects below mirror what a DRM accel driver keeps in
+// struct drm_file, its context xarray, its job queues and its GEM objects.
+//
+// Locking: KDevice::mu_ guards every field of every object below (the "device lock");
+// KDevice::hw_mu_ guards the simulated Device (not thread-safe by contract). Order: mu_ then
+// hw_mu_. Functions ending in _locked expect mu_ held. The device thread runs the simulator
+// with only hw_mu_ held, so ioctls proceed while the device computes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "npu/driver/kmd.h"
+#include "npu/hw/config.h"
+#include "npu/sim/device.h"
+
+namespace npu::driver::kmd {
+
+class KDevice;
+struct File;
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC on Linux
+
+// First-fit allocator over unit indices (DRAM pages, VA pages). Guarded by the device lock.
+class RangeAllocator final {
+ public:
+  void init(uint64_t first, uint64_t count);
+  bool alloc(uint64_t count, uint64_t* out_first);
+  void release(uint64_t first, uint64_t count);
+  uint64_t free_units() const { return free_total_; }
+
+ private:
+  std::map<uint64_t, uint64_t> free_;  // first -> count
+  uint64_t free_total_ = 0;
+};
+
+// A file's NPU address space: a flat page table in device DRAM. Freed with the device lock
+// held (its last reference is always dropped under it).
+struct AddressSpace final {
+  AddressSpace(KDevice* d, uint64_t pt) : dev(d), pt_phys(pt) {}
+  ~AddressSpace();
+  AddressSpace(const AddressSpace&) = delete;
+  AddressSpace& operator=(const AddressSpace&) = delete;
+  KDevice* dev;
+  uint64_t pt_phys;  // byte address of the 65536 PTEs
+  RangeAllocator va;  // in pages
+};
+
+// The memory of a buffer object: a DRAM range and its VA mapping. Referenced by the handle,
+// by jobs and by CPU mappings; freed (PTEs cleared, pages punched) when the last goes.
+struct BoMem final {
+  BoMem() = default;
+  ~BoMem();
+  BoMem(const BoMem&) = delete;
+  BoMem& operator=(const BoMem&) = delete;
+  KDevice* dev = nullptr;
+  std::shared_ptr<AddressSpace> as;
+  uint64_t phys = 0;
+  uint64_t size = 0;
+  uint64_t va = 0;
+  uint32_t flags = 0;
+  uint64_t mmap_offset = 0;
+};
+
+struct JobEnd {
+  uint32_t status = 0;
+  uint32_t device_error = 0;
+  uint64_t error_addr = 0;
+  uint64_t device_cycles = 0;
+};
+
+struct Context;
+
+struct Job final {
+  std::shared_ptr<Context> ctx;
+  uint64_t seq = 0;
+  uint32_t cmd_va = 0;
+  uint32_t cmd_size = 0;
+  std::shared_ptr<AddressSpace> as;
+  std::vector<std::shared_ptr<BoMem>> bos;
+  std::vector<std::pair<std::shared_ptr<Context>, uint64_t>> deps;
+  bool inject_hang = false;
+  bool inject_page_fault = false;
+  uint32_t queue = 0;
+  uint32_t hw_seq = 0;
+  uint64_t doorbell_cycle = 0;
+  bool in_ring = false;
+  bool ended = false;
+};
+
+struct Context final {
+  uint32_t id = 0;
+  File* file = nullptr;  // null once destroyed
+  uint32_t priority = 0;
+  uint32_t queue = 0;
+  uint32_t state = 0;  // DRM_NPU_CTX_STATE_*
+  uint32_t reset_count = 0;
+  uint32_t fault_code = 0;
+  uint64_t fault_addr = 0;
+  uint64_t last_submitted = 0;
+  uint64_t last_ended = 0;
+  uint32_t unended = 0;  // queued + in a ring, not ended
+  std::deque<std::shared_ptr<Job>> queued;  // not yet written to a ring
+  std::map<uint64_t, JobEnd> results;       // the most recent kResultsKept ends
+  uint64_t pruned_upto = 0;                 // results of seq <= this are no longer kept
+};
+
+struct File final {
+  std::shared_ptr<KDevice> dev;
+  bool privileged = false;
+  std::shared_ptr<AddressSpace> as;
+  std::map<uint32_t, std::shared_ptr<BoMem>> handles;
+  uint32_t next_handle = 1;
+  std::map<uint32_t, std::shared_ptr<Context>> contexts;
+  uint64_t events = 0;       // job ends on this file, for poll()
+  uint64_t events_seen = 0;
+  bool closed = false;
+};
+
+struct Ring {
+  uint64_t phys = 0;
+  uint32_t size = 0;
+  uint32_t tail = 0;           // byte offset after the last written entry
+  uint32_t doorbell = 0;       // last value written to RING_TAIL
+  uint32_t next_hw_seq = 1;
+  std::deque<std::shared_ptr<Job>> jobs;  // written to the ring, not yet fenced, oldest first
+  std::shared_ptr<Job> withheld_hang;     // injected hang: entries written, doorbell withheld
+  std::vector<Context*> contexts;         // round robin over contexts of this priority
+  size_t rr = 0;
+  uint64_t completed_total = 0;
+};
+
+struct ArmedFault {
+  FaultRule rule;
+  bool forever = false;
+};
+
+class KDevice final : public std::enable_shared_from_this<KDevice> {
+ public:
+  static constexpr uint32_t kRingBytes = 4096;
+  static constexpr uint32_t kRingWindow = 4;  // jobs per ring; the rest wait in software
+  static constexpr uint32_t kMaxContexts = 64;
+  static constexpr uint32_t kQueueDepth = 64;
+  static constexpr uint32_t kMaxFiles = 1024;
+  static constexpr uint32_t kMaxBoHandlesPerSubmit = 4096;
+  static constexpr uint32_t kMaxInSyncs = 64;
+  static constexpr uint64_t kResultsKept = 65536;
+  static constexpr uint64_t kMaxBoSize = 256ull << 20;
+  static constexpr uint64_t kMmapOffsetStart = 1ull << 32;
+  static constexpr uint32_t kFwVersion = 0x00010000;  // 1.0
+  static constexpr uint64_t kSliceCycles = 1u << 16;
+
+  // Creates and starts an instance. 0 or a positive errno.
+  static int create(std::string name, uint32_t platform, const DeviceFactory& make,
+                    std::shared_ptr<KDevice>* out);
+  ~KDevice();
+  KDevice(const KDevice&) = delete;
+  KDevice& operator=(const KDevice&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // Files. open: 0 or errno. close: drops everything the file holds.
+  int open_file(bool privileged, std::shared_ptr<File>* out);
+  void close_file(File* file);
+
+  // The ioctl ABI gate (kmd_ioctl.cc): drm_ioctl() rules, then the handler. 0 or a negative
+  // errno, like the kernel's ioctl return.
+  long ioctl(File* file, unsigned long cmd, void* arg);
+
+  // mmap support: resolves a fake offset of `file` into a DRAM offset and a reference that
+  // keeps the memory alive while mapped. 0 or a positive errno.
+  int mmap_resolve(File* file, uint64_t offset, uint64_t length, uint64_t* out_phys,
+                   std::shared_ptr<BoMem>* out_ref);
+  void mmap_release(std::shared_ptr<BoMem> ref);
+  // poll(): 1 if a job of `file` ended since the last poll, else waits until deadline; 0 on
+  // timeout; negative errno (ENODEV).
+  int poll_file(File* file, int timeout_ms);
+
+  int memfd() const { return memfd_; }
+
+  // Test and tool controls (kmd.h).
+  void inject(const FaultRule& rule);
+  void clear_faults();
+  void unplug();
+  void set_hang_timeout_ms(uint32_t ms);
+  Stats stats();
+  bool unplugged();
+
+  // Called from BoMem/AddressSpace destructors, device lock held.
+  void free_bo_locked(BoMem* bo);
+  void free_as_locked(AddressSpace* as);
+
+ private:
+  friend class IoctlGate;
+  KDevice(std::string name, uint32_t platform);
+  int init(const DeviceFactory& make);
+
+  // Jobs and scheduling.
+  bool check_fault_locked(Fault f);
+  void dispatch_locked();
+  bool job_ready_locked(const Job& job, bool* failed_dep) const;
+  void write_job_locked(Ring& ring, uint32_t q, const std::shared_ptr<Job>& job);
+  void ring_doorbell_locked(uint32_t q);
+  void end_job_locked(Job& job, uint32_t status, uint32_t device_error, uint64_t error_addr,
+                      uint64_t device_cycles);
+  void abort_context_jobs_locked(Context& ctx);
+  void destroy_context_locked(const std::shared_ptr<Context>& ctx);
+  void handle_irq_locked();
+  void handle_hang_locked();
+  void reset_locked(Job* guilty, uint32_t status, uint32_t device_error, uint64_t error_addr);
+  void program_device_locked();
+  void unplug_locked();
+  bool device_has_work_hw_locked();
+  void thread_main();
+
+  // Handlers (kmd_ioctl.cc).
+  int do_get_param(File& f, void* data);
+  int do_query(File& f, void* data);
+  int do_bo_create(File& f, void* data);
+  int do_bo_info(File& f, void* data);
+  int do_bo_sync(File& f, void* data);
+  int do_bo_destroy(File& f, void* data);
+  int do_gem_close(File& f, void* data);
+  int do_ctx_create(File& f, void* data);
+  int do_ctx_destroy(File& f, void* data);
+  int do_submit(File& f, void* data);
+  int do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk);
+  int do_ctx_query(File& f, void* data);
+  int do_perf(File& f, void* data);
+  int do_reg_read(File& f, void* data);
+  int do_reg_write(File& f, void* data);
+  int do_reset(File& f, void* data);
+  int do_version(File& f, void* data);
+  int destroy_handle_locked(File& f, uint32_t handle);
+  uint32_t isa_version_locked() const;
+  uint32_t fw_version_locked() const;
+
+  const std::string name_;
+  const uint32_t platform_;
+
+  std::mutex mu_;
+  std::condition_variable cv_dev_;   // wakes the device thread
+  std::condition_variable cv_wait_;  // wakes WAIT and poll
+  std::mutex hw_mu_;
+  std::unique_ptr<sim::Device> sim_;
+
+  int memfd_ = -1;
+  std::byte* dram_ = nullptr;
+  uint64_t dram_size_ = 0;
+  RangeAllocator phys_;  // DRAM pages
+  uint64_t fault_pt_ = 0;  // an all-invalid page table, for injected page faults
+
+  // Cached at init (read-only registers).
+  uint32_t device_id_ = 0;
+  uint32_t isa_version_ = 0;
+  uint32_t array_dim_ = 0;
+  uint32_t num_queues_ = 0;
+  uint64_t fingerprint_ = 0;
+  uint32_t act_sp_rows_ = 0, wgt_sp_tiles_ = 0, acc_sp_rows_ = 0;
+
+  std::vector<Ring> rings_;
+  uint32_t jobs_in_rings_ = 0;
+  std::map<uint32_t, std::weak_ptr<Context>> contexts_;  // every live context, by id
+  uint32_t next_ctx_id_ = 1;
+  uint32_t context_count_ = 0;
+  uint32_t open_files_ = 0;
+  std::map<uint64_t, std::pair<File*, uint32_t>> mmap_offsets_;
+  uint64_t next_mmap_offset_ = kMmapOffsetStart;
+
+  // Hang detection.
+  Clock::time_point last_progress_ = Clock::now();
+  uint64_t progress_sig_ = 0;
+  std::shared_ptr<Job> hung_job_;  // device stuck on this job (injected hang)
+  bool stalled_ = false;           // device idle although jobs are in rings
+  Clock::time_point stalled_since_;
+  std::chrono::milliseconds hang_timeout_{2000};
+  uint64_t last_fence_cycle_ = 0;
+
+  // Faults.
+  std::vector<ArmedFault> faults_;
+  bool isa_mismatch_ = false;
+  bool fw_mismatch_ = false;
+  bool unplugged_ = false;
+
+  Stats stats_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Emulated copy_from_user/copy_to_user: EFAULT (positive) instead of a crash on a bad
+// pointer, like the kernel.
+int copy_from_user(void* dst, uint64_t src, size_t n);
+int copy_to_user(uint64_t dst, const void* src, size_t n);
+
+// The process-wide registry (kmd_registry.cc).
+int open_device(std::string_view name, bool privileged, std::shared_ptr<File>* out);
+
+}  // namespace npu::driver::kmd

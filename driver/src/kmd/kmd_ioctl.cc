@@ -1,0 +1,531 @@
+// The ioctl ABI gate of the kernel-driver model and the ioctl handlers.
+//
+// The gate reproduces drm_ioctl(): a foreign ioctl type is ENOTTY, an unknown number EINVAL;
+// the argument is copied in with the caller's size (from the ioctl number), zero-filled up to
+// the kernel's size, handed to the handler, and copied out with the caller's size even when
+// the handler failed. User pointers are read and written through copy_from_user /
+// copy_to_user, which return EFAULT instead of crashing on a bad address.
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "../log.h"
+#include "kmd_internal.h"
+#include "uapi/drm/npu_accel.h"
+
+namespace npu::driver::kmd {
+
+int copy_from_user(void* dst, uint64_t src, size_t n) {
+  if (n == 0) return 0;
+  if (src == 0) return EFAULT;
+  struct iovec local = {dst, n};
+  struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(src)), n};
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  return got == static_cast<ssize_t>(n) ? 0 : EFAULT;
+}
+
+int copy_to_user(uint64_t dst, const void* src, size_t n) {
+  if (n == 0) return 0;
+  if (dst == 0) return EFAULT;
+  struct iovec local = {const_cast<void*>(src), n};
+  struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), n};
+  ssize_t put = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+  return put == static_cast<ssize_t>(n) ? 0 : EFAULT;
+}
+
+namespace {
+
+enum Flags : uint32_t { kNone = 0, kRootOnly = 1, kBlocking = 2 };
+
+struct IoctlDesc {
+  unsigned long cmd;  // the kernel's definition (direction and size)
+  const char* name;
+  uint32_t flags;
+};
+
+// Driver ioctls, indexed by number - DRM_COMMAND_BASE. Append-only, as the uAPI table.
+constexpr IoctlDesc kDriverIoctls[] = {
+    {DRM_IOCTL_NPU_GET_PARAM, "GET_PARAM", kNone},
+    {DRM_IOCTL_NPU_QUERY, "QUERY", kNone},
+    {DRM_IOCTL_NPU_BO_CREATE, "BO_CREATE", kNone},
+    {DRM_IOCTL_NPU_BO_INFO, "BO_INFO", kNone},
+    {DRM_IOCTL_NPU_BO_SYNC, "BO_SYNC", kNone},
+    {DRM_IOCTL_NPU_BO_DESTROY, "BO_DESTROY", kNone},
+    {DRM_IOCTL_NPU_CTX_CREATE, "CTX_CREATE", kNone},
+    {DRM_IOCTL_NPU_CTX_DESTROY, "CTX_DESTROY", kNone},
+    {DRM_IOCTL_NPU_SUBMIT, "SUBMIT", kNone},
+    {DRM_IOCTL_NPU_WAIT, "WAIT", kBlocking},
+    {DRM_IOCTL_NPU_CTX_QUERY, "CTX_QUERY", kNone},
+    {DRM_IOCTL_NPU_PERF, "PERF", kNone},
+    {DRM_IOCTL_NPU_REG_READ, "REG_READ", kRootOnly},
+    {DRM_IOCTL_NPU_REG_WRITE, "REG_WRITE", kRootOnly},
+    {DRM_IOCTL_NPU_RESET, "RESET", kRootOnly},
+};
+static_assert(sizeof(kDriverIoctls) / sizeof(kDriverIoctls[0]) == DRM_NPU_NUM_IOCTLS);
+
+bool has_nonzero(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  return std::any_of(b, b + n, [](unsigned char c) { return c != 0; });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
+  if (_IOC_TYPE(cmd) != DRM_IOCTL_BASE) return -ENOTTY;
+  const unsigned nr = _IOC_NR(cmd);
+  const IoctlDesc* desc = nullptr;
+  static constexpr IoctlDesc kVersion = {DRM_IOCTL_VERSION, "VERSION", kNone};
+  static constexpr IoctlDesc kGemClose = {DRM_IOCTL_GEM_CLOSE, "GEM_CLOSE", kNone};
+  if (nr == _IOC_NR(DRM_IOCTL_VERSION)) {
+    desc = &kVersion;
+  } else if (nr == _IOC_NR(DRM_IOCTL_GEM_CLOSE)) {
+    desc = &kGemClose;
+  } else if (nr >= DRM_COMMAND_BASE && nr < DRM_COMMAND_BASE + DRM_NPU_NUM_IOCTLS) {
+    desc = &kDriverIoctls[nr - DRM_COMMAND_BASE];
+  } else {
+    return -EINVAL;
+  }
+
+  std::unique_lock<std::mutex> lk(mu_);
+  if (check_fault_locked(Fault::kUnplug)) unplug_locked();
+  if (unplugged_) return -ENODEV;
+  if (file->closed) return -EBADF;
+  if (check_fault_locked(Fault::kEintr)) return -EINTR;
+
+  const size_t drv_size = _IOC_SIZE(desc->cmd);
+  size_t in_size = _IOC_SIZE(cmd);
+  size_t out_size = in_size;
+  if ((cmd & desc->cmd & IOC_IN) == 0) in_size = 0;
+  if ((cmd & desc->cmd & IOC_OUT) == 0) out_size = 0;
+  const size_t ksize = std::max(std::max(in_size, out_size), drv_size);
+  std::vector<unsigned char> kdata(ksize, 0);
+  const uint64_t uarg = reinterpret_cast<uintptr_t>(arg);
+  if (copy_from_user(kdata.data(), uarg, in_size) != 0) return -EFAULT;
+
+  NPU_DLOG(kIoctl, "%s: %s in=%zu out=%zu", name_.c_str(), desc->name, in_size, out_size);
+  int err = 0;
+  if ((desc->flags & kRootOnly) && !file->privileged) {
+    err = EACCES;
+  } else {
+    void* d = kdata.data();
+    switch (nr) {
+      case _IOC_NR(DRM_IOCTL_VERSION): err = do_version(*file, d); break;
+      case _IOC_NR(DRM_IOCTL_GEM_CLOSE): err = do_gem_close(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_GET_PARAM: err = do_get_param(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_QUERY: err = do_query(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_BO_CREATE: err = do_bo_create(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_BO_INFO: err = do_bo_info(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_BO_SYNC: err = do_bo_sync(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_BO_DESTROY: err = do_bo_destroy(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_CTX_CREATE: err = do_ctx_create(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_CTX_DESTROY: err = do_ctx_destroy(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_SUBMIT: err = do_submit(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_WAIT: err = do_wait(*file, d, lk); break;
+      case DRM_COMMAND_BASE + DRM_NPU_CTX_QUERY: err = do_ctx_query(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_PERF: err = do_perf(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_REG_READ: err = do_reg_read(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_REG_WRITE: err = do_reg_write(*file, d); break;
+      case DRM_COMMAND_BASE + DRM_NPU_RESET: err = do_reset(*file, d); break;
+      default: err = EINVAL; break;
+    }
+  }
+  lk.unlock();
+  if (copy_to_user(uarg, kdata.data(), out_size) != 0) err = EFAULT;
+  NPU_DLOG(kIoctl, "%s: %s -> %d (%s)", name_.c_str(), desc->name, -err, std::strerror(err));
+  return -err;
+}
+
+// ---------------------------------------------------------------------------------------------
+int KDevice::do_version(File&, void* data) {
+  auto* v = static_cast<drm_version*>(data);
+  v->version_major = DRM_NPU_UAPI_MAJOR;
+  v->version_minor = DRM_NPU_UAPI_MINOR;
+  v->version_patchlevel = 0;
+  auto put = [](const char* s, __kernel_size_t* len, char* uptr) -> int {
+    const size_t actual = std::strlen(s);
+    const size_t n = std::min<size_t>(*len, actual);
+    *len = actual;
+    if (n > 0 && copy_to_user(reinterpret_cast<uintptr_t>(uptr), s, n) != 0) return EFAULT;
+    return 0;
+  };
+  const std::string desc = "NPU accel driver (in-process model, " + name_ + ")";
+  if (int e = put(DRM_NPU_DRIVER_NAME, &v->name_len, v->name)) return e;
+  if (int e = put("20261130", &v->date_len, v->date)) return e;
+  return put(desc.c_str(), &v->desc_len, v->desc);
+}
+
+int KDevice::do_get_param(File&, void* data) {
+  auto* p = static_cast<drm_npu_get_param*>(data);
+  if (p->index != 0) return EINVAL;
+  switch (p->param) {
+    case DRM_NPU_PARAM_DEVICE_ID: p->value = device_id_; break;
+    case DRM_NPU_PARAM_REVISION: p->value = isa_version_locked(); break;
+    case DRM_NPU_PARAM_PLATFORM: p->value = platform_; break;
+    case DRM_NPU_PARAM_CLOCK_MHZ: p->value = hw::kClockMhz; break;
+    case DRM_NPU_PARAM_MAX_CONTEXTS: p->value = kMaxContexts; break;
+    case DRM_NPU_PARAM_CONTEXT_COUNT: p->value = context_count_; break;
+    case DRM_NPU_PARAM_VA_START: p->value = hw::kPageBytes; break;
+    case DRM_NPU_PARAM_VA_SIZE: p->value = (1ull << hw::kVaBits) - hw::kPageBytes; break;
+    case DRM_NPU_PARAM_ISA_VERSION: p->value = isa_version_locked(); break;
+    case DRM_NPU_PARAM_FW_VERSION: p->value = fw_version_locked(); break;
+    case DRM_NPU_PARAM_CAPABILITIES:
+      p->value = DRM_NPU_CAP_IN_SYNCS | DRM_NPU_CAP_PERF | DRM_NPU_CAP_BO_RDONLY |
+                 DRM_NPU_CAP_REG_ACCESS;
+      break;
+    case DRM_NPU_PARAM_RESET_COUNT: p->value = stats_.resets; break;
+    case DRM_NPU_PARAM_ARRAY_DIM: p->value = array_dim_; break;
+    case DRM_NPU_PARAM_FINGERPRINT: p->value = fingerprint_; break;
+    case DRM_NPU_PARAM_NUM_QUEUES: p->value = num_queues_; break;
+    case DRM_NPU_PARAM_DRAM_SIZE: p->value = dram_size_; break;
+    case DRM_NPU_PARAM_PAGE_SIZE: p->value = hw::kPageBytes; break;
+    case DRM_NPU_PARAM_QUEUE_DEPTH: p->value = kQueueDepth; break;
+    case DRM_NPU_PARAM_NUM_COUNTERS: p->value = hw::kNumCounters; break;
+    case DRM_NPU_PARAM_MAX_BO_SIZE: p->value = kMaxBoSize; break;
+    case DRM_NPU_PARAM_HANG_TIMEOUT_MS: p->value = static_cast<uint64_t>(hang_timeout_.count()); break;
+    default: return EINVAL;
+  }
+  return 0;
+}
+
+int KDevice::do_query(File&, void* data) {
+  auto* q = static_cast<drm_npu_query*>(data);
+  if (q->flags != 0 || q->pad != 0) return EINVAL;
+  std::vector<unsigned char> answer;
+  switch (q->type) {
+    case DRM_NPU_QUERY_DEVICE_INFO: {
+      drm_npu_device_info info{};
+      info.device_id = device_id_;
+      info.isa_version = isa_version_locked();
+      info.fw_version = fw_version_locked();
+      info.platform = platform_;
+      info.array_dim = array_dim_;
+      info.num_queues = num_queues_;
+      info.clock_mhz = hw::kClockMhz;
+      info.max_contexts = kMaxContexts;
+      info.context_count = context_count_;
+      info.queue_depth = kQueueDepth;
+      info.act_sp_rows = act_sp_rows_;
+      info.wgt_sp_tiles = wgt_sp_tiles_;
+      info.acc_sp_rows = acc_sp_rows_;
+      info.num_counters = hw::kNumCounters;
+      info.page_size = hw::kPageBytes;
+      info.va_start = hw::kPageBytes;
+      info.va_size = (1ull << hw::kVaBits) - hw::kPageBytes;
+      info.dram_size = dram_size_;
+      info.max_bo_size = kMaxBoSize;
+      info.fingerprint = fingerprint_;
+      info.capabilities = DRM_NPU_CAP_IN_SYNCS | DRM_NPU_CAP_PERF | DRM_NPU_CAP_BO_RDONLY |
+                          DRM_NPU_CAP_REG_ACCESS;
+      info.reset_count = stats_.resets;
+      answer.resize(sizeof(info));
+      std::memcpy(answer.data(), &info, sizeof(info));
+      break;
+    }
+    case DRM_NPU_QUERY_QUEUES: {
+      drm_npu_queues head{num_queues_, sizeof(drm_npu_queue_info)};
+      answer.resize(sizeof(head) + num_queues_ * sizeof(drm_npu_queue_info));
+      std::memcpy(answer.data(), &head, sizeof(head));
+      for (uint32_t i = 0; i < num_queues_; ++i) {
+        drm_npu_queue_info qi{};
+        qi.queue = i;
+        qi.priority = DRM_NPU_PRIORITY_REALTIME - std::min<uint32_t>(i, DRM_NPU_PRIORITY_REALTIME);
+        qi.contexts = static_cast<uint32_t>(rings_[i].contexts.size());
+        qi.jobs_in_ring = static_cast<uint32_t>(rings_[i].jobs.size());
+        qi.jobs_completed = rings_[i].completed_total;
+        std::memcpy(answer.data() + sizeof(head) + i * sizeof(qi), &qi, sizeof(qi));
+      }
+      break;
+    }
+    default: return EINVAL;
+  }
+  const uint32_t actual = static_cast<uint32_t>(answer.size());
+  if (q->data != 0) {
+    const size_t n = std::min<size_t>(q->size, actual);
+    if (copy_to_user(q->data, answer.data(), n) != 0) return EFAULT;
+  }
+  q->size = actual;
+  return 0;
+}
+
+int KDevice::do_bo_create(File& f, void* data) {
+  auto* a = static_cast<drm_npu_bo_create*>(data);
+  if ((a->flags & ~DRM_NPU_BO_FLAGS) != 0) return EINVAL;
+  if (a->size == 0 || a->size > kMaxBoSize) return EINVAL;
+  if (check_fault_locked(Fault::kEnomem)) return ENOMEM;
+  const uint64_t pages = (a->size + hw::kPageBytes - 1) / hw::kPageBytes;
+  uint64_t phys_page = 0, va_page = 0;
+  if (!phys_.alloc(pages, &phys_page)) return ENOMEM;
+  if (!f.as->va.alloc(pages, &va_page)) {
+    phys_.release(phys_page, pages);
+    return ENOMEM;
+  }
+  auto bo = std::make_shared<BoMem>();
+  bo->dev = this;
+  bo->as = f.as;
+  bo->phys = phys_page * hw::kPageBytes;
+  bo->size = pages * hw::kPageBytes;
+  bo->va = va_page * hw::kPageBytes;
+  bo->flags = a->flags;
+  bo->mmap_offset = next_mmap_offset_;
+  next_mmap_offset_ += bo->size;
+  const bool writable = (a->flags & DRM_NPU_BO_DEVICE_RDONLY) == 0;
+  for (uint64_t i = 0; i < pages; ++i) {
+    const uint32_t pte = static_cast<uint32_t>(((phys_page + i) * hw::kPageBytes) & 0xFFFF0000u) |
+                         (writable ? 2u : 0u) | 1u;
+    std::memcpy(dram_ + f.as->pt_phys + 4 * (va_page + i), &pte, 4);
+  }
+  const uint32_t handle = f.next_handle++;
+  f.handles[handle] = bo;
+  mmap_offsets_[bo->mmap_offset] = {&f, handle};
+  a->handle = handle;
+  a->npu_va = bo->va;
+  a->out_size = bo->size;
+  NPU_DLOG(kMm, "%s: bo %u va %#llx phys %#llx size %#llx", name_.c_str(), handle,
+           static_cast<unsigned long long>(bo->va), static_cast<unsigned long long>(bo->phys),
+           static_cast<unsigned long long>(bo->size));
+  return 0;
+}
+
+int KDevice::do_bo_info(File& f, void* data) {
+  auto* a = static_cast<drm_npu_bo_info*>(data);
+  if (a->flags != 0) return EINVAL;
+  auto it = f.handles.find(a->handle);
+  if (it == f.handles.end()) return ENOENT;
+  a->mmap_offset = it->second->mmap_offset;
+  a->size = it->second->size;
+  a->npu_va = it->second->va;
+  return 0;
+}
+
+int KDevice::do_bo_sync(File& f, void* data) {
+  auto* a = static_cast<drm_npu_bo_sync*>(data);
+  if (a->direction == 0 ||
+      (a->direction & ~(DRM_NPU_SYNC_TO_DEVICE | DRM_NPU_SYNC_FROM_DEVICE)) != 0) {
+    return EINVAL;
+  }
+  auto it = f.handles.find(a->handle);
+  if (it == f.handles.end()) return ENOENT;
+  if (a->size == 0 || a->offset > it->second->size || a->size > it->second->size - a->offset) {
+    return EINVAL;
+  }
+  // The simulators share memory coherently with the CPU; a fence orders the accesses.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return 0;
+}
+
+int KDevice::destroy_handle_locked(File& f, uint32_t handle) {
+  auto it = f.handles.find(handle);
+  if (it == f.handles.end()) return ENOENT;
+  mmap_offsets_.erase(it->second->mmap_offset);
+  f.handles.erase(it);  // memory lives on while jobs or mappings reference it
+  return 0;
+}
+
+int KDevice::do_bo_destroy(File& f, void* data) {
+  auto* a = static_cast<drm_npu_bo_destroy*>(data);
+  if (a->pad != 0) return EINVAL;
+  return destroy_handle_locked(f, a->handle);
+}
+
+int KDevice::do_gem_close(File& f, void* data) {
+  auto* a = static_cast<drm_gem_close*>(data);
+  if (a->pad != 0) return EINVAL;
+  return destroy_handle_locked(f, a->handle);
+}
+
+int KDevice::do_ctx_create(File& f, void* data) {
+  auto* a = static_cast<drm_npu_ctx_create*>(data);
+  if (a->flags != 0 || a->pad != 0) return EINVAL;
+  if (a->priority > DRM_NPU_PRIORITY_REALTIME) return EINVAL;
+  if (check_fault_locked(Fault::kEnomem)) return ENOMEM;
+  if (context_count_ >= kMaxContexts) return ENOSPC;
+  auto ctx = std::make_shared<Context>();
+  ctx->id = next_ctx_id_++;
+  if (next_ctx_id_ == 0) next_ctx_id_ = 1;
+  ctx->file = &f;
+  ctx->priority = a->priority;
+  ctx->queue = std::min(num_queues_ - 1, DRM_NPU_PRIORITY_REALTIME - a->priority);
+  f.contexts[ctx->id] = ctx;
+  contexts_[ctx->id] = ctx;
+  rings_[ctx->queue].contexts.push_back(ctx.get());
+  ++context_count_;
+  a->ctx_id = ctx->id;
+  return 0;
+}
+
+int KDevice::do_ctx_destroy(File& f, void* data) {
+  auto* a = static_cast<drm_npu_ctx_destroy*>(data);
+  if (a->pad != 0) return EINVAL;
+  auto it = f.contexts.find(a->ctx_id);
+  if (it == f.contexts.end()) return ENOENT;
+  auto ctx = it->second;
+  f.contexts.erase(it);
+  destroy_context_locked(ctx);
+  dispatch_locked();
+  return 0;
+}
+
+int KDevice::do_submit(File& f, void* data) {
+  auto* a = static_cast<drm_npu_submit*>(data);
+  if (a->flags != 0) return EINVAL;
+  auto cit = f.contexts.find(a->ctx_id);
+  if (cit == f.contexts.end()) return ENOENT;
+  const auto& ctx = cit->second;
+  if (ctx->state == DRM_NPU_CTX_STATE_BANNED) return EBADFD;
+  if (ctx->state == DRM_NPU_CTX_STATE_LOST) return ENODEV;
+  if (a->bo_count > kMaxBoHandlesPerSubmit) return EINVAL;
+  if (a->in_sync_count > kMaxInSyncs) return EINVAL;
+  if (a->in_sync_count > 0 &&
+      (a->in_sync_struct_size < sizeof(drm_npu_sync) || a->in_sync_struct_size > 4096)) {
+    return EINVAL;
+  }
+  if (a->in_sync_count == 0 && (a->in_syncs != 0 || a->in_sync_struct_size != 0)) return EINVAL;
+  if (a->bo_count == 0 && a->bo_handles != 0) return EINVAL;
+
+  auto job = std::make_shared<Job>();
+  std::vector<uint32_t> handles(a->bo_count);
+  if (copy_from_user(handles.data(), a->bo_handles, handles.size() * sizeof(uint32_t)) != 0) {
+    return EFAULT;
+  }
+  for (uint32_t h : handles) {
+    auto it = f.handles.find(h);
+    if (it == f.handles.end()) return ENOENT;
+    job->bos.push_back(it->second);
+  }
+  auto cmd = f.handles.find(a->cmd_handle);
+  if (cmd == f.handles.end()) return ENOENT;
+  const BoMem& cbo = *cmd->second;
+  if (a->cmd_size == 0 || a->cmd_size % hw::kInstructionBytes != 0) return EINVAL;
+  if (a->cmd_offset % hw::kInstructionBytes != 0) return EINVAL;
+  if (a->cmd_offset >= cbo.size || a->cmd_size > cbo.size - a->cmd_offset) return EINVAL;
+  job->bos.push_back(cmd->second);
+
+  std::vector<unsigned char> sync(a->in_sync_struct_size);
+  for (uint32_t i = 0; i < a->in_sync_count; ++i) {
+    if (copy_from_user(sync.data(), a->in_syncs + uint64_t{i} * a->in_sync_struct_size,
+                       sync.size()) != 0) {
+      return EFAULT;
+    }
+    drm_npu_sync s;
+    std::memcpy(&s, sync.data(), sizeof(s));
+    if (s.pad != 0 || has_nonzero(sync.data() + sizeof(s), sync.size() - sizeof(s))) return EINVAL;
+    auto dit = f.contexts.find(s.ctx_id);
+    if (dit == f.contexts.end()) return ENOENT;
+    if (s.seq == 0 || s.seq > dit->second->last_submitted) return EINVAL;
+    job->deps.emplace_back(dit->second, s.seq);
+  }
+
+  if (ctx->unended >= kQueueDepth) return EBUSY;
+  if (check_fault_locked(Fault::kEbusy)) return EBUSY;
+  job->inject_hang = check_fault_locked(Fault::kHang);
+  job->inject_page_fault = check_fault_locked(Fault::kPageFault);
+  job->ctx = ctx;
+  job->seq = ++ctx->last_submitted;
+  job->cmd_va = static_cast<uint32_t>(cbo.va + a->cmd_offset);
+  job->cmd_size = static_cast<uint32_t>(a->cmd_size);
+  job->as = f.as;
+  ++ctx->unended;
+  ++stats_.jobs_submitted;
+  ctx->queued.push_back(job);
+  a->seq = job->seq;
+  dispatch_locked();
+  return 0;
+}
+
+int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
+  auto* a = static_cast<drm_npu_wait*>(data);
+  if (a->flags != 0) return EINVAL;
+  auto cit = f.contexts.find(a->ctx_id);
+  if (cit == f.contexts.end()) return ENOENT;
+  std::shared_ptr<Context> ctx = cit->second;
+  if (a->seq == 0 || a->seq > ctx->last_submitted || a->seq <= ctx->pruned_upto) return EINVAL;
+  const auto deadline =
+      Clock::time_point(std::chrono::nanoseconds(std::max<int64_t>(a->deadline_ns, 0)));
+  for (;;) {
+    if (unplugged_) return ENODEV;
+    auto it = ctx->results.find(a->seq);
+    if (it != ctx->results.end()) {
+      a->status = it->second.status;
+      a->device_error = it->second.device_error;
+      a->error_addr = it->second.error_addr;
+      a->device_cycles = it->second.device_cycles;
+      return it->second.status == DRM_NPU_JOB_ABORTED ? EIO : 0;
+    }
+    if (Clock::now() >= deadline) return ETIMEDOUT;
+    cv_wait_.wait_until(lk, deadline);
+  }
+}
+
+int KDevice::do_ctx_query(File& f, void* data) {
+  auto* a = static_cast<drm_npu_ctx_query*>(data);
+  if (a->flags != 0) return EINVAL;
+  auto cit = f.contexts.find(a->ctx_id);
+  if (cit == f.contexts.end()) return ENOENT;
+  const Context& c = *cit->second;
+  a->state = c.state;
+  a->priority = c.priority;
+  a->reset_count = c.reset_count;
+  a->pending = c.unended;
+  a->last_submitted_seq = c.last_submitted;
+  a->last_completed_seq = c.last_ended;
+  a->fault_code = c.fault_code;
+  a->pad = 0;
+  a->fault_addr = c.fault_addr;
+  return 0;
+}
+
+int KDevice::do_perf(File&, void* data) {
+  auto* a = static_cast<drm_npu_perf*>(data);
+  if (a->flags != 0) return EINVAL;
+  if (a->values != 0) {
+    uint64_t values[hw::kNumCounters];
+    {
+      std::lock_guard<std::mutex> hw(hw_mu_);
+      for (uint32_t i = 0; i < hw::kNumCounters; ++i) {
+        values[i] = sim::read_counter(*sim_, static_cast<hw::Counter>(i));
+      }
+    }
+    const size_t n = std::min<size_t>(a->count, hw::kNumCounters);
+    if (copy_to_user(a->values, values, n * sizeof(uint64_t)) != 0) return EFAULT;
+  }
+  a->count = hw::kNumCounters;
+  return 0;
+}
+
+int KDevice::do_reg_read(File&, void* data) {
+  auto* a = static_cast<drm_npu_reg*>(data);
+  if (a->offset % 4 != 0 || a->offset >= hw::reg::REGISTER_SPACE_BYTES) return EINVAL;
+  std::lock_guard<std::mutex> hw(hw_mu_);
+  a->value = sim_->read_reg(a->offset);
+  if (a->offset == hw::reg::VERSION) a->value = isa_version_locked();
+  return 0;
+}
+
+int KDevice::do_reg_write(File&, void* data) {
+  auto* a = static_cast<drm_npu_reg*>(data);
+  if (a->offset % 4 != 0 || a->offset >= hw::reg::REGISTER_SPACE_BYTES) return EINVAL;
+  if (a->offset == hw::reg::CONTROL && (a->value & hw::bits::CONTROL_RESET)) {
+    // A reset behind the driver's back would orphan every job: take the driver's path.
+    reset_locked(nullptr, DRM_NPU_JOB_ABORTED, 0, 0);
+    return 0;
+  }
+  std::lock_guard<std::mutex> hw(hw_mu_);
+  sim_->write_reg(a->offset, a->value);
+  cv_dev_.notify_all();
+  return 0;
+}
+
+int KDevice::do_reset(File&, void* data) {
+  auto* a = static_cast<drm_npu_reset*>(data);
+  if (a->flags != 0 || a->pad != 0) return EINVAL;
+  reset_locked(nullptr, DRM_NPU_JOB_ABORTED, 0, 0);
+  return 0;
+}
+
+}  // namespace npu::driver::kmd
