@@ -1,0 +1,903 @@
+// npu_top: the NPU (docs/architecture.md section 1).
+//
+// Register bus (combinational read, write on the clock edge), one memory master port (through
+// npu_dma), an interrupt line and an instruction-trace port. Offsets, opcodes, sizes and error
+// codes all come from the generated package npu_config_pkg.
+//
+// Execution: the command processor picks the lowest-numbered ring with HEAD != TAIL, reads the
+// entry and, for an EXEC, fetches and executes the command buffer one instruction at a time in
+// program order. The token rule makes program order the architectural result, so tokens are
+// only counted and checked here (pops before, pushes after each instruction).
+//
+// Scratchpads are arrays of rows read through registered addresses (synchronous-read SRAM
+// behaviour). A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs
+// from the current epoch reads as zero.
+module npu_top
+  import npu_config_pkg::*;
+#(
+  parameter int unsigned ARRAY_DIM = DEFAULT_ARRAY_DIM
+) (
+  input  logic                              clk_i,
+  input  logic                              rst_ni,
+
+  input  logic                              reg_valid_i,
+  input  logic                              reg_write_i,
+  input  logic [11:0]                       reg_addr_i,
+  input  logic [31:0]                       reg_wdata_i,
+  output logic [31:0]                       reg_rdata_o,
+
+  output logic                              mem_req_valid_o,
+  input  logic                              mem_req_ready_i,
+  output logic                              mem_req_write_o,
+  output logic [31:0]                       mem_req_addr_o,
+  output logic [7:0]                        mem_req_beats_o,
+  output logic [int'(DMA_BEAT_BYTES)*8-1:0] mem_req_wdata_o,
+  output logic [int'(DMA_BEAT_BYTES)-1:0]   mem_req_wstrb_o,
+  input  logic                              mem_rsp_valid_i,
+  input  logic [int'(DMA_BEAT_BYTES)*8-1:0] mem_rsp_data_i,
+  input  logic [32:0]                       dram_bytes_i,
+
+  output logic                              irq_o,
+  output logic                              busy_o,
+
+  output logic                              trace_valid_o,
+  output logic [7:0]                        trace_queue_o,
+  output logic [31:0]                       trace_offset_o,
+  output logic [255:0]                      trace_instr_o
+);
+  localparam int unsigned N = ARRAY_DIM;
+  localparam int unsigned Q = NUM_QUEUES;
+  localparam int unsigned QW = $clog2(Q);
+  localparam int unsigned BEAT_BYTES = int'(DMA_BEAT_BYTES);
+  localparam int unsigned ROW_BYTES = 4 * N;               // widest row (ACC), >= 32 bytes
+  localparam int unsigned RB = ROW_BYTES * 8;
+  localparam int unsigned ACT_ROWS = int'(ACT_SP_BYTES) / N;
+  localparam int unsigned WGT_ROWS = int'(WGT_SP_BYTES) / N;
+  localparam int unsigned WGT_TILES = int'(WGT_SP_BYTES) / (N * N);
+  localparam int unsigned ACC_ROWS = int'(ACC_SP_BYTES) / (4 * N);
+  localparam int unsigned AAW = $clog2(ACT_ROWS);
+  localparam int unsigned WAW = $clog2(WGT_ROWS);
+  localparam int unsigned CAW = $clog2(ACC_ROWS);
+  localparam logic [7:0] NUM_CNT = 8'(NUM_COUNTERS);
+  localparam logic [8:0] IRQ_BITS = 9'(IRQ_ERROR) | 9'((1 << Q) - 1);
+
+  // ------------------------------------------------------------------------------------------
+  // Scratchpads
+  // ------------------------------------------------------------------------------------------
+  logic [N*8-1:0]  act_mem [ACT_ROWS];
+  logic [31:0]     act_tag [ACT_ROWS];
+  logic [N*8-1:0]  wgt_mem [WGT_ROWS];
+  logic [31:0]     wgt_tag [WGT_ROWS];
+  logic [N*32-1:0] acc_mem [ACC_ROWS];
+  logic [31:0]     acc_tag [ACC_ROWS];
+  logic [31:0]     epoch_q;
+  logic [AAW-1:0]  act_ra_q;
+  logic [WAW-1:0]  wgt_ra_q;
+  logic [CAW-1:0]  acc_ra_q;
+  logic [N*8-1:0]  act_rd;
+  logic [N*8-1:0]  wgt_rd;
+  logic [N*32-1:0] acc_rd;
+  assign act_rd = (act_tag[act_ra_q] == epoch_q) ? act_mem[act_ra_q] : '0;
+  assign wgt_rd = (wgt_tag[wgt_ra_q] == epoch_q) ? wgt_mem[wgt_ra_q] : '0;
+  assign acc_rd = (acc_tag[acc_ra_q] == epoch_q) ? acc_mem[acc_ra_q] : '0;
+
+  // ------------------------------------------------------------------------------------------
+  // Architectural registers
+  // ------------------------------------------------------------------------------------------
+  logic        enable_q;
+  logic [8:0]  irq_status_q, irq_mask_q;
+  logic [7:0]  err_code_q;
+  logic [31:0] err_addr_q, err_instr_q, reset_count_q;
+  logic [QW-1:0] err_queue_q;
+  logic [31:0] ring_base_q [Q];
+  logic [31:0] ring_size_q [Q];
+  logic [31:0] ring_head_q [Q];
+  logic [31:0] ring_tail_q [Q];
+  logic [31:0] comp_seq_q  [Q];
+  logic [63:0] cnt_q [NUM_COUNTERS];
+
+  // ------------------------------------------------------------------------------------------
+  // Controller state
+  // ------------------------------------------------------------------------------------------
+  typedef enum logic [5:0] {
+    S_IDLE, S_RING_WAIT, S_RING_DEC, S_FETCH, S_FETCH_WAIT, S_DECODE, S_RANGE,
+    S_LD_ROW, S_LD_WAIT, S_ST_ROW, S_ST_RD, S_ST_WAIT,
+    S_G_BLK, S_G_WLOAD, S_G_RUN,
+    S_V_P1, S_V_P2, S_V_P3, S_V_RUN,
+    S_COMPLETE
+  } state_e;
+  state_e st_q;
+
+  logic [QW-1:0] q_q;            // queue being served
+  logic          in_job_q;
+  logic [31:0]   cb_va_q, cb_len_q, pt_base_q, pc_q;
+  logic [31:0]   entry_pa_q;
+  logic [31:0]   iw [8];         // current instruction words
+  logic [7:0]    tok_q [4];      // token channels: 0 L->C, 1 C->L, 2 C->S, 3 S->C
+
+  // Engine loop registers (shared by the engines; only one instruction runs at a time).
+  logic [15:0] lz_q, ly_q, lx_q;     // LOAD/STORE (padded) loop indices, GEMM o/i/r, VEC o/r
+  logic [16:0] ly_n, lx_n;           // LOAD padded extents
+  logic [31:0] row_q;                // scratchpad row of the LOAD/STORE
+  logic [7:0]  len_q;                // bytes per DRAM row
+  logic [1:0]  sp_q;
+  logic [N*N*8-1:0] wtile_q;         // weight tile held in the array, row k at bits k*N*8
+  logic [CAW-1:0] g_acc_q;           // GEMM acc row of the current (o, i) block
+  logic [AAW-1:0] g_act_q;
+  logic [15:0]    k_q;
+  logic [N*32-1:0] v_bias_q, v_mul_q, v_shift_q;
+  logic [CAW-1:0] v_src_o_q;
+  logic [AAW-1:0] v_dst_o_q, v_dst_q;
+
+  // DMA
+  logic        dma_start_q, dma_write_q, dma_phys_q, dma_ifetch_q, tlb_flush_q;
+  logic [31:0] dma_addr_q;
+  logic [7:0]  dma_len_q;
+  logic [RB-1:0] dma_wdata_q;
+  logic        dma_busy, dma_done, dma_err, dma_stall;
+  logic [7:0]  dma_err_code;
+  logic [31:0] dma_err_addr;
+  logic [RB-1:0] dma_rdata;
+
+  // Soft reset: a CONTROL write with the RESET bit takes effect on this edge.
+  logic soft_rst;
+  assign soft_rst = reg_valid_i && reg_write_i && reg_addr_i == REG_CONTROL &&
+                    (reg_wdata_i & CONTROL_RESET) != 0;
+
+  npu_dma #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_dma (
+    .clk_i, .rst_ni, .clear_i(soft_rst),
+    .start_i(dma_start_q), .write_i(dma_write_q), .phys_i(dma_phys_q), .ifetch_i(dma_ifetch_q),
+    .addr_i(dma_addr_q), .len_i(dma_len_q), .wdata_i(dma_wdata_q), .pt_base_i(pt_base_q),
+    .tlb_flush_i(tlb_flush_q), .dram_bytes_i,
+    .busy_o(dma_busy), .done_o(dma_done), .err_o(dma_err), .err_code_o(dma_err_code),
+    .err_addr_o(dma_err_addr), .rdata_o(dma_rdata), .stall_o(dma_stall),
+    .mem_req_valid_o, .mem_req_ready_i, .mem_req_write_o, .mem_req_addr_o, .mem_req_beats_o,
+    .mem_req_wdata_o, .mem_req_wstrb_o, .mem_rsp_valid_i, .mem_rsp_data_i
+  );
+
+  // ------------------------------------------------------------------------------------------
+  // Ring selection, status, interrupt
+  // ------------------------------------------------------------------------------------------
+  logic          pending;
+  logic [QW-1:0] pick;
+  always_comb begin
+    pending = 1'b0;
+    pick = '0;
+    for (int q = Q - 1; q >= 0; q--) begin
+      if (ring_head_q[q] != ring_tail_q[q]) begin
+        pending = 1'b1;
+        pick = QW'(q);
+      end
+    end
+  end
+
+  logic halted;
+  assign halted = (err_code_q != ERR_NONE);
+  assign busy_o = (st_q != S_IDLE) || (enable_q && !halted && pending);
+  assign irq_o = (irq_status_q & irq_mask_q) != 0;
+
+  // ------------------------------------------------------------------------------------------
+  // Register read (combinational)
+  // ------------------------------------------------------------------------------------------
+  localparam logic [63:0] FPRINT = fingerprint_for_dim(N);
+  always_comb begin
+    logic [11:0] qoff;
+    logic [7:0]  qi;
+    logic [7:0]  ci;
+    reg_rdata_o = '0;
+    qoff = reg_addr_i - REG_QUEUE_BASE;
+    qi = 8'(qoff / REG_QUEUE_STRIDE);
+    ci = 8'((reg_addr_i - REG_COUNTER_BASE) >> 3);
+    if (reg_addr_i >= REG_COUNTER_BASE) begin
+      if (ci < NUM_CNT && reg_addr_i[1:0] == 2'b00)
+        reg_rdata_o = reg_addr_i[2] ? cnt_q[ci[3:0]][63:32] : cnt_q[ci[3:0]][31:0];
+    end else if (reg_addr_i >= REG_QUEUE_BASE) begin
+      if (qi < 8'(Q)) begin
+        unique case (qoff % REG_QUEUE_STRIDE)
+          REG_QUEUE_RING_BASE:     reg_rdata_o = ring_base_q[qi[QW-1:0]];
+          REG_QUEUE_RING_SIZE:     reg_rdata_o = ring_size_q[qi[QW-1:0]];
+          REG_QUEUE_RING_HEAD:     reg_rdata_o = ring_head_q[qi[QW-1:0]];
+          REG_QUEUE_RING_TAIL:     reg_rdata_o = ring_tail_q[qi[QW-1:0]];
+          REG_QUEUE_COMPLETED_SEQ: reg_rdata_o = comp_seq_q[qi[QW-1:0]];
+          default:                 reg_rdata_o = '0;
+        endcase
+      end
+    end else begin
+      unique case (reg_addr_i)
+        REG_ID:             reg_rdata_o = DEVICE_ID;
+        REG_VERSION:        reg_rdata_o = ISA_VERSION;
+        REG_FINGERPRINT_LO: reg_rdata_o = FPRINT[31:0];
+        REG_FINGERPRINT_HI: reg_rdata_o = FPRINT[63:32];
+        REG_CONFIG:         reg_rdata_o = {20'h0, 4'(Q), 8'(N)};
+        REG_CONTROL:        reg_rdata_o = enable_q ? CONTROL_ENABLE : 32'h0;
+        REG_STATUS:         reg_rdata_o = (busy_o ? STATUS_BUSY : 32'h0) |
+                                          (halted ? STATUS_ERROR : 32'h0) |
+                                          (enable_q ? STATUS_ENABLED : 32'h0);
+        REG_IRQ_STATUS:     reg_rdata_o = 32'(irq_status_q);
+        REG_IRQ_MASK:       reg_rdata_o = 32'(irq_mask_q);
+        REG_ERROR_CODE:     reg_rdata_o = 32'(err_code_q);
+        REG_ERROR_ADDR:     reg_rdata_o = err_addr_q;
+        REG_ERROR_QUEUE:    reg_rdata_o = 32'(err_queue_q);
+        REG_ERROR_INSTR:    reg_rdata_o = err_instr_q;
+        REG_ACT_SP_ROWS:    reg_rdata_o = ACT_ROWS;
+        REG_WGT_SP_TILES:   reg_rdata_o = WGT_TILES;
+        REG_ACC_SP_ROWS:    reg_rdata_o = ACC_ROWS;
+        REG_RESET_COUNT:    reg_rdata_o = reset_count_q;
+        default:            reg_rdata_o = '0;
+      endcase
+    end
+  end
+
+  // ------------------------------------------------------------------------------------------
+  // Instruction fields
+  // ------------------------------------------------------------------------------------------
+  logic [7:0] op;
+  logic pop_prev, pop_next, push_prev, push_next;
+  assign op = iw[0][7:0];
+  assign pop_prev = iw[0][8];
+  assign pop_next = iw[0][9];
+  assign push_prev = iw[0][10];
+  assign push_next = iw[0][11];
+
+  // Engine of the instruction: 0 LOAD, 1 COMPUTE, 2 STORE (3 = invalid SYNC target).
+  function automatic logic [1:0] engine_of(input logic [7:0] opc, input logic [1:0] sync_eng);
+    unique case (opc)
+      OP_LOAD:  return 2'd0;
+      OP_STORE: return 2'd2;
+      OP_SYNC:  return sync_eng;
+      default:  return 2'd1;
+    endcase
+  endfunction
+
+  function automatic logic illegal_instr(input logic [31:0] w [8]);
+    logic [1:0] eng;
+    logic bad;
+    eng = engine_of(w[0][7:0], w[0][17:16]);
+    bad = (w[0][15:12] != 0);
+    // LOAD has no prev channel, STORE no next channel.
+    if (eng == 2'd0 && (w[0][8] || w[0][10])) bad = 1'b1;
+    if (eng == 2'd2 && (w[0][9] || w[0][11])) bad = 1'b1;
+    unique case (w[0][7:0])
+      OP_NOP: bad |= (w[0][31:16] != 0) || (w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0;
+      OP_SYNC: bad |= (w[0][31:18] != 0) || (w[0][17:16] == 2'd3) ||
+                      (w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0;
+      OP_LOAD, OP_STORE: begin
+        bad |= (w[0][17:16] == 2'd3) || (w[0][23:18] != 0) || (32'(w[0][31:24]) > N);
+        bad |= (w[3][15:0] == 0) || (w[3][31:16] == 0) || (w[4][15:0] == 0);
+        if (w[0][7:0] == OP_STORE) bad |= (w[4][31:16] != 0);
+      end
+      OP_GEMM: bad |= (w[0][31:17] != 0) || (w[2][31:16] == 0) || (w[3][15:0] == 0) ||
+                      (w[3][31:16] == 0);
+      OP_VEC: bad |= (w[0][31:21] != 0) || (w[0][19:16] != 4'(VEC_REQUANT)) ||
+                     (w[3][31:24] != 0) || (w[6][31:16] != 0) || (w[7] != 0) ||
+                     (w[2][31:16] == 0) || (w[3][15:0] == 0);
+      default: bad = 1'b1;
+    endcase
+    return bad;
+  endfunction
+
+  // Token channels used by each token bit of an instruction on engine `eng`.
+  function automatic logic [1:0] ch_pop_prev(input logic [1:0] eng);
+    return (eng == 2'd1) ? 2'd0 : 2'd2;     // COMPUTE pops L->C, STORE pops C->S
+  endfunction
+  function automatic logic [1:0] ch_pop_next(input logic [1:0] eng);
+    return (eng == 2'd0) ? 2'd1 : 2'd3;     // LOAD pops C->L, COMPUTE pops S->C
+  endfunction
+  function automatic logic [1:0] ch_push_prev(input logic [1:0] eng);
+    return (eng == 2'd1) ? 2'd1 : 2'd3;     // COMPUTE pushes C->L, STORE pushes S->C
+  endfunction
+  function automatic logic [1:0] ch_push_next(input logic [1:0] eng);
+    return (eng == 2'd0) ? 2'd0 : 2'd2;     // LOAD pushes L->C, COMPUTE pushes C->S
+  endfunction
+
+  function automatic logic [63:0] sp_rows(input logic [1:0] sp);
+    unique case (sp)
+      SP_ACT[1:0]: return 64'(ACT_ROWS);
+      SP_WGT[1:0]: return 64'(WGT_ROWS);
+      default: return 64'(ACC_ROWS);
+    endcase
+  endfunction
+
+  // p[n] = sum_k a[k] * W[k][n], int8 x int8 -> int32.
+  function automatic logic [N*32-1:0] mac_row(input logic [N*8-1:0] a,
+                                              input logic [N*N*8-1:0] w);
+    logic [N*32-1:0] p;
+    for (int n = 0; n < N; n++) begin
+      logic [31:0] s;
+      s = '0;
+      for (int k = 0; k < N; k++) begin
+        s += 32'($signed(a[k*8 +: 8])) * 32'($signed(w[(k*N+n)*8 +: 8]));
+      end
+      p[n*32 +: 32] = s;
+    end
+    return p;
+  endfunction
+
+  function automatic logic [N*32-1:0] add_rows(input logic [N*32-1:0] x,
+                                               input logic [N*32-1:0] y);
+    logic [N*32-1:0] s;
+    for (int n = 0; n < N; n++) s[n*32 +: 32] = x[n*32 +: 32] + y[n*32 +: 32];
+    return s;
+  endfunction
+
+  // VEC REQUANT of one row (round half toward +inf, then zero point and clamp).
+  function automatic logic [N*8-1:0] requant_row(
+      input logic [N*32-1:0] src, input logic [N*32-1:0] bias, input logic [N*32-1:0] mul,
+      input logic [N*32-1:0] shift, input logic [7:0] zp, input logic [7:0] lo,
+      input logic [7:0] hi);
+    logic [N*8-1:0] out;
+    for (int n = 0; n < N; n++) begin
+      logic signed [31:0] v;
+      logic signed [63:0] t;
+      logic [5:0] s;
+      v = $signed(src[n*32 +: 32] + bias[n*32 +: 32]);
+      s = shift[n*32 +: 6];
+      t = 64'(v) * 64'($signed(mul[n*32 +: 32]));
+      if (s != 0) t = (t + (64'sd1 <<< (s - 6'd1))) >>> s;
+      t = t + 64'($signed(zp));
+      if (t < 64'($signed(lo))) t = 64'($signed(lo));
+      else if (t > 64'($signed(hi))) t = 64'($signed(hi));
+      out[n*8 +: 8] = t[7:0];
+    end
+    return out;
+  endfunction
+
+  // ------------------------------------------------------------------------------------------
+  // Controller
+  // ------------------------------------------------------------------------------------------
+  always_ff @(posedge clk_i) begin
+    if (!rst_ni || soft_rst) begin
+      // Power-on values. A soft reset also counts itself and clears the scratchpads.
+      reset_count_q <= !rst_ni ? 32'd0 : reset_count_q + 32'd1;
+      epoch_q <= !rst_ni ? 32'd1 : epoch_q + 32'd1;
+      st_q <= S_IDLE;
+      enable_q <= 1'b0;
+      irq_status_q <= '0;
+      irq_mask_q <= '0;
+      err_code_q <= ERR_NONE;
+      err_addr_q <= '0;
+      err_queue_q <= '0;
+      err_instr_q <= '0;
+      for (int q = 0; q < Q; q++) begin
+        ring_base_q[q] <= '0;
+        ring_size_q[q] <= '0;
+        ring_head_q[q] <= '0;
+        ring_tail_q[q] <= '0;
+        comp_seq_q[q] <= '0;
+      end
+      for (int c = 0; c < NUM_COUNTERS; c++) cnt_q[c] <= '0;
+      for (int t = 0; t < 4; t++) tok_q[t] <= '0;
+      dma_start_q <= 1'b0;
+      tlb_flush_q <= 1'b0;
+      trace_valid_o <= 1'b0;
+      in_job_q <= 1'b0;
+    end else begin
+      logic [8:0] irq_next;
+      logic       raise;
+      logic [7:0] r_code;
+      logic [31:0] r_addr;
+      logic [QW-1:0] r_queue;
+
+      dma_start_q <= 1'b0;
+      tlb_flush_q <= 1'b0;
+      trace_valid_o <= 1'b0;
+      raise = 1'b0;
+      r_code = ERR_NONE;
+      r_addr = '0;
+      r_queue = q_q;
+      irq_next = irq_status_q;
+
+      // Register writes.
+      if (reg_valid_i && reg_write_i) begin
+        if (reg_addr_i == REG_CONTROL) enable_q <= (reg_wdata_i & CONTROL_ENABLE) != 0;
+        if (reg_addr_i == REG_IRQ_STATUS) irq_next = irq_next & ~reg_wdata_i[8:0];
+        if (reg_addr_i == REG_IRQ_MASK) irq_mask_q <= reg_wdata_i[8:0] & IRQ_BITS;
+        if (reg_addr_i >= REG_QUEUE_BASE && reg_addr_i < REG_QUEUE_BASE + 12'(Q) * REG_QUEUE_STRIDE) begin
+          logic [11:0] qoff;
+          logic [QW-1:0] qi;
+          qoff = reg_addr_i - REG_QUEUE_BASE;
+          qi = QW'(qoff / REG_QUEUE_STRIDE);
+          unique case (qoff % REG_QUEUE_STRIDE)
+            REG_QUEUE_RING_BASE: ring_base_q[qi] <= reg_wdata_i;
+            REG_QUEUE_RING_SIZE: ring_size_q[qi] <= reg_wdata_i;
+            REG_QUEUE_RING_TAIL: ring_tail_q[qi] <= reg_wdata_i;
+            default: ;
+          endcase
+        end
+      end
+
+      // Counters that depend only on the controller state.
+      cnt_q[CNT_CYCLES] <= cnt_q[CNT_CYCLES] + 64'd1;
+      if (st_q inside {S_LD_ROW, S_LD_WAIT} ||
+          (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd0))
+        cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
+      if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_P1, S_V_P2, S_V_P3, S_V_RUN} ||
+          (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
+        cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
+      if (st_q inside {S_ST_ROW, S_ST_RD, S_ST_WAIT} ||
+          (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
+        cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
+      if (dma_stall) cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
+
+      unique case (st_q)
+        // ------------------------------------------------------------ command processor
+        S_IDLE: begin
+          if (enable_q && !halted && pending && !dma_busy) begin
+            logic [32:0] pa;
+            logic [31:0] size;
+            q_q <= pick;
+            in_job_q <= 1'b0;
+            size = ring_size_q[pick];
+            pa = {1'b0, ring_base_q[pick]} + {1'b0, ring_head_q[pick]};
+            entry_pa_q <= pa[31:0];
+            r_queue = pick;
+            // A ring whose registers break the rules of 1.3 cannot be read: BAD_RING_ENTRY.
+            if (ring_base_q[pick][4:0] != 0 || size < 32'd64 || (size & (size - 1)) != 0 ||
+                ring_tail_q[pick] >= size || ring_tail_q[pick][4:0] != 0 ||
+                ring_head_q[pick] >= size) begin
+              raise = 1'b1;
+              r_code = ERR_BAD_RING_ENTRY;
+              r_addr = pa[31:0];
+            end else if (pa[32]) begin
+              raise = 1'b1;
+              r_code = ERR_BUS_ERROR;
+              r_addr = pa[31:0];
+            end else begin
+              dma_start_q <= 1'b1;
+              dma_write_q <= 1'b0;
+              dma_phys_q <= 1'b1;
+              dma_ifetch_q <= 1'b0;
+              dma_addr_q <= pa[31:0];
+              dma_len_q <= 8'd32;
+              st_q <= S_RING_WAIT;
+            end
+          end
+        end
+
+        S_RING_WAIT: begin
+          if (dma_done) begin
+            if (dma_err) begin
+              raise = 1'b1;
+              r_code = dma_err_code;
+              r_addr = dma_err_addr;
+            end else begin
+              for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
+              st_q <= S_RING_DEC;
+            end
+          end
+        end
+
+        S_RING_DEC: begin
+          // iw holds the ring entry here.
+          unique case (iw[0][7:0])
+            RING_OP_NOP: begin
+              ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+              st_q <= S_IDLE;
+            end
+            RING_OP_FENCE: begin
+              comp_seq_q[q_q] <= iw[1];
+              irq_next = irq_next | (9'd1 << q_q);
+              ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+              st_q <= S_IDLE;
+            end
+            RING_OP_EXEC: begin
+              if (iw[1][4:0] != 0 || iw[2][4:0] != 0 || iw[2] == 0 || iw[3][1:0] != 0) begin
+                raise = 1'b1;
+                r_code = ERR_BAD_RING_ENTRY;
+                r_addr = entry_pa_q;
+              end else begin
+                cb_va_q <= iw[1];
+                cb_len_q <= iw[2];
+                pt_base_q <= iw[3];
+                pc_q <= '0;
+                in_job_q <= 1'b1;
+                for (int t = 0; t < 4; t++) tok_q[t] <= '0;
+                tlb_flush_q <= 1'b1;
+                st_q <= S_FETCH;
+              end
+            end
+            default: begin
+              raise = 1'b1;
+              r_code = ERR_BAD_RING_ENTRY;
+              r_addr = entry_pa_q;
+            end
+          endcase
+        end
+
+        // ------------------------------------------------------------ fetch and dispatch
+        S_FETCH: begin
+          dma_start_q <= 1'b1;
+          dma_write_q <= 1'b0;
+          dma_phys_q <= 1'b0;
+          dma_ifetch_q <= 1'b1;
+          dma_addr_q <= cb_va_q + pc_q;
+          dma_len_q <= 8'd32;
+          st_q <= S_FETCH_WAIT;
+        end
+
+        S_FETCH_WAIT: begin
+          if (dma_done) begin
+            if (dma_err) begin
+              raise = 1'b1;
+              r_code = dma_err_code;
+              r_addr = dma_err_addr;
+            end else begin
+              for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
+              st_q <= S_DECODE;
+            end
+          end
+        end
+
+        S_DECODE: begin
+          logic [1:0] eng;
+          eng = engine_of(iw[0][7:0], iw[0][17:16]);
+          if (illegal_instr(iw)) begin
+            raise = 1'b1;
+            r_code = ERR_ILLEGAL_INSTRUCTION;
+            r_addr = cb_va_q + pc_q;
+          end else if (pop_prev && tok_q[ch_pop_prev(eng)] == 0) begin
+            raise = 1'b1;
+            r_code = ERR_TOKEN_DEADLOCK;
+            r_addr = 32'(ch_pop_prev(eng));
+          end else if (pop_next && tok_q[ch_pop_next(eng)] == 0) begin
+            raise = 1'b1;
+            r_code = ERR_TOKEN_DEADLOCK;
+            r_addr = 32'(ch_pop_next(eng));
+          end else begin
+            if (pop_prev) tok_q[ch_pop_prev(eng)] <= tok_q[ch_pop_prev(eng)] - 8'd1;
+            if (pop_next) tok_q[ch_pop_next(eng)] <= tok_q[ch_pop_next(eng)] - 8'd1;
+            st_q <= S_RANGE;
+          end
+        end
+
+        S_RANGE: begin
+          // Largest scratchpad index of each range the instruction touches, checked in field
+          // order; then the engine's loop registers are set up.
+          logic [63:0] m0, m1, m2;
+          logic [63:0] lim0, lim1, lim2;
+          m0 = '0; m1 = '0; m2 = '0;
+          lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1;
+          lz_q <= '0;
+          ly_q <= '0;
+          lx_q <= '0;
+          unique case (op)
+            OP_LOAD: begin
+              logic [16:0] yn, xn;
+              yn = 17'(iw[3][31:16]) + 17'(iw[4][27:24]) + 17'(iw[4][31:28]);
+              xn = 17'(iw[3][15:0]) + 17'(iw[4][19:16]) + 17'(iw[4][23:20]);
+              m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(yn) * 64'(xn) - 64'd1;
+              lim0 = sp_rows(iw[0][17:16]);
+              ly_n <= yn;
+              lx_n <= xn;
+            end
+            OP_STORE: begin
+              m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(iw[3][31:16]) * 64'(iw[3][15:0]) - 64'd1;
+              lim0 = sp_rows(iw[0][17:16]);
+              ly_n <= 17'(iw[3][31:16]);
+              lx_n <= 17'(iw[3][15:0]);
+            end
+            OP_GEMM: begin
+              logic [63:0] o1, i1, r1;
+              o1 = 64'(iw[3][15:0]) - 64'd1;
+              i1 = 64'(iw[3][31:16]) - 64'd1;
+              r1 = 64'(iw[2][31:16]) - 64'd1;
+              m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + i1 * 64'(iw[4][31:16]) +
+                   r1 * 64'(iw[5][15:0]);
+              m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[7][15:0]) + i1 * 64'(iw[7][31:16]);
+              m2 = 64'(iw[2][15:0]) + o1 * 64'(iw[5][31:16]) + i1 * 64'(iw[6][15:0]) +
+                   r1 * 64'(iw[6][31:16]);
+              lim0 = 64'(ACT_ROWS);
+              lim1 = 64'(WGT_TILES);
+              lim2 = 64'(ACC_ROWS);
+            end
+            OP_VEC: begin
+              logic [63:0] o1, r1;
+              o1 = 64'(iw[3][15:0]) - 64'd1;
+              r1 = 64'(iw[2][31:16]) - 64'd1;
+              m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + r1 * 64'(iw[4][31:16]);
+              m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[5][15:0]) + r1 * 64'(iw[5][31:16]);
+              m2 = 64'(iw[2][15:0]) + 64'd2;
+              lim0 = 64'(ACC_ROWS);
+              lim1 = 64'(ACT_ROWS);
+              lim2 = 64'(ACC_ROWS);
+            end
+            default: ;
+          endcase
+          if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2) begin
+            raise = 1'b1;
+            r_code = ERR_SP_RANGE;
+            r_addr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] : m2[31:0];
+          end else begin
+            sp_q <= iw[0][17:16];
+            row_q <= iw[2];
+            len_q <= ((iw[0][31:24] == 0) ? 8'(N) : iw[0][31:24]) <<
+                     ((iw[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+            unique case (op)
+              OP_LOAD:  st_q <= S_LD_ROW;
+              OP_STORE: begin
+                act_ra_q <= AAW'(iw[2]);
+                wgt_ra_q <= WAW'(iw[2]);
+                acc_ra_q <= CAW'(iw[2]);
+                st_q <= S_ST_RD;
+              end
+              OP_GEMM:  st_q <= S_G_BLK;
+              OP_VEC: begin
+                acc_ra_q <= CAW'(iw[2][15:0]);
+                st_q <= S_V_P1;
+              end
+              default:  st_q <= S_COMPLETE;   // NOP, SYNC
+            endcase
+          end
+        end
+
+        // ------------------------------------------------------------ LOAD
+        S_LD_ROW: begin
+          logic [16:0] y0, x0;
+          logic pad, last;
+          y0 = 17'(ly_q) - 17'(iw[4][27:24]);
+          x0 = 17'(lx_q) - 17'(iw[4][19:16]);
+          pad = (17'(ly_q) < 17'(iw[4][27:24])) || (y0 >= 17'(iw[3][31:16])) ||
+                (17'(lx_q) < 17'(iw[4][19:16])) || (x0 >= 17'(iw[3][15:0]));
+          last = (17'(lx_q) + 1 == lx_n) && (17'(ly_q) + 1 == ly_n) &&
+                 (lz_q + 1 == iw[4][15:0]);
+          if (pad) begin
+            unique case (sp_q)
+              SP_ACT[1:0]: begin act_mem[AAW'(row_q)] <= '0; act_tag[AAW'(row_q)] <= epoch_q; end
+              SP_WGT[1:0]: begin wgt_mem[WAW'(row_q)] <= '0; wgt_tag[WAW'(row_q)] <= epoch_q; end
+              default: begin acc_mem[CAW'(row_q)] <= '0; acc_tag[CAW'(row_q)] <= epoch_q; end
+            endcase
+            row_q <= row_q + 32'd1;
+            if (17'(lx_q) + 1 == lx_n) begin
+              lx_q <= '0;
+              if (17'(ly_q) + 1 == ly_n) begin
+                ly_q <= '0;
+                lz_q <= lz_q + 16'd1;
+              end else begin
+                ly_q <= ly_q + 16'd1;
+              end
+            end else begin
+              lx_q <= lx_q + 16'd1;
+            end
+            if (last) st_q <= S_COMPLETE;
+          end else begin
+            dma_start_q <= 1'b1;
+            dma_write_q <= 1'b0;
+            dma_phys_q <= 1'b0;
+            dma_ifetch_q <= 1'b0;
+            dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(y0[15:0]) * iw[6] +
+                          32'(x0[15:0]) * iw[5];
+            dma_len_q <= len_q;
+            st_q <= S_LD_WAIT;
+          end
+        end
+
+        S_LD_WAIT: begin
+          if (dma_done) begin
+            if (dma_err) begin
+              raise = 1'b1;
+              r_code = dma_err_code;
+              r_addr = dma_err_addr;
+            end else begin
+              unique case (sp_q)
+                SP_ACT[1:0]: begin
+                  act_mem[AAW'(row_q)] <= dma_rdata[N*8-1:0];
+                  act_tag[AAW'(row_q)] <= epoch_q;
+                end
+                SP_WGT[1:0]: begin
+                  wgt_mem[WAW'(row_q)] <= dma_rdata[N*8-1:0];
+                  wgt_tag[WAW'(row_q)] <= epoch_q;
+                end
+                default: begin
+                  acc_mem[CAW'(row_q)] <= dma_rdata;
+                  acc_tag[CAW'(row_q)] <= epoch_q;
+                end
+              endcase
+              cnt_q[CNT_DMA_RD_BYTES] <= cnt_q[CNT_DMA_RD_BYTES] + 64'(len_q);
+              row_q <= row_q + 32'd1;
+              if (17'(lx_q) + 1 == lx_n) begin
+                lx_q <= '0;
+                if (17'(ly_q) + 1 == ly_n) begin
+                  ly_q <= '0;
+                  lz_q <= lz_q + 16'd1;
+                  st_q <= (lz_q + 1 == iw[4][15:0]) ? S_COMPLETE : S_LD_ROW;
+                end else begin
+                  ly_q <= ly_q + 16'd1;
+                  st_q <= S_LD_ROW;
+                end
+              end else begin
+                lx_q <= lx_q + 16'd1;
+                st_q <= S_LD_ROW;
+              end
+            end
+          end
+        end
+
+        // ------------------------------------------------------------ STORE
+        S_ST_RD: begin
+          // Read data of row_q is on the scratchpad port now.
+          unique case (sp_q)
+            SP_ACT[1:0]: dma_wdata_q <= RB'(act_rd);
+            SP_WGT[1:0]: dma_wdata_q <= RB'(wgt_rd);
+            default: dma_wdata_q <= acc_rd;
+          endcase
+          dma_start_q <= 1'b1;
+          dma_write_q <= 1'b1;
+          dma_phys_q <= 1'b0;
+          dma_ifetch_q <= 1'b0;
+          dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(ly_q) * iw[6] + 32'(lx_q) * iw[5];
+          dma_len_q <= len_q;
+          st_q <= S_ST_WAIT;
+        end
+
+        S_ST_WAIT: begin
+          if (dma_done) begin
+            if (dma_err) begin
+              raise = 1'b1;
+              r_code = dma_err_code;
+              r_addr = dma_err_addr;
+            end else begin
+              logic [31:0] nrow;
+              nrow = row_q + 32'd1;
+              cnt_q[CNT_DMA_WR_BYTES] <= cnt_q[CNT_DMA_WR_BYTES] + 64'(len_q);
+              row_q <= nrow;
+              act_ra_q <= AAW'(nrow);
+              wgt_ra_q <= WAW'(nrow);
+              acc_ra_q <= CAW'(nrow);
+              st_q <= S_ST_RD;
+              if (17'(lx_q) + 1 == lx_n) begin
+                lx_q <= '0;
+                if (17'(ly_q) + 1 == ly_n) begin
+                  ly_q <= '0;
+                  lz_q <= lz_q + 16'd1;
+                  if (lz_q + 1 == iw[4][15:0]) st_q <= S_COMPLETE;
+                end else begin
+                  ly_q <= ly_q + 16'd1;
+                end
+              end else begin
+                lx_q <= lx_q + 16'd1;
+              end
+            end
+          end
+        end
+
+        // ------------------------------------------------------------ GEMM
+        // lz_q = o, ly_q = i, lx_q = r.
+        S_G_BLK: begin
+          // Block bases; the range check bounds them, so truncation to the port width is exact.
+          wgt_ra_q <= WAW'((32'(iw[1][31:16]) + 32'(lz_q) * 32'(iw[7][15:0]) +
+                            32'(ly_q) * 32'(iw[7][31:16])) * N);
+          g_act_q <= AAW'(32'(iw[1][15:0]) + 32'(lz_q) * 32'(iw[4][15:0]) +
+                          32'(ly_q) * 32'(iw[4][31:16]));
+          g_acc_q <= CAW'(32'(iw[2][15:0]) + 32'(lz_q) * 32'(iw[5][31:16]) +
+                          32'(ly_q) * 32'(iw[6][15:0]));
+          k_q <= '0;
+          st_q <= S_G_WLOAD;
+        end
+
+        S_G_WLOAD: begin
+          wtile_q <= {wgt_rd, wtile_q[N*N*8-1:N*8]};
+          wgt_ra_q <= wgt_ra_q + 1'b1;
+          k_q <= k_q + 16'd1;
+          if (k_q == 16'(N - 1)) begin
+            act_ra_q <= g_act_q;
+            acc_ra_q <= g_acc_q;
+            lx_q <= '0;
+            st_q <= S_G_RUN;
+          end
+        end
+
+        S_G_RUN: begin
+          logic [N*32-1:0] p;
+          p = mac_row(act_rd, wtile_q);
+          acc_mem[acc_ra_q] <= (iw[0][16] && ly_q == 0) ? p : add_rows(acc_rd, p);
+          acc_tag[acc_ra_q] <= epoch_q;
+          act_ra_q <= act_ra_q + AAW'(iw[5][15:0]);
+          acc_ra_q <= acc_ra_q + CAW'(iw[6][31:16]);
+          lx_q <= lx_q + 16'd1;
+          if (lx_q + 16'd1 == iw[2][31:16]) begin
+            st_q <= S_G_BLK;
+            if (ly_q + 16'd1 == iw[3][31:16]) begin
+              ly_q <= '0;
+              lz_q <= lz_q + 16'd1;
+              if (lz_q + 16'd1 == iw[3][15:0]) begin
+                st_q <= S_COMPLETE;
+                cnt_q[CNT_MACS] <= cnt_q[CNT_MACS] + 64'(iw[3][15:0]) * 64'(iw[3][31:16]) *
+                                   64'(iw[2][31:16]) * 64'(N * N);
+              end
+            end else begin
+              ly_q <= ly_q + 16'd1;
+            end
+          end
+        end
+
+        // ------------------------------------------------------------ VEC (REQUANT)
+        // lz_q = o, lx_q = r. acc_ra_q = P on entry.
+        S_V_P1: begin
+          v_bias_q <= iw[0][20] ? acc_rd : '0;
+          acc_ra_q <= acc_ra_q + 1'b1;
+          st_q <= S_V_P2;
+        end
+        S_V_P2: begin
+          v_mul_q <= acc_rd;
+          acc_ra_q <= acc_ra_q + 1'b1;
+          st_q <= S_V_P3;
+        end
+        S_V_P3: begin
+          v_shift_q <= acc_rd;
+          acc_ra_q <= CAW'(iw[1][15:0]);
+          v_src_o_q <= CAW'(iw[1][15:0]);
+          v_dst_o_q <= AAW'(iw[1][31:16]);
+          v_dst_q <= AAW'(iw[1][31:16]);
+          st_q <= S_V_RUN;
+        end
+        S_V_RUN: begin
+          act_mem[v_dst_q] <= requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
+                                          iw[6][7:0], iw[6][15:8]);
+          act_tag[v_dst_q] <= epoch_q;
+          if (lx_q + 16'd1 == iw[2][31:16]) begin
+            logic [CAW-1:0] so;
+            logic [AAW-1:0] dn;
+            so = v_src_o_q + CAW'(iw[4][15:0]);
+            dn = v_dst_o_q + AAW'(iw[5][15:0]);
+            lx_q <= '0;
+            lz_q <= lz_q + 16'd1;
+            v_src_o_q <= so;
+            v_dst_o_q <= dn;
+            acc_ra_q <= so;
+            v_dst_q <= dn;
+            if (lz_q + 16'd1 == iw[3][15:0]) st_q <= S_COMPLETE;
+          end else begin
+            lx_q <= lx_q + 16'd1;
+            acc_ra_q <= acc_ra_q + CAW'(iw[4][31:16]);
+            v_dst_q <= v_dst_q + AAW'(iw[5][31:16]);
+          end
+        end
+
+        // ------------------------------------------------------------ completion
+        S_COMPLETE: begin
+          logic [1:0] eng;
+          eng = engine_of(iw[0][7:0], iw[0][17:16]);
+          if (push_prev && tok_q[ch_push_prev(eng)] == 8'(MAX_TOKENS)) begin
+            raise = 1'b1;
+            r_code = ERR_TOKEN_DEADLOCK;
+            r_addr = 32'(ch_push_prev(eng));
+          end else if (push_next && tok_q[ch_push_next(eng)] == 8'(MAX_TOKENS)) begin
+            raise = 1'b1;
+            r_code = ERR_TOKEN_DEADLOCK;
+            r_addr = 32'(ch_push_next(eng));
+          end else begin
+            if (push_prev) tok_q[ch_push_prev(eng)] <= tok_q[ch_push_prev(eng)] + 8'd1;
+            if (push_next) tok_q[ch_push_next(eng)] <= tok_q[ch_push_next(eng)] + 8'd1;
+            cnt_q[CNT_INSTRS] <= cnt_q[CNT_INSTRS] + 64'd1;
+            trace_valid_o <= 1'b1;
+            trace_queue_o <= 8'(q_q);
+            trace_offset_o <= pc_q;
+            for (int i = 0; i < 8; i++) trace_instr_o[i*32 +: 32] <= iw[i];
+            if (pc_q + 32'd32 == cb_len_q) begin
+              cnt_q[CNT_JOBS] <= cnt_q[CNT_JOBS] + 64'd1;
+              ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+              in_job_q <= 1'b0;
+              st_q <= S_IDLE;
+            end else begin
+              pc_q <= pc_q + 32'd32;
+              st_q <= S_FETCH;
+            end
+          end
+        end
+
+        default: st_q <= S_IDLE;
+      endcase
+
+      if (raise) begin
+        err_code_q <= r_code;
+        err_addr_q <= r_addr;
+        err_queue_q <= r_queue;
+        err_instr_q <= in_job_q ? pc_q : 32'hFFFF_FFFF;
+        irq_next[8] = 1'b1;
+        in_job_q <= 1'b0;
+        st_q <= S_IDLE;
+      end
+      irq_status_q <= irq_next;
+    end
+  end
+endmodule
