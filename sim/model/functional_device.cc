@@ -215,7 +215,8 @@ class FunctionalDevice final : public Device {
     job_cycles_ = 0;
     timing_.ring_fetch(job_cycles_);
     const bool size_ok = q.size >= 64 && (q.size & (q.size - 1)) == 0 && (q.base & 31) == 0 &&
-                         (q.head & 31) == 0 && q.head < q.size;
+                         (q.head & 31) == 0 && q.head < q.size &&
+                         (q.tail & 31) == 0 && q.tail < q.size;
     if (!size_ok) {
       tick(job_cycles_);
       latch_error({ErrorCode::kBadRingEntry, static_cast<uint32_t>(entry_addr)}, qi, kNoInstr);
@@ -235,16 +236,11 @@ class FunctionalDevice final : public Device {
       case hw::RingOpcode::kNop:
         break;
       case hw::RingOpcode::kFence:
-        if ((w[0] >> 8) != 0 || w[2] || w[3] || w[4] || w[5] || w[6] || w[7]) {
-          fault = bad_entry;
-          break;
-        }
         q.completed = w[1];
         irq_status_ |= 1u << qi;
         break;
       case hw::RingOpcode::kExec:
-        if ((w[0] >> 8) != 0 || (w[1] & 31) || w[2] == 0 || (w[2] & 31) || (w[3] & 3) || w[5] ||
-            w[6] || w[7]) {
+        if ((w[1] & 31) || w[2] == 0 || (w[2] & 31) || (w[3] & 3)) {
           fault = bad_entry;
           break;
         }
@@ -355,8 +351,6 @@ class FunctionalDevice final : public Device {
     if (pop_next && tokens_[next_in] == 0) return Fault{ErrorCode::kTokenDeadlock, next_in};
     if (pop_prev) --tokens_[prev_in];
     if (pop_next) --tokens_[next_in];
-    if (push_prev && tokens_[prev_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, prev_out};
-    if (push_next && tokens_[next_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, next_out};
 
     std::optional<Fault> fault;
     switch (static_cast<hw::Opcode>(opcode)) {
@@ -367,6 +361,9 @@ class FunctionalDevice final : public Device {
       default: timing_.sync(engine, job_cycles_); break;
     }
     if (fault) return fault;
+    // Pushes take effect after the instruction: an overflow is reported with its effects visible.
+    if (push_prev && tokens_[prev_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, prev_out};
+    if (push_next && tokens_[next_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, next_out};
     if (push_prev) ++tokens_[prev_out];
     if (push_next) ++tokens_[next_out];
     return std::nullopt;
@@ -525,8 +522,8 @@ class FunctionalDevice final : public Device {
     const auto lo = static_cast<int8_t>(field(w[6], 0, 8));
     const auto hi = static_cast<int8_t>(field(w[6], 8, 8));
     if (auto f = check_range(src + uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr, acc_rows_)) return f;
-    if (auto f = check_range(uint64_t{param} + 2, acc_rows_)) return f;
     if (auto f = check_range(dst + uint64_t{O - 1} * dso + uint64_t{R - 1} * dsr, act_rows_)) return f;
+    if (auto f = check_range(uint64_t{param} + 2, acc_rows_)) return f;
     const int32_t* b = acc_.data() + static_cast<size_t>(param) * n_;
     const int32_t* m = b + n_;
     const int32_t* s = m + n_;
@@ -546,10 +543,13 @@ class FunctionalDevice final : public Device {
 
  public:
   static int8_t requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
-    int64_t t = static_cast<int64_t>(v) * mult;
-    if (shift > 0) t = (t + (int64_t{1} << (shift - 1))) >> shift;
-    t += zp;
-    return static_cast<int8_t>(std::clamp<int64_t>(t, lo, hi));
+    // Two's-complement wrapping, as the 64-bit datapath does (only v = m = INT32_MIN, s = 63 wraps).
+    auto t = static_cast<uint64_t>(static_cast<int64_t>(v) * mult);
+    if (shift > 0) t += uint64_t{1} << (shift - 1);
+    int64_t r = static_cast<int64_t>(t) >> shift;
+    r += zp;
+    // Low bound first, so that low > high yields low (no std::clamp precondition).
+    return static_cast<int8_t>(r < lo ? lo : (r > hi ? hi : r));
   }
 
  private:
