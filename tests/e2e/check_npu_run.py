@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""End-to-end acceptance of the walking skeleton, against numpy.
+
+check_npu_run.py NPU_RUN MODEL.onnx WORKDIR [--rtl]
+
+Runs npu-run on MODEL.onnx (compiled on the fly) with --device sim and checks the output
+against a numpy evaluation of the same ONNX graph (SQNR >= 30 dB). With --rtl it also runs
+--device rtl and requires outputs bit-identical to sim. Prints both sides on failure.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def numpy_reference(model_path, x):
+    model = onnx.load(model_path)
+    env = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in model.graph.initializer}
+    env[model.graph.input[0].name] = x
+    for node in model.graph.node:
+        ins = [env[n] for n in node.input if n]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Gemm":
+            a, b = ins[0], ins[1]
+            if attrs.get("transA", 0): a = a.T
+            if attrs.get("transB", 0): b = b.T
+            y = attrs.get("alpha", 1.0) * (a @ b)
+            if len(ins) > 2: y = y + attrs.get("beta", 1.0) * ins[2]
+        elif node.op_type == "MatMul":
+            y = ins[0] @ ins[1]
+        elif node.op_type == "Add":
+            y = ins[0] + ins[1]
+        elif node.op_type == "Relu":
+            y = np.maximum(ins[0], 0)
+        else:
+            raise SystemExit(f"reference does not know {node.op_type}")
+        env[node.output[0]] = y.astype(np.float32)
+    return env[model.graph.output[0].name]
+
+
+def run(npu_run, model, device, inp, out_dir):
+    cmd = [npu_run, model, "--device", device, "--input", inp, "--output-dir", out_dir, "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("outputs", "latency_us", "device_cycles", "mac_utilization"):
+        if key not in report:
+            raise SystemExit(f"--json output lacks '{key}': {report}")
+    return np.load(os.path.join(out_dir, "output_0.npy")), report
+
+
+def main():
+    npu_run, model, work = sys.argv[1:4]
+    with_rtl = "--rtl" in sys.argv
+    os.makedirs(work, exist_ok=True)
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 1, (4, 64)).astype(np.float32)
+    inp = os.path.join(work, "input_0.npy")
+    np.save(inp, x)
+    ref = numpy_reference(model, x)
+    sim, report = run(npu_run, model, "sim", inp, os.path.join(work, "sim"))
+    noise = np.sum((ref - sim) ** 2)
+    sqnr = 10 * np.log10(np.sum(ref ** 2) / noise) if noise > 0 else float("inf")
+    print(f"sim: SQNR {sqnr:.2f} dB vs numpy, device_cycles {report['device_cycles']}, "
+          f"mac_utilization {report['mac_utilization']:.4f}, p50 {report['latency_us']['p50']} us")
+    if not sqnr >= 30.0:
+        print("numpy:", ref[0, :8], "\nsim:  ", sim[0, :8])
+        raise SystemExit(f"FAIL: SQNR {sqnr:.2f} dB < 30 dB")
+    if with_rtl:
+        rtl, rreport = run(npu_run, model, "rtl", inp, os.path.join(work, "rtl"))
+        if sim.dtype != rtl.dtype or sim.shape != rtl.shape or not np.array_equal(sim, rtl):
+            print("sim:", sim[0, :8], "\nrtl:", rtl[0, :8])
+            raise SystemExit("FAIL: rtl output differs from sim")
+        print(f"rtl: bit-identical to sim ({sim.size} values), device_cycles {rreport['device_cycles']}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
