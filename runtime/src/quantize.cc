@@ -1,0 +1,177 @@
+// Quantising inputs into, and dequantising outputs out of, strided device views.
+#include "npu/runtime/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace npu::runtime {
+namespace {
+
+size_t scale_index(const QuantInfo& q, const std::vector<int64_t>& coord) {
+  if (q.axis < 0 || q.scale.size() <= 1) return 0;
+  const auto axis = static_cast<size_t>(q.axis);
+  if (axis >= coord.size()) return 0;
+  return std::min(static_cast<size_t>(coord[axis]), q.scale.size() - 1);
+}
+
+float scale_at(const QuantInfo& q, size_t i) { return q.scale.empty() ? 1.0f : q.scale[i]; }
+int32_t zp_at(const QuantInfo& q, size_t i) {
+  if (q.zero_point.empty()) return 0;
+  return q.zero_point[std::min(i, q.zero_point.size() - 1)];
+}
+
+// Calls fn(linear_index, byte_offset, coord) for every element in row-major order.
+template <typename Fn>
+void walk(const TensorInfo& info, Fn&& fn) {
+  const size_t rank = info.shape.size();
+  std::vector<int64_t> coord(rank, 0);
+  const int64_t n = info.element_count();
+  uint64_t offset = info.device_offset;
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, offset, coord);
+    for (size_t d = rank; d-- > 0;) {
+      if (++coord[d] < info.shape[d]) {
+        offset += static_cast<uint64_t>(info.device_strides[d]);
+        break;
+      }
+      offset -= static_cast<uint64_t>(info.device_strides[d]) *
+                static_cast<uint64_t>(info.shape[d] - 1);
+      coord[d] = 0;
+    }
+  }
+}
+
+bool is_float(DType d) { return d == DType::kF32; }
+
+}  // namespace
+
+int8_t quantize_int8(float x, float scale, int32_t zero_point) {
+  if (std::isnan(x)) return static_cast<int8_t>(std::clamp(zero_point, -128, 127));
+  // Ties to even under the default rounding mode, as ONNX QuantizeLinear.
+  const double q = static_cast<double>(std::nearbyint(x / scale)) + zero_point;
+  return static_cast<int8_t>(std::clamp(q, -128.0, 127.0));
+}
+
+int32_t quantize_int32(float x, float scale, int32_t zero_point) {
+  if (std::isnan(x)) return zero_point;
+  const double q = static_cast<double>(std::nearbyint(x / scale)) + zero_point;
+  return static_cast<int32_t>(std::clamp(q, -2147483648.0, 2147483647.0));
+}
+
+std::pair<uint64_t, uint64_t> view_extent(const TensorInfo& info) {
+  uint64_t last = info.device_offset;
+  for (size_t d = 0; d < info.shape.size(); ++d)
+    last += static_cast<uint64_t>(info.shape[d] - 1) * static_cast<uint64_t>(info.device_strides[d]);
+  return {info.device_offset, last + dtype_size(info.device_dtype)};
+}
+
+Status check_input(const Tensor& t, const TensorInfo& info, size_t index) {
+  const std::string who = "input " + std::to_string(index) + " ('" + info.name + "')";
+  const std::string want = std::string(dtype_name(info.dtype)) + shape_to_string(info.shape);
+  if (t.shape != info.shape)
+    return make_error(StatusCode::kInvalidArgument,
+                      who + " has shape " + shape_to_string(t.shape) + " but the model expects " +
+                          want + "; reshape the array or recompile with --input-shape");
+  const bool ok_dtype = is_float(info.dtype)
+                            ? t.dtype == DType::kF32
+                            : (t.dtype == info.dtype && t.dtype == info.device_dtype);
+  if (!ok_dtype)
+    return make_error(StatusCode::kInvalidArgument,
+                      who + " has dtype " + std::string(dtype_name(t.dtype)) +
+                          " but the model expects " + want + "; convert it (e.g. numpy astype(" +
+                          std::string(dtype_name(info.dtype)) + "))");
+  if (t.data.size() != static_cast<size_t>(t.element_count()) * dtype_size(t.dtype))
+    return make_error(StatusCode::kInvalidArgument,
+                      who + " holds " + std::to_string(t.data.size()) + " bytes, not the " +
+                          std::to_string(static_cast<size_t>(t.element_count()) *
+                                         dtype_size(t.dtype)) +
+                          " its shape and dtype need");
+  return Status::ok();
+}
+
+Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byte> act) {
+  NPU_RETURN_IF_ERROR(check_input(t, info, 0));
+  const auto [begin, end] = view_extent(info);
+  if (end > act.size())
+    return make_error(StatusCode::kInternal, "input view of '" + info.name +
+                                                 "' reaches past the activation buffer");
+  std::memset(act.data() + begin, 0, end - begin);
+  const QuantInfo& q = info.device_quant;
+  std::byte* base = act.data();
+  if (info.dtype == DType::kF32) {
+    const float* src = reinterpret_cast<const float*>(t.data.data());
+    if (info.device_dtype == DType::kI8) {
+      walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
+        const size_t si = scale_index(q, c);
+        base[off] = static_cast<std::byte>(quantize_int8(src[i], scale_at(q, si), zp_at(q, si)));
+      });
+    } else if (info.device_dtype == DType::kI32) {
+      walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
+        const size_t si = scale_index(q, c);
+        const int32_t v = quantize_int32(src[i], scale_at(q, si), zp_at(q, si));
+        std::memcpy(base + off, &v, 4);
+      });
+    } else {
+      return make_error(StatusCode::kUnsupported, "input '" + info.name + "': device dtype " +
+                                                      std::string(dtype_name(info.device_dtype)) +
+                                                      " is not supported");
+    }
+  } else {
+    const size_t es = dtype_size(info.device_dtype);
+    walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
+      std::memcpy(base + off, t.data.data() + static_cast<size_t>(i) * es, es);
+    });
+  }
+  return Status::ok();
+}
+
+Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte> act) {
+  const auto [begin, end] = view_extent(info);
+  if (end > act.size())
+    return make_error(StatusCode::kInternal, "output view of '" + info.name +
+                                                 "' reaches past the activation buffer");
+  (void)begin;
+  const QuantInfo& q = info.device_quant;
+  const std::byte* base = act.data();
+  auto read = [&](uint64_t off) -> int32_t {
+    switch (info.device_dtype) {
+      case DType::kI8: return static_cast<int8_t>(base[off]);
+      case DType::kU8: return static_cast<uint8_t>(base[off]);
+      default: {
+        int32_t v;
+        std::memcpy(&v, base + off, 4);
+        return v;
+      }
+    }
+  };
+  if (info.device_dtype != DType::kI8 && info.device_dtype != DType::kU8 &&
+      info.device_dtype != DType::kI32)
+    return make_error(StatusCode::kUnsupported, "output '" + info.name + "': device dtype " +
+                                                    std::string(dtype_name(info.device_dtype)) +
+                                                    " is not supported");
+  if (info.dtype == DType::kF32) {
+    Tensor out = Tensor::zeros(DType::kF32, info.shape);
+    float* dst = out.as<float>().data();
+    walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
+      const size_t si = scale_index(q, c);
+      dst[i] = dequantize(read(off), scale_at(q, si), zp_at(q, si));
+    });
+    return out;
+  }
+  Tensor out = Tensor::zeros(info.dtype, info.shape);
+  walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
+    const int64_t v = read(off);
+    switch (info.dtype) {
+      case DType::kI8: out.as<int8_t>()[static_cast<size_t>(i)] = static_cast<int8_t>(v); break;
+      case DType::kU8: out.as<uint8_t>()[static_cast<size_t>(i)] = static_cast<uint8_t>(v); break;
+      case DType::kI32: out.as<int32_t>()[static_cast<size_t>(i)] = static_cast<int32_t>(v); break;
+      case DType::kI64: out.as<int64_t>()[static_cast<size_t>(i)] = v; break;
+      default: break;
+    }
+  });
+  return out;
+}
+
+}  // namespace npu::runtime

@@ -1,0 +1,78 @@
+#include "npu/runtime/runtime.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "json.h"
+
+namespace npu::runtime {
+
+using hal::Clock;
+
+struct Runtime::Trace {
+  std::atomic<bool> enabled{false};
+  std::mutex mu;
+  std::vector<TraceEvent> events;
+  Clock::time_point epoch = Clock::now();
+};
+
+Result<std::shared_ptr<Runtime>> Runtime::open(RuntimeOptions options) {
+  auto rt = std::shared_ptr<Runtime>(new Runtime());
+  rt->trace_ = std::make_unique<Trace>();
+  NPU_ASSIGN_OR_RETURN(rt->devices_, hal::open_devices(options.device));
+  for (const auto& d : rt->devices_) {
+    NPU_ASSIGN_OR_RETURN(auto sched, scheduler::Scheduler::create(d, options.scheduler));
+    rt->schedulers_.push_back(std::move(sched));
+  }
+  rt->options_ = std::move(options);
+  return rt;
+}
+
+Runtime::~Runtime() {
+  for (auto& s : schedulers_) s->shutdown(scheduler::Scheduler::ShutdownMode::kCancelPending);
+}
+
+void Runtime::start_profiling() {
+  std::lock_guard lock(trace_->mu);
+  trace_->events.clear();
+  trace_->enabled.store(true);
+}
+
+bool Runtime::profiling() const { return trace_->enabled.load(std::memory_order_relaxed); }
+
+void Runtime::record(const TraceEvent& event) {
+  if (!profiling()) return;
+  std::lock_guard lock(trace_->mu);
+  trace_->events.push_back(event);
+}
+
+int64_t Runtime::now_us() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - trace_->epoch)
+      .count();
+}
+
+std::string Runtime::end_profiling() {
+  std::vector<TraceEvent> events;
+  {
+    std::lock_guard lock(trace_->mu);
+    trace_->enabled.store(false);
+    events.swap(trace_->events);
+  }
+  std::string s = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    s += std::string(d ? "," : "") +
+         "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(d) +
+         ",\"args\":{\"name\":" + json::quote("npu " + devices_[d]->info().spec) + "}}";
+  }
+  for (const TraceEvent& e : events) {
+    s += ",{\"name\":" + json::quote(e.name) + ",\"cat\":\"request\",\"ph\":\"X\",\"ts\":" +
+         std::to_string(e.begin_us) + ",\"dur\":" + std::to_string(e.duration_us) +
+         ",\"pid\":" + std::to_string(e.device_index) + ",\"tid\":" +
+         std::to_string(e.request_id) + ",\"args\":{\"request\":" + std::to_string(e.request_id);
+    if (e.device_cycles) s += ",\"device_cycles\":" + std::to_string(e.device_cycles);
+    s += "}}";
+  }
+  return s + "]}";
+}
+
+}  // namespace npu::runtime

@@ -1,0 +1,134 @@
+// npu::scheduler: queues jobs (a loaded executable instance = an executable plus one request's
+// activation buffer) onto a few device contexts ("lanes"), for many sessions at once.
+//
+// Queueing: one bounded queue of `queue_capacity` jobs shared by four priority levels; a lane
+// always takes the highest-priority waiting job (FIFO within a level) and runs it on a device
+// context of that priority. submit() waits for room until its deadline, try_submit() never
+// waits; both report RESOURCE_EXHAUSTED when the queue stays full.
+//
+// Completion: every accepted job completes exactly once: its on_complete runs on the
+// scheduler's completion thread (Boost.Asio io_context), with no scheduler lock held. It may
+// call any scheduler member, including shutdown() and the destructor's owner's release.
+//
+// Cancellation (JobHandle::cancel) touches only that job: a queued job completes CANCELLED at
+// once; a running job stops before its next step, and completes CANCELLED once the device has
+// finished with its buffers. Other jobs, and the device context, are unaffected.
+//
+// Recovery: a job that ends ABORTED (a reset caused by another job) is resubmitted once; a
+// second ABORTED is reported. DEVICE_TIMEOUT and DEVICE_FAULT are reported, never retried. A
+// context that is banned (after a page fault) or lost is replaced by a new one before the next
+// job. A step that outlives job_timeout on the host side is reported as DEVICE_TIMEOUT and its
+// context is destroyed (which ends only that job) and replaced.
+//
+// Threading: all members are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "npu/hal/api.h"
+
+namespace npu::scheduler {
+
+using hal::Clock;
+using hal::Deadline;
+using hal::Priority;
+
+struct JobOutcome {
+  uint64_t job_id = 0;
+  Status status;               // OK, CANCELLED, or the device/host error (with the request id)
+  uint64_t device_cycles = 0;  // Σ over the NPU steps that ran
+  uint32_t device_submissions = 0;
+  bool retried = false;           // an ABORTED step was resubmitted
+  bool instance_reusable = true;  // false when the device may still touch its buffers
+  Clock::time_point queued, started, finished;  // started == queued if it never ran
+};
+
+// Runs host step `step` (a HostSegment) of the job on a lane thread.
+using HostStepFn = std::function<Status(size_t step)>;
+using CompletionFn = std::function<void(JobOutcome&&)>;
+
+struct JobSpec {
+  std::shared_ptr<hal::ExecutableInstance> instance;  // required
+  Priority priority = Priority::kNormal;
+  uint64_t request_id = 0;  // named in error messages
+  HostStepFn host_step;     // required when the executable has host steps
+  CompletionFn on_complete; // required; called exactly once (see the file comment)
+};
+
+struct SchedulerOptions {
+  uint32_t num_contexts = 2;     // lanes; each runs one job at a time on its own contexts
+  uint32_t queue_capacity = 64;  // jobs waiting for a lane, all priorities together
+  // Host-side bound on one device step. The driver's hang detection normally ends a hung job
+  // first (DEVICE_TIMEOUT); this catches a device that never reports.
+  std::chrono::milliseconds step_timeout{std::chrono::minutes(10)};
+};
+
+struct SchedulerStats {
+  uint64_t submitted = 0;
+  uint64_t completed = 0;  // every outcome, including errors and cancellations
+  uint64_t failed = 0;
+  uint64_t cancelled = 0;
+  uint64_t retried = 0;
+  uint64_t contexts_created = 0;
+  uint64_t contexts_replaced = 0;
+  uint64_t queued = 0;  // now waiting for a lane
+};
+
+namespace internal {
+struct Job;
+struct Core;
+}  // namespace internal
+
+// A submitted job. Copyable; outlives the scheduler safely.
+class JobHandle final {
+ public:
+  JobHandle() = default;
+  uint64_t id() const;
+  // Cancels this job only. True when it will complete CANCELLED, false when it had already
+  // completed (or is completing) with another status. Never blocks.
+  bool cancel() const;
+
+ private:
+  friend class Scheduler;
+  explicit JobHandle(std::shared_ptr<internal::Job> job) : job_(std::move(job)) {}
+  std::shared_ptr<internal::Job> job_;
+};
+
+class Scheduler final {
+ public:
+  static Result<std::unique_ptr<Scheduler>> create(std::shared_ptr<hal::Device> device,
+                                                   SchedulerOptions options = {});
+  // shutdown(kCancelPending).
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a job, waiting for room until `deadline`. RESOURCE_EXHAUSTED when the queue is
+  // still full at the deadline, UNAVAILABLE after shutdown, INVALID_ARGUMENT for a bad spec
+  // (the job is then not accepted and on_complete is not called).
+  Result<JobHandle> submit(JobSpec spec, Deadline deadline);
+  // As submit() with a deadline of now: never blocks.
+  Result<JobHandle> try_submit(JobSpec spec);
+
+  enum class ShutdownMode {
+    kDrain,          // run every queued job, then stop
+    kCancelPending,  // queued jobs complete CANCELLED; running jobs finish
+  };
+  // Stops accepting jobs and waits until every accepted job has completed and its
+  // on_complete has returned. Idempotent; safe from any thread, including from on_complete
+  // (then it does not wait for the completion thread itself).
+  void shutdown(ShutdownMode mode);
+
+  SchedulerStats stats() const;
+  hal::Device& device() const;
+  const SchedulerOptions& options() const;
+
+ private:
+  explicit Scheduler(std::shared_ptr<internal::Core> core);
+  std::shared_ptr<internal::Core> core_;
+};
+
+}  // namespace npu::scheduler
