@@ -1,0 +1,376 @@
+// npu-run MODEL_OR_IMAGE [--device sim|rtl|accel:N|/dev/accel/accelN] [--input FILE.npy]...
+//         [--output-dir DIR] [--iterations N] [--json] [--summary] [--trace FILE]
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "npu/compiler/compiler.h"
+#include "npu/compiler/image.h"
+#include "npu/runtime/api.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: npu-run MODEL_OR_IMAGE [--device sim|rtl|accel:N|/dev/accel/accelN]\n"
+    "               [--input FILE.npy]... [--output-dir DIR] [--iterations N] [--json]\n"
+    "               [--summary] [--trace FILE.json]\n"
+    "  MODEL_OR_IMAGE   an npu-compile image, or an .onnx model (compiled on the fly,\n"
+    "                   calibrating on the inputs)\n"
+    "  --device         default: $NPU_DEVICE, else sim (the functional model)\n"
+    "  --input          one .npy per model input, in the model's input order; without any,\n"
+    "                   deterministic random inputs (normal(0,1), fixed seed) are used\n"
+    "  --output-dir     write output_<k>.npy there (float32 unless the output is integer)\n"
+    "  --iterations     run N times (default 1) for latency percentiles\n"
+    "  --json           the last line of stdout is one JSON object with the results\n"
+    "  --summary        print the model summary (inputs, outputs, layers)\n"
+    "  --trace          write a Chrome trace (chrome://tracing, Perfetto) of the runs\n";
+
+struct Args {
+  std::string model;
+  std::string device;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  int64_t iterations = 1;
+  bool json = false;
+  bool summary = false;
+  std::string trace;
+};
+
+int fail(const std::string& message, int code = 1) {
+  std::fprintf(stderr, "npu-run: error: %s\n", message.c_str());
+  return code;
+}
+
+std::string jquote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Deterministic normal(0,1) samples, identical on every platform (SplitMix64 + Box-Muller).
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : state_(seed) {}
+  float next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (static_cast<double>(bits() >> 11) + 1.0) / 9007199254740993.0;
+    const double u2 = static_cast<double>(bits() >> 11) / 9007199254740992.0;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = static_cast<float>(r * std::sin(2 * M_PI * u2));
+    has_spare_ = true;
+    return static_cast<float>(r * std::cos(2 * M_PI * u2));
+  }
+
+ private:
+  uint64_t bits() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t state_;
+  bool has_spare_ = false;
+  float spare_ = 0;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+std::string first_values(const npu::Tensor& t, size_t n) {
+  std::string s;
+  const auto count = static_cast<size_t>(t.element_count());
+  const npu::Tensor f = npu::to_float(t);
+  const auto vals = f.as<float>();
+  for (size_t i = 0; i < std::min(n, count); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.5g", i ? " " : "", static_cast<double>(vals[i]));
+    s += buf;
+  }
+  if (count > n) s += " ...";
+  return s;
+}
+
+int parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return -1;
+    } else if (arg == "--device") {
+      if (!value(&a->device)) return fail("--device needs a value: sim, rtl, accel:N or /dev/accel/accelN", 2);
+    } else if (arg == "--input") {
+      if (!value(&v)) return fail("--input needs a .npy file", 2);
+      a->inputs.push_back(v);
+    } else if (arg == "--output-dir") {
+      if (!value(&a->output_dir)) return fail("--output-dir needs a directory", 2);
+    } else if (arg == "--iterations") {
+      if (!value(&v)) return fail("--iterations needs a number", 2);
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (!end || *end || n < 1 || n > 100000000)
+        return fail("--iterations '" + v + "' is not a number from 1 to 100000000", 2);
+      a->iterations = n;
+    } else if (arg == "--json") {
+      a->json = true;
+    } else if (arg == "--summary") {
+      a->summary = true;
+    } else if (arg == "--trace") {
+      if (!value(&a->trace)) return fail("--trace needs a file name", 2);
+    } else if (!arg.empty() && arg[0] == '-') {
+      return fail("unknown option '" + arg + "'; see npu-run --help", 2);
+    } else if (a->model.empty()) {
+      a->model = arg;
+    } else {
+      return fail("unexpected argument '" + arg + "' (one model only; inputs go with --input)", 2);
+    }
+  }
+  if (a->model.empty()) return fail("no model given; usage: npu-run MODEL_OR_IMAGE [options], see --help", 2);
+  return 0;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int run(const Args& args) {
+  using Clock = std::chrono::steady_clock;
+  namespace rt = npu::runtime;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+
+  // The model file.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(args.model, ec))
+    return fail(args.model + ": no such file; give an .onnx model or an image written by npu-compile");
+  std::vector<uint8_t> bytes;
+  {
+    std::ifstream in(args.model, std::ios::binary);
+    if (!in) return fail(args.model + ": cannot be read; check its permissions");
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  // Inputs given on the command line.
+  std::vector<npu::Tensor> inputs;
+  for (const std::string& path : args.inputs) {
+    auto t = npu::read_npy(path);
+    if (!t.is_ok()) return fail(t.status().message());
+    inputs.push_back(std::move(t).value());
+  }
+
+  // The device (first: an ONNX model is compiled for its array size).
+  rt::RuntimeOptions ropts;
+  ropts.device = args.device;
+  auto runtime = rt::Runtime::open(ropts);
+  if (!runtime.is_ok()) return fail(runtime.status().message());
+  const npu::hal::DeviceInfo& dev = (*runtime)->device(0)->info();
+
+  // The model: an image, or ONNX compiled on the fly.
+  std::shared_ptr<const rt::Model> model;
+  const bool is_image = npu::compiler::looks_like_image(bytes);
+  if (!is_image && ends_with(args.model, ".onnx")) {
+    npu::compiler::CompileOptions copts;
+    copts.array_dim = dev.array_dim;
+    copts.progress = [](const std::string& m) { std::fprintf(stderr, "npu-run: %s\n", m.c_str()); };
+    if (!inputs.empty()) {
+      copts.calibration.push_back(inputs);
+    }
+    std::fprintf(stderr, "npu-run: compiling %s for a %ux%u array%s\n", args.model.c_str(),
+                 dev.array_dim, dev.array_dim,
+                 inputs.empty() ? "" : " (calibrating on the given inputs)");
+    // Without inputs the compiler calibrates on its own deterministic random samples.
+    auto image_bytes = npu::compiler::compile_onnx_file(args.model, copts);
+    if (!image_bytes.is_ok()) return fail(image_bytes.status().message());
+    auto m = rt::Model::from_bytes(std::move(image_bytes).value(), args.model);
+    if (!m.is_ok()) return fail(m.status().message());
+    model = std::move(m).value();
+  } else {
+    auto m = rt::Model::from_bytes(std::move(bytes), args.model);
+    if (!m.is_ok()) return fail(m.status().message());
+    model = std::move(m).value();
+  }
+  if (args.summary) std::fputs(model->summary().c_str(), stdout);
+
+  // Inputs: check the count, or make deterministic random ones.
+  const bool random_inputs = inputs.empty();
+  if (random_inputs) {
+    std::fprintf(stderr,
+                 "npu-run: no --input given: using deterministic random inputs "
+                 "(normal(0,1), seed 0)\n");
+    Normal normal(0);
+    for (const rt::TensorInfo& info : model->inputs()) {
+      if (info.dtype != npu::DType::kF32)
+        return fail("input '" + info.name + "' is " + std::string(npu::dtype_name(info.dtype)) +
+                    "; random inputs are float only: pass it with --input");
+      npu::Tensor t = npu::Tensor::zeros(npu::DType::kF32, info.shape);
+      for (float& x : t.as<float>()) x = normal.next();
+      inputs.push_back(std::move(t));
+    }
+  } else if (inputs.size() != model->inputs().size()) {
+    std::string want;
+    for (const auto& i : model->inputs())
+      want += (want.empty() ? "" : ", ") + i.name + " " + std::string(npu::dtype_name(i.dtype)) +
+              npu::shape_to_string(i.shape);
+    return fail(std::to_string(inputs.size()) + " --input file(s) given, but the model takes " +
+                std::to_string(model->inputs().size()) + " (" + want +
+                "); give one --input per model input, in that order");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    npu::Status st = rt::check_input(inputs[i], model->inputs()[i], i);
+    if (!st.is_ok())
+      return fail((args.inputs.empty() ? "" : args.inputs[i] + ": ") + st.message());
+  }
+
+  auto session = rt::Session::create(*runtime, model);
+  if (!session.is_ok()) return fail(session.status().message());
+
+  if (!args.trace.empty()) (*runtime)->start_profiling();
+  std::vector<double> latency_us;
+  std::vector<double> cycles;
+  latency_us.reserve(static_cast<size_t>(args.iterations));
+  rt::Outputs last;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_progress = start;
+  for (int64_t it = 0; it < args.iterations; ++it) {
+    const Clock::time_point t0 = Clock::now();
+    auto out = (*session)->run(inputs);
+    const Clock::time_point t1 = Clock::now();
+    if (!out.is_ok())
+      return fail("iteration " + std::to_string(it + 1) + ": " + out.status().to_string());
+    latency_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    cycles.push_back(static_cast<double>(out->stats.device_cycles));
+    last = std::move(out).value();
+    // Progress: on a terminal, or once the run takes more than two seconds.
+    const auto since = t1 - last_progress;
+    if (it + 1 < args.iterations &&
+        ((tty && since > std::chrono::milliseconds(500)) || since > std::chrono::seconds(2))) {
+      last_progress = t1;
+      const double elapsed = std::chrono::duration<double>(t1 - start).count();
+      const double eta = elapsed / static_cast<double>(it + 1) *
+                         static_cast<double>(args.iterations - it - 1);
+      std::fprintf(stderr, "npu-run: %lld/%lld iterations, %.1f s elapsed, ~%.1f s left\n",
+                   static_cast<long long>(it + 1), static_cast<long long>(args.iterations),
+                   elapsed, eta);
+    }
+  }
+  if (!args.trace.empty()) {
+    std::ofstream tf(args.trace);
+    tf << (*runtime)->end_profiling() << "\n";
+    if (!tf) return fail(args.trace + ": cannot write the trace file");
+  }
+
+  // Outputs.
+  std::vector<std::string> files;
+  if (!args.output_dir.empty()) {
+    std::filesystem::create_directories(args.output_dir, ec);
+    if (ec) return fail(args.output_dir + ": cannot create the output directory (" + ec.message() + ")");
+    for (size_t k = 0; k < last.tensors.size(); ++k) {
+      const std::string path =
+          (std::filesystem::path(args.output_dir) / ("output_" + std::to_string(k) + ".npy")).string();
+      npu::Status st = npu::write_npy(path, last.tensors[k]);
+      if (!st.is_ok()) return fail(st.message());
+      files.push_back(path);
+    }
+  }
+
+  const double p50 = percentile(latency_us, 50), p90 = percentile(latency_us, 90),
+               p99 = percentile(latency_us, 99);
+  const double device_cycles = percentile(cycles, 50);
+  const double n2 = static_cast<double>(dev.array_dim) * dev.array_dim;
+  const double util =
+      device_cycles > 0 ? static_cast<double>(model->macs()) / (device_cycles * n2) : 0.0;
+  const double device_us = device_cycles / (dev.clock_mhz ? dev.clock_mhz : 1000);
+
+  std::printf("model   %s (%zu NPU step%s, %llu MACs per inference)\n", args.model.c_str(),
+              model->npu_steps(), model->npu_steps() == 1 ? "" : "s",
+              static_cast<unsigned long long>(model->macs()));
+  std::printf("device  %s\n", dev.describe().c_str());
+  std::printf("inputs  %s\n", random_inputs ? "deterministic random normal(0,1), seed 0" : "from --input files");
+  for (size_t k = 0; k < last.tensors.size(); ++k) {
+    const auto& info = model->outputs()[k];
+    const auto& t = last.tensors[k];
+    std::printf("output %zu %s %s%s: %s%s\n", k, info.name.c_str(),
+                std::string(npu::dtype_name(t.dtype)).c_str(), npu::shape_to_string(t.shape).c_str(),
+                first_values(t, 8).c_str(), files.empty() ? "" : ("  -> " + files[k]).c_str());
+  }
+  std::printf("latency %lld iteration%s: p50 %.1f us, p90 %.1f us, p99 %.1f us (host wall clock)\n",
+              static_cast<long long>(args.iterations), args.iterations == 1 ? "" : "s", p50, p90, p99);
+  std::printf("device  %.0f cycles per inference (%.2f us at %u MHz; predicted %llu), "
+              "MAC utilization %.1f%%\n",
+              device_cycles, device_us, dev.clock_mhz,
+              static_cast<unsigned long long>(model->predicted_cycles()), 100 * util);
+
+  if (args.json) {
+    std::string j = "{\"model\":" + jquote(args.model) + ",\"device\":" + jquote(dev.spec) +
+                    ",\"platform\":" + jquote(dev.platform) +
+                    ",\"array_dim\":" + std::to_string(dev.array_dim) +
+                    ",\"iterations\":" + std::to_string(args.iterations) +
+                    ",\"random_inputs\":" + (random_inputs ? "true" : "false") + ",\"outputs\":[";
+    for (size_t k = 0; k < last.tensors.size(); ++k) {
+      const auto& t = last.tensors[k];
+      j += std::string(k ? "," : "") + "{\"name\":" + jquote(model->outputs()[k].name) + ",\"shape\":[";
+      for (size_t d = 0; d < t.shape.size(); ++d) j += (d ? "," : "") + std::to_string(t.shape[d]);
+      j += "],\"dtype\":" + jquote(std::string(npu::dtype_name(t.dtype)));
+      if (!files.empty()) j += ",\"file\":" + jquote(files[k]);
+      j += "}";
+    }
+    j += "],\"latency_us\":{\"p50\":" + jnum(p50) + ",\"p90\":" + jnum(p90) + ",\"p99\":" +
+         jnum(p99) + "},\"device_cycles\":" + jnum(device_cycles) +
+         ",\"device_us\":" + jnum(device_us) +
+         ",\"predicted_cycles\":" + std::to_string(model->predicted_cycles()) +
+         ",\"macs\":" + std::to_string(model->macs()) + ",\"mac_utilization\":" + jnum(util) + "}";
+    std::printf("%s\n", j.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args args;
+    if (int rc = parse(argc, argv, &args)) return rc < 0 ? 0 : rc;
+    return run(args);
+  } catch (const std::exception& e) {
+    return fail(std::string("internal error: ") + e.what() + " (please report it)", 3);
+  } catch (...) {
+    return fail("internal error (please report it)", 3);
+  }
+}
