@@ -335,6 +335,7 @@ module npu_top
       t = 64'(v) * 64'($signed(mul[n*32 +: 32]));
       if (s != 0) t = (t + (64'sd1 <<< (s - 6'd1))) >>> s;
       t = t + 64'($signed(zp));
+      // Low bound first: low > high yields low (architecture.md 1.4).
       if (t < 64'($signed(lo))) t = 64'($signed(lo));
       else if (t > 64'($signed(hi))) t = 64'($signed(hi));
       out[n*8 +: 8] = t[7:0];
@@ -398,8 +399,17 @@ module npu_top
           qoff = reg_addr_i - REG_QUEUE_BASE;
           qi = QW'(qoff / REG_QUEUE_STRIDE);
           unique case (qoff % REG_QUEUE_STRIDE)
-            REG_QUEUE_RING_BASE: ring_base_q[qi] <= reg_wdata_i;
-            REG_QUEUE_RING_SIZE: ring_size_q[qi] <= reg_wdata_i;
+            // Reprogramming a ring empties it (as the functional model does).
+            REG_QUEUE_RING_BASE: begin
+              ring_base_q[qi] <= reg_wdata_i;
+              ring_head_q[qi] <= '0;
+              ring_tail_q[qi] <= '0;
+            end
+            REG_QUEUE_RING_SIZE: begin
+              ring_size_q[qi] <= reg_wdata_i;
+              ring_head_q[qi] <= '0;
+              ring_tail_q[qi] <= '0;
+            end
             REG_QUEUE_RING_TAIL: ring_tail_q[qi] <= reg_wdata_i;
             default: ;
           endcase

@@ -126,12 +126,15 @@ class Bench {
   using Factory = std::function<std::unique_ptr<sim::Device>(const sim::DeviceConfig&,
                                                              std::span<std::byte>)>;
 
-  Bench(const Factory& factory, uint32_t dim) : dram_(kDramBytes) {
+  Bench(const Factory& factory, uint32_t dim, uint64_t dram_bytes = kDramBytes)
+      : dram_(dram_bytes) {
     sim::DeviceConfig cfg;
     cfg.array_dim = dim;
     dev_ = factory(cfg, std::span<std::byte>(dram_));
     // Identity-map every page of DRAM, writable.
-    for (uint32_t p = 0; p < kDramBytes / kPageBytes; ++p) map(p * kPageBytes, p * kPageBytes, true);
+    for (uint64_t p = 0; p < dram_bytes / kPageBytes; ++p) {
+      map(static_cast<uint32_t>(p * kPageBytes), p * kPageBytes, true);
+    }
   }
 
   sim::Device& dev() { return *dev_; }

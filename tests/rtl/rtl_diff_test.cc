@@ -1,0 +1,332 @@
+// Differential test: the RTL against the functional model (make_functional_device) on the
+// same constrained-random programs. Compares all of DRAM, every architectural register, the
+// architectural counters and the instruction trace (cycles excluded: timing is not
+// architectural). Programs cover every instruction class; a third of them inject one error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "npu/sim/rtl_device.h"
+#include "rtl_test_util.h"
+
+namespace npu::rtltest {
+namespace {
+
+constexpr uint64_t kDiffDram = 8ull << 20;  // 8 MiB, identity-mapped
+// Special pages outside the identity map.
+constexpr uint32_t kUnmappedVa = 0x01000000;
+constexpr uint32_t kReadOnlyVa = 0x01100000;   // -> PA 0x300000, not writable
+constexpr uint32_t kBeyondDramVa = 0x01200000; // -> PA 0x7FFF0000 (BUS_ERROR)
+constexpr uint32_t kLoadSpan = 1u << 20;       // LOADs read kDataVa + [0, 1 MiB)
+constexpr uint32_t kStoreVa = kDataVa + kLoadSpan;
+
+uint32_t dim() { return sim::rtl_supported_array_dims().front(); }
+
+class Gen {
+ public:
+  Gen(uint32_t seed, uint32_t n) : rng_(seed), n_(n) {}
+
+  uint32_t u(uint32_t lo, uint32_t hi) {  // inclusive
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(rng_);
+  }
+  bool p(double prob) { return std::bernoulli_distribution(prob)(rng_); }
+
+  // Scratchpad regions the programs use (small, so instructions interact).
+  uint32_t act_region() const { return 512; }
+  uint32_t wgt_tiles() const { return 8; }
+  uint32_t acc_region() const { return 256; }
+  uint32_t rows_of(hw::Scratchpad sp) const {
+    return sp == hw::Scratchpad::kAct ? act_region()
+           : sp == hw::Scratchpad::kWgt ? wgt_tiles() * n_ : acc_region();
+  }
+
+  uint32_t dram_va(uint32_t base, uint32_t span, uint32_t extent) {
+    if (p(0.2)) {  // straddle a page boundary
+      uint32_t page = u(1, span / kPageBytes - 1);
+      return base + page * kPageBytes - u(1, 64);
+    }
+    return base + u(0, span - extent - 1);
+  }
+
+  Instr load() {
+    DmaArgs a;
+    a.sp = static_cast<hw::Scratchpad>(u(0, 2));
+    a.row_elems = p(0.7) ? 0 : u(1, n_);
+    const uint32_t esize = a.sp == hw::Scratchpad::kAcc ? 4 : 1;
+    const uint32_t row_bytes = (a.row_elems ? a.row_elems : n_) * esize;
+    a.x = u(1, 4);
+    a.y = u(1, 3);
+    a.z = u(1, 2);
+    if (p(0.4)) {
+      a.pad_l = u(0, 2);
+      a.pad_r = u(0, 2);
+      a.pad_t = u(0, 2);
+      a.pad_b = u(0, 2);
+    }
+    a.xs = p(0.5) ? row_bytes : u(0, 300);
+    a.ys = u(0, 4096);
+    a.zs = u(0, 30000);
+    const uint32_t extent = (a.x - 1) * a.xs + (a.y - 1) * a.ys + (a.z - 1) * a.zs + row_bytes;
+    a.va = dram_va(kDataVa, kLoadSpan, extent);
+    const uint32_t rows = a.z * (a.y + a.pad_t + a.pad_b) * (a.x + a.pad_l + a.pad_r);
+    a.sp_row = u(0, rows_of(a.sp) - rows);
+    return rtltest::load(a);
+  }
+
+  Instr store() {
+    DmaArgs a;
+    a.sp = static_cast<hw::Scratchpad>(u(0, 2));
+    a.row_elems = p(0.7) ? 0 : u(1, n_);
+    const uint32_t esize = a.sp == hw::Scratchpad::kAcc ? 4 : 1;
+    const uint32_t row_bytes = (a.row_elems ? a.row_elems : n_) * esize;
+    a.x = u(1, 4);
+    a.y = u(1, 3);
+    a.z = u(1, 2);
+    a.xs = p(0.5) ? row_bytes : u(0, 300);
+    a.ys = u(0, 4096);
+    a.zs = u(0, 30000);
+    const uint32_t extent = (a.x - 1) * a.xs + (a.y - 1) * a.ys + (a.z - 1) * a.zs + row_bytes;
+    a.va = dram_va(kStoreVa, kLoadSpan, extent);
+    a.sp_row = u(0, rows_of(a.sp) - a.x * a.y * a.z);
+    return rtltest::store(a);
+  }
+
+  Instr gemm() {
+    for (;;) {
+      GemmArgs g;
+      g.o = u(1, 2);
+      g.i = u(1, 3);
+      g.r = u(1, 8);
+      g.aso = u(0, 16);
+      g.asi = u(0, 16);
+      g.asr = u(0, 2);
+      g.cso = u(0, 16);
+      g.csi = u(0, 2);
+      g.csr = u(0, 2);
+      g.wso = u(0, 3);
+      g.wsi = u(0, 2);
+      g.act = u(0, 200);
+      g.acc = u(0, 100);
+      g.wgt = u(0, 4);
+      g.clear = p(0.5);
+      const uint32_t amax = g.act + (g.o - 1) * g.aso + (g.i - 1) * g.asi + (g.r - 1) * g.asr;
+      const uint32_t wmax = g.wgt + (g.o - 1) * g.wso + (g.i - 1) * g.wsi;
+      const uint32_t cmax = g.acc + (g.o - 1) * g.cso + (g.i - 1) * g.csi + (g.r - 1) * g.csr;
+      if (amax < act_region() && wmax < wgt_tiles() && cmax < acc_region()) return rtltest::gemm(g);
+    }
+  }
+
+  Instr vec() {
+    for (;;) {
+      VecArgs v;
+      v.o = u(1, 2);
+      v.r = u(1, 8);
+      v.src = u(0, 150);
+      v.dst = u(0, 300);
+      v.param = u(0, acc_region() - 3);
+      v.sso = u(0, 20);
+      v.ssr = u(0, 2);
+      v.dso = u(0, 20);
+      v.dsr = u(0, 2);
+      v.zp = static_cast<int8_t>(u(0, 255));
+      v.lo = static_cast<int8_t>(u(0, 255));
+      v.hi = static_cast<int8_t>(u(0, 255));
+      if (v.lo > v.hi && p(0.8)) std::swap(v.lo, v.hi);
+      v.bias = p(0.5);
+      const uint32_t smax = v.src + (v.o - 1) * v.sso + (v.r - 1) * v.ssr;
+      const uint32_t dmax = v.dst + (v.o - 1) * v.dso + (v.r - 1) * v.dsr;
+      if (smax < acc_region() && dmax < act_region()) return rtltest::vec(v);
+    }
+  }
+
+  // A faulting instruction of a random kind.
+  Instr error() {
+    switch (u(0, 8)) {
+      case 0: { Instr i; i.w[0] = u(6, 255); return i; }                      // opcode
+      case 1: { Instr i = load(); i.w[3] &= 0xFFFF0000u; return i; }           // X = 0
+      case 2: { Instr i = load(); i.w[2] = 0x7FFFFFF0u + u(0, 15); return i; } // SP range
+      case 3: { Instr i = load(); i.w[1] = kUnmappedVa + u(0, 1000); return i; }
+      case 4: { Instr i = store(); i.w[1] = kReadOnlyVa + u(0, 1000); return i; }
+      case 5: { Instr i = load(); i.w[1] = kBeyondDramVa + u(0, 1000); return i; }
+      case 6: { Instr i = gemm(); i.w[3] = (i.w[3] & 0xFFFF0000u) | 0x3000u; return i; }
+      case 7: { Instr i = vec(); i.w[2] = (i.w[2] & 0xFFFF0000u) | 0xFFF0u; return i; }
+      default: { Instr i = nop(); i.w[0] |= (1u << 12); return i; }            // reserved
+    }
+  }
+
+  static uint32_t engine(const Instr& i) {
+    switch (static_cast<hw::Opcode>(i.w[0] & 0xFF)) {
+      case hw::Opcode::kLoad: return 0;
+      case hw::Opcode::kStore: return 2;
+      case hw::Opcode::kSync: return (i.w[0] >> 16) & 3;
+      default: return 1;
+    }
+  }
+
+  // A token-chained program: every change of engine is ordered by a push/pop pair, so the
+  // result is the same for any implementation that overlaps engines.
+  std::vector<Instr> program(bool inject_error) {
+    std::vector<Instr> body;
+    const uint32_t len = u(3, 24);
+    for (uint32_t k = 0; k < len; ++k) {
+      switch (u(0, 9)) {
+        case 0: case 1: case 2: body.push_back(load()); break;
+        case 3: case 4: body.push_back(gemm()); break;
+        case 5: case 6: body.push_back(vec()); break;
+        case 7: case 8: body.push_back(store()); break;
+        default: body.push_back(p(0.5) ? nop() : sync(u(0, 2), 0)); break;
+      }
+    }
+    if (inject_error) body[u(0, len - 1)] = error();
+    std::vector<Instr> prog;
+    for (const Instr& ins : body) {
+      if (!prog.empty()) {
+        const uint32_t a = engine(prog.back()), b = engine(ins);
+        if ((a == 0 && b == 2) || (a == 2 && b == 0)) prog.push_back(sync(1, 0));
+      }
+      prog.push_back(ins);
+    }
+    for (size_t k = 1; k < prog.size(); ++k) {
+      const uint32_t a = engine(prog[k - 1]), b = engine(prog[k]);
+      if (a == b) continue;
+      if (b > a) {
+        prog[k - 1].w[0] |= kPushNext;
+        prog[k].w[0] |= kPopPrev;
+      } else {
+        prog[k - 1].w[0] |= kPushPrev;
+        prog[k].w[0] |= kPopNext;
+      }
+    }
+    if (inject_error && p(0.3)) prog.push_back(sync(1, kPopPrev));  // deadlock (if reached)
+    return prog;
+  }
+
+ private:
+  std::mt19937 rng_;
+  uint32_t n_;
+};
+
+std::unique_ptr<sim::Device> make_rtl(const sim::DeviceConfig& c, std::span<std::byte> d) {
+  return sim::make_rtl_device(c, d);
+}
+std::unique_ptr<sim::Device> make_model(const sim::DeviceConfig& c, std::span<std::byte> d) {
+  return sim::make_functional_device(c, d);
+}
+
+// Registers compared after a run: everything but the timing counters.
+std::vector<uint32_t> arch_registers() {
+  std::vector<uint32_t> regs;
+  for (uint32_t off = 0; off <= reg::RESET_COUNT; off += 4) regs.push_back(off);
+  for (uint32_t q = 0; q < hw::kNumQueues; ++q) {
+    for (uint32_t f : {reg::RING_BASE(q), reg::RING_SIZE(q), reg::RING_HEAD(q),
+                       reg::RING_TAIL(q), reg::COMPLETED_SEQ(q)})
+      regs.push_back(f);
+  }
+  for (uint32_t c = 0; c < hw::kNumCounters; ++c) {
+    if (hw::kCounterArchitectural[c]) {
+      regs.push_back(reg::COUNTER_LO(c));
+      regs.push_back(reg::COUNTER_HI(c));
+    }
+  }
+  return regs;
+}
+
+struct DeviceRun {
+  std::unique_ptr<Bench> bench;
+  std::vector<sim::TraceEvent> trace;
+};
+
+class RtlDiff : public ::testing::TestWithParam<int> {};
+
+TEST_P(RtlDiff, RandomProgramsMatchFunctionalModel) {
+  const uint32_t n = dim();
+  constexpr int kSeedsPerShard = 12;
+  uint64_t rtl_cycles = 0, model_cycles = 0;
+  for (int s = 0; s < kSeedsPerShard; ++s) {
+    const uint32_t seed = static_cast<uint32_t>(GetParam() * kSeedsPerShard + s);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Gen gen(seed, n);
+    const bool inject = gen.p(0.33);
+    std::vector<std::vector<Instr>> jobs;
+    const uint32_t njobs = gen.u(1, 3);
+    for (uint32_t j = 0; j < njobs; ++j) jobs.push_back(gen.program(inject && j == njobs - 1));
+    std::vector<uint8_t> data(2 * kLoadSpan);
+    for (auto& x : data) x = static_cast<uint8_t>(gen.u(0, 255));
+    std::vector<uint32_t> queues;
+    for (uint32_t j = 0; j < njobs; ++j) queues.push_back(gen.u(0, 3));
+
+    DeviceRun runs[2];
+    for (int k = 0; k < 2; ++k) {
+      runs[k].bench = std::make_unique<Bench>(k == 0 ? make_model : make_rtl, n, kDiffDram);
+      Bench& b = *runs[k].bench;
+      b.write(kDataVa, data.data(), data.size());
+      b.map(kReadOnlyVa, 0x300000, false);
+      b.map_raw(kBeyondDramVa, 0x7FFF0003);
+      auto& trace = runs[k].trace;
+      b.dev().set_trace([&trace](const sim::TraceEvent& e) { trace.push_back(e); });
+      b.setup_rings();
+      uint32_t off = 0;
+      for (uint32_t j = 0; j < njobs; ++j) {
+        const uint32_t len = b.put_program(jobs[j], off);
+        b.exec(queues[j], kCmdVa + off, len, kPtBase, j);
+        b.fence(queues[j], 100 + j);
+        off += (len + 255) & ~255u;
+      }
+      for (uint32_t q = 0; q < hw::kNumQueues; ++q) b.doorbell(q);
+      const auto why = b.run_to_idle(20'000'000);
+      EXPECT_NE(why, sim::StopReason::kCycleLimit);
+    }
+    Bench& m = *runs[0].bench;
+    Bench& r = *runs[1].bench;
+    for (uint32_t off : arch_registers()) {
+      EXPECT_EQ(r.dev().read_reg(off), m.dev().read_reg(off))
+          << "register 0x" << std::hex << off;
+    }
+    const auto& md = m.dram();
+    const auto& rd = r.dram();
+    auto mismatch = std::mismatch(md.begin(), md.end(), rd.begin());
+    if (mismatch.first != md.end()) {
+      const size_t at = static_cast<size_t>(mismatch.first - md.begin());
+      size_t count = 0, last = at;
+      for (size_t i = at; i < md.size(); ++i) {
+        if (md[i] != rd[i]) {
+          ++count;
+          last = i;
+        }
+      }
+      ADD_FAILURE() << "DRAM differs in " << count << " bytes, 0x" << std::hex << at << "..0x"
+                    << last << " (model 0x" << static_cast<int>(md[at]) << ", rtl 0x"
+                    << static_cast<int>(rd[at]) << ")";
+      for (uint32_t j = 0; j < njobs; ++j) {
+        for (const Instr& ins : jobs[j]) {
+          std::printf("  job %u:", j);
+          for (uint32_t w : ins.w) std::printf(" %08x", w);
+          std::printf("\n");
+        }
+      }
+    }
+    ASSERT_EQ(runs[0].trace.size(), runs[1].trace.size());
+    for (size_t i = 0; i < runs[0].trace.size(); ++i) {
+      EXPECT_EQ(runs[0].trace[i].queue, runs[1].trace[i].queue);
+      EXPECT_EQ(runs[0].trace[i].cmd_offset, runs[1].trace[i].cmd_offset);
+      EXPECT_TRUE(std::equal(std::begin(runs[0].trace[i].words), std::end(runs[0].trace[i].words),
+                             std::begin(runs[1].trace[i].words)));
+    }
+    model_cycles += m.counter(hw::Counter::kCycles);
+    rtl_cycles += r.counter(hw::Counter::kCycles);
+    if (::testing::Test::HasFailure()) break;
+  }
+  std::printf("shard %d: RTL CYCLES %llu, model-predicted CYCLES %llu (ratio %.3f)\n", GetParam(),
+              static_cast<unsigned long long>(rtl_cycles),
+              static_cast<unsigned long long>(model_cycles),
+              rtl_cycles ? static_cast<double>(model_cycles) / static_cast<double>(rtl_cycles) : 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, RtlDiff, ::testing::Range(0, 8));
+
+}  // namespace
+}  // namespace npu::rtltest
