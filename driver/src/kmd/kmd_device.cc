@@ -429,6 +429,7 @@ void KDevice::write_job_locked(Ring& ring, uint32_t q, const std::shared_ptr<Job
     // The device will get stuck on this job: its entries are in the ring but the doorbell
     // never covers them, and the device thread freezes once it would run it.
     ring.withheld_hang = job;
+    cv_dev_.notify_all();  // no doorbell will wake the device thread for this one
   } else {
     ring.jobs.push_back(job);
   }
@@ -457,7 +458,7 @@ void KDevice::ring_doorbell_locked(uint32_t q) {
 // Moves ready jobs from the context queues into the ring windows, round robin among the
 // contexts of each priority, and rings the doorbells.
 void KDevice::dispatch_locked() {
-  if (unplugged_ || hung_job_) return;
+  if (unplugged_) return;  // while hung the driver keeps filling rings, as a real one would
   for (uint32_t q = 0; q < num_queues_; ++q) {
     Ring& ring = rings_[q];
     bool wrote = false;
@@ -624,7 +625,7 @@ void KDevice::thread_main() {
       continue;
     }
     if (hung_job_ || stalled_) {
-      const auto deadline = last_progress_ + hang_timeout_;
+      const auto deadline = (hung_job_ ? hung_since_ : last_progress_) + hang_timeout_;
       if (Clock::now() >= deadline) {
         handle_hang_locked();
         continue;
@@ -663,7 +664,7 @@ void KDevice::thread_main() {
         }
       }
       if (!hung_job_) stalled_ = true;
-      if (hung_job_) last_progress_ = Clock::now();
+      if (hung_job_) hung_since_ = Clock::now();
       NPU_DLOG(kReset, "%s: device idle with jobs outstanding (%s)", name_.c_str(),
                hung_job_ ? "hung job" : "stalled");
       continue;

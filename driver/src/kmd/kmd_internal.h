@@ -285,6 +285,7 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   Clock::time_point last_progress_ = Clock::now();
   uint64_t progress_sig_ = 0;
   std::shared_ptr<Job> hung_job_;  // device stuck on this job (injected hang)
+  Clock::time_point hung_since_;
   bool stalled_ = false;           // device idle although jobs are in rings
   Clock::time_point stalled_since_;
   std::chrono::milliseconds hang_timeout_{2000};

@@ -1,0 +1,359 @@
+// Fault-recovery tests (label faults): injected hangs, page faults, transient errnos, version
+// mismatches and unplug. The invariants: every job submitted ends exactly once with the
+// documented status, and the first job after a reset succeeds.
+#include <stdlib.h>
+
+#include <map>
+#include <thread>
+
+#include "driver_test_util.h"
+#include "npu/sim/device.h"
+
+namespace npu::driver::test {
+namespace {
+
+constexpr const char* kDev = "sim";
+
+class Faults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string err;
+    dev_ = UmdDevice::open(kDev, &err);
+    ASSERT_NE(dev_, nullptr) << err;
+    ASSERT_EQ(kmd::clear_faults(kDev), 0);
+    ASSERT_EQ(kmd::set_hang_timeout_ms(kDev, 200), 0);
+    ASSERT_EQ(kmd::stats(kDev, &before_), 0);
+  }
+  void TearDown() override {
+    kmd::clear_faults(kDev);
+    kmd::set_hang_timeout_ms(kDev, 2000);
+  }
+  uint32_t ctx(uint32_t prio = DRM_NPU_PRIORITY_NORMAL) {
+    uint32_t c = 0;
+    EXPECT_EQ(dev_->ctx_create(prio, &c), 0);
+    return c;
+  }
+  uint64_t resets() {
+    uint64_t n = 0;
+    EXPECT_EQ(dev_->reset_count(&n), 0);
+    return n;
+  }
+  // Every job submitted since SetUp has ended exactly once.
+  void expect_all_ended_once() {
+    kmd::Stats s;
+    ASSERT_EQ(kmd::stats(kDev, &s), 0);
+    EXPECT_EQ(s.jobs_double_end, before_.jobs_double_end);
+    EXPECT_EQ(s.jobs_ended - before_.jobs_ended, s.jobs_submitted - before_.jobs_submitted);
+  }
+  void expect_next_job_succeeds() {
+    uint32_t c = ctx();
+    uint64_t seq = submit_program(*dev_, c, nop_program());
+    JobResult r;
+    ASSERT_EQ(wait_ms(*dev_, c, seq, &r), 0);
+    EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  }
+  std::unique_ptr<UmdDevice> dev_;
+  kmd::Stats before_;
+};
+
+TEST_F(Faults, HangEndsTimeoutResetsAndRecovers) {
+  const uint64_t r0 = resets();
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kHang, 0, 1}), 0);
+  uint32_t c = ctx();
+  uint64_t seq = submit_program(*dev_, c, nop_program());
+  JobResult r;
+  ASSERT_EQ(wait_ms(*dev_, c, seq, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_TIMEOUT));
+  EXPECT_EQ(resets(), r0 + 1);
+  ContextState st;
+  ASSERT_EQ(dev_->ctx_query(c, &st), 0);
+  EXPECT_EQ(st.state, static_cast<uint32_t>(DRM_NPU_CTX_STATE_ACTIVE));
+  EXPECT_EQ(st.reset_count, 1u);
+  // The first job after the reset, on the same context, succeeds.
+  uint64_t next = submit_program(*dev_, c, nop_program());
+  ASSERT_EQ(wait_ms(*dev_, c, next, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  expect_all_ended_once();
+}
+
+TEST_F(Faults, HangAbortsJobsInTheRingsAndQueuedJobsRunAfter) {
+  ASSERT_EQ(kmd::set_hang_timeout_ms(kDev, 300), 0);
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kHang, 0, 1}), 0);
+  uint32_t low = ctx(DRM_NPU_PRIORITY_LOW), high = ctx(DRM_NPU_PRIORITY_HIGH);
+  uint64_t hung = submit_program(*dev_, low, nop_program());
+  // Wait until the device is stuck on it, then queue more work on both contexts.
+  JobResult r;
+  ASSERT_EQ(dev_->wait(low, hung, deadline_after_ms(50), &r), ETIMEDOUT);
+  CmdBo cmd;
+  ASSERT_EQ(make_cmd_bo(*dev_, nop_program(), &cmd), 0);
+  std::vector<std::pair<uint32_t, uint64_t>> jobs;
+  for (int i = 0; i < 12; ++i) {
+    for (uint32_t c : {low, high}) {
+      uint64_t seq;
+      ASSERT_EQ(dev_->submit(c, {}, cmd.bo.handle, 0, cmd.bytes, &seq), 0);
+      jobs.emplace_back(c, seq);
+    }
+  }
+  ASSERT_EQ(wait_ms(*dev_, low, hung, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_TIMEOUT));
+  std::map<uint32_t, int> by_status;
+  for (auto [c, seq] : jobs) {
+    const int e = wait_ms(*dev_, c, seq, &r);
+    ASSERT_TRUE(e == 0 || e == EIO) << dev_->describe_error(e);
+    EXPECT_EQ(e == EIO, r.status == DRM_NPU_JOB_ABORTED);
+    EXPECT_TRUE(r.status == DRM_NPU_JOB_SUCCESS || r.status == DRM_NPU_JOB_ABORTED);
+    ++by_status[r.status];
+  }
+  // The high-priority jobs written to its ring while the device was stuck were aborted; the
+  // ones still queued in software ran after the reset.
+  EXPECT_GT(by_status[DRM_NPU_JOB_ABORTED], 0);
+  EXPECT_GT(by_status[DRM_NPU_JOB_SUCCESS], 0);
+  expect_all_ended_once();
+  expect_next_job_succeeds();
+}
+
+TEST_F(Faults, InjectedPageFaultBansOnlyThatContext) {
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kPageFault, 1, 1}), 0);  // the 2nd submit
+  uint32_t bad = ctx(), good = ctx();
+  CmdBo cmd;
+  ASSERT_EQ(make_cmd_bo(*dev_, nop_program(), &cmd), 0);
+  uint64_t s_good = 0, s_bad = 0, s_bad2 = 0;
+  ASSERT_EQ(dev_->submit(good, {}, cmd.bo.handle, 0, 32, &s_good), 0);
+  ASSERT_EQ(dev_->submit(bad, {}, cmd.bo.handle, 0, 32, &s_bad), 0);
+  const int e2 = dev_->submit(bad, {}, cmd.bo.handle, 0, 32, &s_bad2);  // may race with the ban
+  JobResult r;
+  ASSERT_EQ(wait_ms(*dev_, bad, s_bad, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_PAGE_FAULT));
+  EXPECT_EQ(r.device_error, static_cast<uint32_t>(hw::ErrorCode::kPageFault));
+  EXPECT_EQ(r.error_addr, cmd.bo.npu_va);  // the first instruction fetch faulted
+  if (e2 == 0) {
+    const int e = wait_ms(*dev_, bad, s_bad2, &r);
+    EXPECT_EQ(e, EIO);
+    EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_ABORTED));
+  } else {
+    EXPECT_EQ(e2, EBADFD);
+  }
+  uint64_t s;
+  EXPECT_EQ(dev_->submit(bad, {}, cmd.bo.handle, 0, 32, &s), EBADFD);
+  ContextState st;
+  ASSERT_EQ(dev_->ctx_query(bad, &st), 0);
+  EXPECT_EQ(st.state, static_cast<uint32_t>(DRM_NPU_CTX_STATE_BANNED));
+  EXPECT_EQ(st.fault_code, static_cast<uint32_t>(hw::ErrorCode::kPageFault));
+  ASSERT_EQ(wait_ms(*dev_, good, s_good, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  uint64_t s2;
+  ASSERT_EQ(dev_->submit(good, {}, cmd.bo.handle, 0, 32, &s2), 0);
+  ASSERT_EQ(wait_ms(*dev_, good, s2, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  // A banned context can still be destroyed and replaced.
+  EXPECT_EQ(dev_->ctx_destroy(bad), 0);
+  expect_all_ended_once();
+  expect_next_job_succeeds();
+}
+
+TEST_F(Faults, EintrIsRetriedByTheUmdOnly) {
+  uint32_t c = ctx();
+  uint64_t seq = submit_program(*dev_, c, nop_program());
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kEintr, 0, 1}), 0);
+  drm_npu_wait w{};
+  w.ctx_id = c;
+  w.seq = seq;
+  w.deadline_ns = deadline_after_ms(5000);
+  EXPECT_EQ(raw(*dev_, DRM_IOCTL_NPU_WAIT, &w), EINTR);  // the raw ioctl sees it
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kEintr, 0, 3}), 0);
+  JobResult r;
+  ASSERT_EQ(wait_ms(*dev_, c, seq, &r), 0);  // the UMD retries
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kEintr, 0, 2}), 0);
+  uint32_t c2 = 0;
+  EXPECT_EQ(dev_->ctx_create(DRM_NPU_PRIORITY_LOW, &c2), 0);  // no side effect was doubled
+  ContextState st;
+  ASSERT_EQ(dev_->ctx_query(c2, &st), 0);
+  expect_all_ended_once();
+}
+
+TEST_F(Faults, EnomemAndEbusyAreTransient) {
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kEnomem, 0, 1}), 0);
+  BoInfo b;
+  EXPECT_EQ(dev_->bo_create(65536, 0, &b), ENOMEM);
+  EXPECT_EQ(dev_->bo_create(65536, 0, &b), 0);
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kEnomem, 0, 1}), 0);
+  uint32_t c = 0;
+  EXPECT_EQ(dev_->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), ENOMEM);
+  c = ctx();
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kEbusy, 0, 2}), 0);
+  CmdBo cmd;
+  ASSERT_EQ(make_cmd_bo(*dev_, nop_program(), &cmd), 0);
+  uint64_t seq = 0;
+  EXPECT_EQ(dev_->submit(c, {}, cmd.bo.handle, 0, 32, &seq), EBUSY);
+  EXPECT_EQ(dev_->submit(c, {}, cmd.bo.handle, 0, 32, &seq), EBUSY);
+  ASSERT_EQ(dev_->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
+  EXPECT_EQ(seq, 1u);  // refused submits consumed no sequence number
+  JobResult r;
+  ASSERT_EQ(wait_ms(*dev_, c, seq, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  expect_all_ended_once();
+}
+
+TEST_F(Faults, IsaMismatchIsRefusedAtOpenWithBothVersions) {
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kIsaMismatch, 0, 1}), 0);
+  std::string err;
+  EXPECT_EQ(UmdDevice::open(kDev, &err), nullptr);
+  EXPECT_NE(err.find("ISA version mismatch"), std::string::npos) << err;
+  EXPECT_NE(err.find("2.0"), std::string::npos) << err;  // found
+  EXPECT_NE(err.find("1.0"), std::string::npos) << err;  // expected
+  ASSERT_EQ(kmd::clear_faults(kDev), 0);
+  EXPECT_NE(UmdDevice::open(kDev, &err), nullptr) << err;
+}
+
+TEST_F(Faults, FirmwareMismatchIsRefusedAtOpen) {
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kFwMismatch, 0, 1}), 0);
+  std::string err;
+  EXPECT_EQ(UmdDevice::open(kDev, &err), nullptr);
+  EXPECT_NE(err.find("firmware version mismatch"), std::string::npos) << err;
+  EXPECT_NE(err.find("expected 1.x"), std::string::npos) << err;
+}
+
+TEST_F(Faults, UnplugMidStreamAbortsEverythingAndReopenRecovers) {
+  uint32_t c = ctx();
+  ASSERT_EQ(kmd::set_hang_timeout_ms(kDev, 10000), 0);
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kHang, 0, 1}), 0);
+  uint64_t hung = submit_program(*dev_, c, nop_program());
+  ASSERT_EQ(kmd::inject_fault(kDev, {kmd::Fault::kUnplug, 1, 1}), 0);  // the 2nd ioctl from now
+  JobResult r;
+  EXPECT_EQ(dev_->wait(c, hung, deadline_after_ms(20), &r), ETIMEDOUT);
+  EXPECT_EQ(dev_->wait(c, hung, deadline_after_ms(20), &r), ENODEV);
+  BoInfo b;
+  EXPECT_EQ(dev_->bo_create(65536, 0, &b), ENODEV);
+  uint32_t c2;
+  EXPECT_EQ(dev_->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c2), ENODEV);
+  EXPECT_NE(dev_->describe_error(ENODEV).find("reopen"), std::string::npos);
+  dev_.reset();
+  std::string err;
+  dev_ = UmdDevice::open(kDev, &err);
+  ASSERT_NE(dev_, nullptr) << err;
+  ASSERT_EQ(kmd::stats(kDev, &before_), 0);  // a new instance
+  expect_next_job_succeeds();
+}
+
+TEST_F(Faults, ManyJobsAcrossRepeatedResetsEachEndOnce) {
+  ASSERT_EQ(kmd::set_hang_timeout_ms(kDev, 100), 0);
+  std::vector<uint32_t> ctxs = {ctx(DRM_NPU_PRIORITY_LOW), ctx(DRM_NPU_PRIORITY_NORMAL),
+                                ctx(DRM_NPU_PRIORITY_HIGH)};
+  CmdBo cmd;
+  ASSERT_EQ(make_cmd_bo(*dev_, nop_program(16), &cmd), 0);
+  std::map<uint32_t, int> by_status;
+  // Three rounds, one fault each: hang, page fault, hang. Jobs of a round may be aborted by
+  // that round's reset; every one ends exactly once.
+  const kmd::Fault round_fault[] = {kmd::Fault::kHang, kmd::Fault::kPageFault, kmd::Fault::kHang};
+  for (kmd::Fault f : round_fault) {
+    ASSERT_EQ(kmd::inject_fault(kDev, {f, 7, 1}), 0);
+    std::vector<std::pair<uint32_t, uint64_t>> jobs;
+    for (int i = 0; i < 10; ++i) {
+      for (uint32_t c : ctxs) {
+        uint64_t seq;
+        const int e = dev_->submit(c, {}, cmd.bo.handle, 0, cmd.bytes, &seq);
+        if (e == EBADFD) continue;  // banned by the page fault
+        ASSERT_EQ(e, 0) << dev_->describe_error(e);
+        jobs.emplace_back(c, seq);
+      }
+    }
+    for (auto [c, seq] : jobs) {
+      JobResult r;
+      const int e = wait_ms(*dev_, c, seq, &r);
+      ASSERT_TRUE(e == 0 || e == EIO) << dev_->describe_error(e);
+      EXPECT_EQ(e == EIO, r.status == DRM_NPU_JOB_ABORTED);
+      ++by_status[r.status];
+    }
+  }
+  EXPECT_EQ(by_status[DRM_NPU_JOB_TIMEOUT], 2);
+  EXPECT_EQ(by_status[DRM_NPU_JOB_PAGE_FAULT], 1);
+  EXPECT_GT(by_status[DRM_NPU_JOB_SUCCESS], 0);
+  expect_all_ended_once();
+  expect_next_job_succeeds();
+}
+
+TEST_F(Faults, DeviceErrorResetsAndNextJobOnSameContextSucceeds) {
+  const uint64_t r0 = resets();
+  uint32_t c = ctx();
+  // A pop on an empty token channel: TOKEN_DEADLOCK.
+  isa::Sync sy;
+  sy.engine = isa::Engine::kCompute;
+  sy.tokens.pop_prev = true;
+  uint64_t seq = submit_program(*dev_, c, {isa::encode(sy)});
+  JobResult r;
+  ASSERT_EQ(wait_ms(*dev_, c, seq, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_DEVICE_ERROR));
+  EXPECT_EQ(r.device_error, static_cast<uint32_t>(hw::ErrorCode::kTokenDeadlock));
+  EXPECT_EQ(resets(), r0 + 1);
+  uint64_t next = submit_program(*dev_, c, nop_program());
+  ASSERT_EQ(wait_ms(*dev_, c, next, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  expect_all_ended_once();
+}
+
+TEST(FaultSpec, ParsesTheDocumentedSyntax) {
+  std::vector<kmd::NamedFaultRule> rules;
+  std::string err;
+  ASSERT_EQ(kmd::parse_faults("sim:hang@3,eintrx*,page_fault,enomemx2,rtl:unplug@1x1", &rules, &err), 0)
+      << err;
+  ASSERT_EQ(rules.size(), 5u);
+  EXPECT_EQ(rules[0].device, "sim");
+  EXPECT_EQ(rules[0].rule.fault, kmd::Fault::kHang);
+  EXPECT_EQ(rules[0].rule.skip, 2u);
+  EXPECT_EQ(rules[1].rule.count, 0u);
+  EXPECT_EQ(rules[2].rule.skip, 0u);
+  EXPECT_EQ(rules[2].rule.count, 1u);
+  EXPECT_EQ(rules[3].rule.count, 2u);
+  EXPECT_EQ(rules[4].device, "rtl");
+  for (const char* bad : {"hange", "hang@0", "hang@", "hangx0", "hang@2y", "eintr x3"}) {
+    EXPECT_EQ(kmd::parse_faults(bad, &rules, &err), EINVAL) << bad;
+    EXPECT_NE(err.find("bad fault rule"), std::string::npos);
+  }
+}
+
+TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
+  ASSERT_EQ(setenv("NPU_FAULT", "envsim:ebusy@2", 1), 0);
+  ASSERT_EQ(kmd::register_device("envsim", DRM_NPU_PLATFORM_FUNCTIONAL,
+                                 [](std::span<std::byte> dram) {
+                                   return sim::make_functional_device(sim::DeviceConfig{}, dram);
+                                 }),
+            0);
+  std::string err;
+  auto dev = UmdDevice::open("envsim", &err);
+  unsetenv("NPU_FAULT");
+  ASSERT_NE(dev, nullptr) << err;
+  uint32_t c = 0;
+  ASSERT_EQ(dev->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), 0);
+  CmdBo cmd;
+  ASSERT_EQ(make_cmd_bo(*dev, nop_program(), &cmd), 0);
+  uint64_t seq;
+  EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
+  EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), EBUSY);
+  EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
+}
+
+TEST(FaultSpec, DeviceThatIsNotAnNpuFailsToProbe) {
+  class NotNpu final : public sim::Device {
+   public:
+    std::string_view kind() const override { return "fake"; }
+    const sim::DeviceConfig& config() const override { return cfg_; }
+    uint32_t read_reg(uint32_t) override { return 0x12345678; }
+    void write_reg(uint32_t, uint32_t) override {}
+    sim::StopReason run(uint64_t) override { return sim::StopReason::kIdle; }
+    uint64_t cycle() const override { return 0; }
+    void set_trace(sim::TraceSink) override {}
+
+   private:
+    sim::DeviceConfig cfg_;
+  };
+  ASSERT_EQ(kmd::register_device("notnpu", DRM_NPU_PLATFORM_SILICON,
+                                 [](std::span<std::byte>) { return std::make_unique<NotNpu>(); }),
+            0);
+  std::string err;
+  EXPECT_EQ(UmdDevice::open("notnpu", &err), nullptr);
+  EXPECT_NE(err.find("gone"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace npu::driver::test
