@@ -16,15 +16,14 @@ namespace {
 
 using sim::StopReason;
 
-uint32_t dim() { return sim::rtl_supported_array_dims().front(); }
-
 std::unique_ptr<sim::Device> make_rtl(const sim::DeviceConfig& c, std::span<std::byte> d) {
   return sim::make_rtl_device(c, d);
 }
 
-class RtlTest : public ::testing::Test {
+// Every test runs at each array dim built into npu_sim_rtl.
+class RtlTest : public ::testing::TestWithParam<uint32_t> {
  protected:
-  RtlTest() : b(make_rtl, dim()), n(dim()) {}
+  RtlTest() : b(make_rtl, GetParam()), n(GetParam()) {}
   Bench b;
   uint32_t n;
 
@@ -45,12 +44,12 @@ TEST(RtlFactory, RejectsUnbuiltDim) {
   sim::DeviceConfig cfg;
   cfg.array_dim = 12;
   EXPECT_THROW(sim::make_rtl_device(cfg, dram), std::invalid_argument);
-  cfg.array_dim = dim();
+  cfg.array_dim = sim::rtl_supported_array_dims().front();
   cfg.dma_beat_bytes = 32;
   EXPECT_THROW(sim::make_rtl_device(cfg, dram), std::invalid_argument);
 }
 
-TEST_F(RtlTest, RegisterResetValues) {
+TEST_P(RtlTest, RegisterResetValues) {
   auto& d = b.dev();
   EXPECT_EQ(d.kind(), "rtl");
   EXPECT_EQ(d.read_reg(reg::ID), hw::kDeviceId);
@@ -96,7 +95,7 @@ TEST_F(RtlTest, RegisterResetValues) {
   EXPECT_EQ(d.run(1000), StopReason::kIdle);  // nothing to do: returns at once
 }
 
-TEST_F(RtlTest, IdleRunReturnsImmediately) {
+TEST_P(RtlTest, IdleRunReturnsImmediately) {
   b.setup_rings();
   uint64_t c0 = b.dev().cycle();
   EXPECT_EQ(b.dev().run(1'000'000), StopReason::kIdle);
@@ -116,7 +115,7 @@ int8_t requant(int32_t acc, int32_t bias, int32_t mul, int32_t shift, int8_t zp,
   return static_cast<int8_t>(t);
 }
 
-TEST_F(RtlTest, HandWrittenProgram) {
+TEST_P(RtlTest, HandWrittenProgram) {
   // LOAD act (4 rows) + weight tile + params, GEMM, VEC requant, STORE, then a FENCE.
   constexpr uint32_t kR = 4;
   const uint32_t act_va = kDataVa, wgt_va = kDataVa + 0x1000, par_va = kDataVa + 0x2000;
@@ -180,7 +179,7 @@ TEST_F(RtlTest, HandWrittenProgram) {
   EXPECT_GT(b.counter(hw::Counter::kCycles), 0u);
 }
 
-TEST_F(RtlTest, LoadPaddingRowElemsAndPageCrossing) {
+TEST_P(RtlTest, LoadPaddingRowElemsAndPageCrossing) {
   // A 2x3 image (z=2 planes) loaded with 1-pixel padding on every side, row_elems = 5, from
   // a buffer that straddles a page boundary; then stored back densely.
   const uint32_t src_va = kDataVa + kPageBytes - 7;  // first row crosses the page
@@ -214,7 +213,7 @@ TEST_F(RtlTest, LoadPaddingRowElemsAndPageCrossing) {
   EXPECT_EQ(b.counter(hw::Counter::kDmaRdBytes), uint64_t{X} * Y * Z * re);
 }
 
-TEST_F(RtlTest, GemmAccumulatesOverInputBlocks) {
+TEST_P(RtlTest, GemmAccumulatesOverInputBlocks) {
   // O=2 output blocks, I=3 input blocks, R=5 rows, clear on i==0, plus a second GEMM that
   // accumulates on top (clear=0).
   const uint32_t O = 2, I = 3, R = 5;
@@ -253,7 +252,7 @@ TEST_F(RtlTest, GemmAccumulatesOverInputBlocks) {
   EXPECT_EQ(b.counter(hw::Counter::kMacs), uint64_t{n} * n * (1 + 2 * O * I * R));
 }
 
-TEST_F(RtlTest, IllegalInstruction) {
+TEST_P(RtlTest, IllegalInstruction) {
   Instr bad;
   bad.w[0] = 0x77;
   std::vector<Instr> prog = {nop(), bad};
@@ -265,7 +264,7 @@ TEST_F(RtlTest, IllegalInstruction) {
   EXPECT_EQ(b.counter(hw::Counter::kJobs), 0u);
 }
 
-TEST_F(RtlTest, IllegalInstructionVariants) {
+TEST_P(RtlTest, IllegalInstructionVariants) {
   std::vector<Instr> bads;
   bads.push_back(load({.x = 0}));                              // zero count
   bads.push_back(load({.flags = kPopPrev}));                   // LOAD has no prev
@@ -289,7 +288,7 @@ TEST_F(RtlTest, IllegalInstructionVariants) {
   }
 }
 
-TEST_F(RtlTest, ScratchpadRange) {
+TEST_P(RtlTest, ScratchpadRange) {
   const uint32_t rows = hw::kActSpBytes / n;
   std::vector<Instr> prog = {nop(), load({.sp_row = rows - 1, .x = 2, .xs = n})};
   b.setup_rings();
@@ -298,7 +297,7 @@ TEST_F(RtlTest, ScratchpadRange) {
   EXPECT_EQ(b.counter(hw::Counter::kDmaRdBytes), 0u);
 }
 
-TEST_F(RtlTest, GemmWeightTileRange) {
+TEST_P(RtlTest, GemmWeightTileRange) {
   const uint32_t tiles = hw::kWgtSpBytes / (n * n);
   std::vector<Instr> prog = {gemm({.wgt = tiles - 2, .o = 3, .wso = 1})};
   b.setup_rings();
@@ -306,7 +305,7 @@ TEST_F(RtlTest, GemmWeightTileRange) {
   expect_error(hw::ErrorCode::kSpRange, tiles, 0);
 }
 
-TEST_F(RtlTest, PageFaultMidInstruction) {
+TEST_P(RtlTest, PageFaultMidInstruction) {
   // Rows 0..1 come from a mapped page, row 2 from an unmapped one: rows before it complete.
   const uint32_t va = kDataVa + 5 * kPageBytes - 2 * n;
   b.unmap(kDataVa + 5 * kPageBytes);
@@ -321,7 +320,7 @@ TEST_F(RtlTest, PageFaultMidInstruction) {
   EXPECT_EQ(b.counter(hw::Counter::kInstrs), 0u);
 }
 
-TEST_F(RtlTest, PageFaultOnReadOnlyStore) {
+TEST_P(RtlTest, PageFaultOnReadOnlyStore) {
   const uint32_t va = kDataVa + 6 * kPageBytes;
   b.map(va, va, /*writable=*/false);
   std::vector<Instr> prog = {store({.va = va + 16, .x = 1, .xs = n})};
@@ -331,14 +330,14 @@ TEST_F(RtlTest, PageFaultOnReadOnlyStore) {
   EXPECT_EQ(b.counter(hw::Counter::kDmaWrBytes), 0u);
 }
 
-TEST_F(RtlTest, PageFaultOnInstructionFetch) {
+TEST_P(RtlTest, PageFaultOnInstructionFetch) {
   b.unmap(kCmdVa);
   b.setup_rings();
   EXPECT_EQ(b.run_program({nop()}), StopReason::kInterrupt);
   expect_error(hw::ErrorCode::kPageFault, kCmdVa, 0);
 }
 
-TEST_F(RtlTest, TokenDeadlock) {
+TEST_P(RtlTest, TokenDeadlock) {
   std::vector<Instr> prog = {load({.x = 1, .xs = n, .flags = kPushNext}),
                              gemm({.flags = kPopPrev}),
                              store({.flags = kPopPrev})};  // C->S empty
@@ -348,7 +347,7 @@ TEST_F(RtlTest, TokenDeadlock) {
   EXPECT_EQ(b.counter(hw::Counter::kInstrs), 2u);
 }
 
-TEST_F(RtlTest, TokenOverflow) {
+TEST_P(RtlTest, TokenOverflow) {
   std::vector<Instr> prog(256, sync(0, kPushNext));  // the 256th push exceeds 255
   b.setup_rings();
   EXPECT_EQ(b.run_program(prog), StopReason::kInterrupt);
@@ -356,7 +355,7 @@ TEST_F(RtlTest, TokenOverflow) {
   EXPECT_EQ(b.counter(hw::Counter::kInstrs), 255u);
 }
 
-TEST_F(RtlTest, TokensResetAtEveryExec) {
+TEST_P(RtlTest, TokensResetAtEveryExec) {
   // Job 1 pushes L->C; job 2 pops it: tokens do not carry across EXECs.
   uint32_t l1 = b.put_program({sync(0, kPushNext)}, 0);
   uint32_t l2 = b.put_program({sync(1, kPopPrev)}, 0x100);
@@ -370,7 +369,7 @@ TEST_F(RtlTest, TokensResetAtEveryExec) {
   EXPECT_EQ(b.counter(hw::Counter::kJobs), 1u);
 }
 
-TEST_F(RtlTest, BadRingEntry) {
+TEST_P(RtlTest, BadRingEntry) {
   b.setup_rings();
   b.fence(1, 5);
   b.push_entry(1, {0x09, 0, 0, 0, 0, 0, 0, 0});
@@ -381,7 +380,7 @@ TEST_F(RtlTest, BadRingEntry) {
   EXPECT_EQ(b.dev().read_reg(reg::RING_HEAD(1)), 32u);
 }
 
-TEST_F(RtlTest, BadExecFields) {
+TEST_P(RtlTest, BadExecFields) {
   const std::array<std::array<uint32_t, 3>, 4> cases = {{
       {kCmdVa + 8, 32, kPtBase},   // misaligned command buffer
       {kCmdVa, 0, kPtBase},        // empty
@@ -400,7 +399,7 @@ TEST_F(RtlTest, BadExecFields) {
   }
 }
 
-TEST_F(RtlTest, BusErrorFromPte) {
+TEST_P(RtlTest, BusErrorFromPte) {
   const uint32_t va = kDataVa + 7 * kPageBytes;
   b.map_raw(va, 0xFFFF0003);  // physical page far beyond DRAM
   std::vector<Instr> prog = {load({.va = va + 0x40, .x = 1, .xs = n})};
@@ -409,7 +408,7 @@ TEST_F(RtlTest, BusErrorFromPte) {
   expect_error(hw::ErrorCode::kBusError, 0xFFFF0040, 0);
 }
 
-TEST_F(RtlTest, BusErrorFromRing) {
+TEST_P(RtlTest, BusErrorFromRing) {
   b.setup_rings();
   b.dev().write_reg(reg::RING_BASE(2), 0x80000000);
   b.dev().write_reg(reg::RING_TAIL(2), 32);
@@ -417,7 +416,7 @@ TEST_F(RtlTest, BusErrorFromRing) {
   expect_error(hw::ErrorCode::kBusError, 0x80000000, 0xFFFFFFFF, 2);
 }
 
-TEST_F(RtlTest, ErrorWithoutMaskReturnsIdle) {
+TEST_P(RtlTest, ErrorWithoutMaskReturnsIdle) {
   Instr bad;
   bad.w[0] = 0x66;
   b.setup_rings(/*irq_mask=*/0);
@@ -426,7 +425,7 @@ TEST_F(RtlTest, ErrorWithoutMaskReturnsIdle) {
   EXPECT_EQ(b.dev().read_reg(reg::STATUS) & hw::bits::STATUS_BUSY, 0u);
 }
 
-TEST_F(RtlTest, ResetRecovery) {
+TEST_P(RtlTest, ResetRecovery) {
   Instr bad;
   bad.w[0] = 0x66;
   b.setup_rings();
@@ -461,7 +460,7 @@ TEST_F(RtlTest, ResetRecovery) {
   EXPECT_EQ(got, std::vector<uint8_t>(n, 0));
 }
 
-TEST_F(RtlTest, QueuePriorityAndFences) {
+TEST_P(RtlTest, QueuePriorityAndFences) {
   // Queue 2 and queue 0 both have work: queue 0 runs first; each FENCE raises its bit.
   b.setup_rings(/*irq_mask=*/0);
   b.fence(2, 20);
@@ -478,7 +477,7 @@ TEST_F(RtlTest, QueuePriorityAndFences) {
   EXPECT_EQ(b.dev().run(10), StopReason::kInterrupt);
 }
 
-TEST_F(RtlTest, TraceAndCycleLimit) {
+TEST_P(RtlTest, TraceAndCycleLimit) {
   std::vector<sim::TraceEvent> events;
   b.dev().set_trace([&](const sim::TraceEvent& e) { events.push_back(e); });
   b.setup_rings();
@@ -492,6 +491,9 @@ TEST_F(RtlTest, TraceAndCycleLimit) {
   EXPECT_EQ(events[1].words[0], static_cast<uint32_t>(hw::Opcode::kLoad));
   EXPECT_LT(events[0].cycle, events[2].cycle);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dims, RtlTest, ::testing::ValuesIn(sim::rtl_supported_array_dims()),
+                         [](const auto& param_info) { return "N" + std::to_string(param_info.param); });
 
 }  // namespace
 }  // namespace npu::rtltest

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "npu/sim/rtl_device.h"
@@ -23,8 +25,6 @@ constexpr uint32_t kReadOnlyVa = 0x01100000;   // -> PA 0x300000, not writable
 constexpr uint32_t kBeyondDramVa = 0x01200000; // -> PA 0x7FFF0000 (BUS_ERROR)
 constexpr uint32_t kLoadSpan = 1u << 20;       // LOADs read kDataVa + [0, 1 MiB)
 constexpr uint32_t kStoreVa = kDataVa + kLoadSpan;
-
-uint32_t dim() { return sim::rtl_supported_array_dims().front(); }
 
 class Gen {
  public:
@@ -240,14 +240,16 @@ struct DeviceRun {
   std::vector<sim::TraceEvent> trace;
 };
 
-class RtlDiff : public ::testing::TestWithParam<int> {};
+// Parameters: array dim (every dim built into npu_sim_rtl) and seed shard.
+class RtlDiff : public ::testing::TestWithParam<std::tuple<uint32_t, int>> {};
 
 TEST_P(RtlDiff, RandomProgramsMatchFunctionalModel) {
-  const uint32_t n = dim();
+  const uint32_t n = std::get<0>(GetParam());
+  const int shard = std::get<1>(GetParam());
   constexpr int kSeedsPerShard = 12;
   uint64_t rtl_cycles = 0, model_cycles = 0;
   for (int s = 0; s < kSeedsPerShard; ++s) {
-    const uint32_t seed = static_cast<uint32_t>(GetParam() * kSeedsPerShard + s);
+    const uint32_t seed = static_cast<uint32_t>(shard * kSeedsPerShard + s);
     SCOPED_TRACE("seed " + std::to_string(seed));
     Gen gen(seed, n);
     const bool inject = gen.p(0.33);
@@ -320,13 +322,21 @@ TEST_P(RtlDiff, RandomProgramsMatchFunctionalModel) {
     rtl_cycles += r.counter(hw::Counter::kCycles);
     if (::testing::Test::HasFailure()) break;
   }
-  std::printf("shard %d: RTL CYCLES %llu, model-predicted CYCLES %llu (ratio %.3f)\n", GetParam(),
+  std::printf("N=%u shard %d: RTL CYCLES %llu, model-predicted CYCLES %llu (ratio %.3f)\n", n, shard,
               static_cast<unsigned long long>(rtl_cycles),
               static_cast<unsigned long long>(model_cycles),
               rtl_cycles ? static_cast<double>(model_cycles) / static_cast<double>(rtl_cycles) : 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shards, RtlDiff, ::testing::Range(0, 8));
+INSTANTIATE_TEST_SUITE_P(
+    Shards, RtlDiff,
+    ::testing::Combine(::testing::ValuesIn(sim::rtl_supported_array_dims()), ::testing::Range(0, 8)),
+    [](const auto& param_info) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "N%u_shard%d", std::get<0>(param_info.param),
+                    std::get<1>(param_info.param));
+      return std::string(name);
+    });
 
 }  // namespace
 }  // namespace npu::rtltest
