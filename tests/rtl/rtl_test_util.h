@@ -126,10 +126,12 @@ class Bench {
   using Factory = std::function<std::unique_ptr<sim::Device>(const sim::DeviceConfig&,
                                                              std::span<std::byte>)>;
 
-  Bench(const Factory& factory, uint32_t dim, uint64_t dram_bytes = kDramBytes)
+  Bench(const Factory& factory, uint32_t dim, uint64_t dram_bytes = kDramBytes,
+        uint32_t dram_latency = static_cast<uint32_t>(hw::kDramLatencyCycles))
       : dram_(dram_bytes) {
     sim::DeviceConfig cfg;
     cfg.array_dim = dim;
+    cfg.dram_latency_cycles = dram_latency;
     dev_ = factory(cfg, std::span<std::byte>(dram_));
     // Identity-map every page of DRAM, writable.
     for (uint64_t p = 0; p < dram_bytes / kPageBytes; ++p) {
