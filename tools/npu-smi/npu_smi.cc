@@ -1,0 +1,491 @@
+// npu-smi: the bring-up and system-management tool.
+//   npu-smi list
+//   npu-smi info     [--device SPEC]
+//   npu-smi regs     [--device SPEC] [read REG | write REG VALUE]   (privileged)
+//   npu-smi reset    [--device SPEC]                                (privileged)
+//   npu-smi selftest [--device SPEC]
+// SPEC: sim, rtl, accel:N or /dev/accel/accelN (default: the first device `list` shows).
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "npu/driver/umd.h"
+#include "npu/hw/config.h"
+#include "npu/sim/isa.h"
+#include "uapi/drm/npu_accel.h"
+
+namespace {
+
+using npu::driver::BoInfo;
+using npu::driver::JobResult;
+using npu::driver::UmdDevice;
+namespace hw = npu::hw;
+namespace isa = npu::isa;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: npu-smi list\n"
+               "       npu-smi info     [--device SPEC]\n"
+               "       npu-smi regs     [--device SPEC] [read REG | write REG VALUE]\n"
+               "       npu-smi reset    [--device SPEC]\n"
+               "       npu-smi selftest [--device SPEC]\n"
+               "SPEC: sim, rtl, accel:N, /dev/accel/accelN (default: first of `npu-smi list`)\n"
+               "REG: a register name (npu-smi regs lists them) or a byte offset\n");
+  return 2;
+}
+
+struct Reg {
+  std::string name;
+  uint32_t offset;
+};
+
+// Register names come from the generated configuration, never from hand-copied offsets.
+std::vector<Reg> registers() {
+  namespace r = hw::reg;
+  std::vector<Reg> regs = {
+      {"ID", r::ID},
+      {"VERSION", r::VERSION},
+      {"FINGERPRINT_LO", r::FINGERPRINT_LO},
+      {"FINGERPRINT_HI", r::FINGERPRINT_HI},
+      {"CONFIG", r::CONFIG},
+      {"CONTROL", r::CONTROL},
+      {"STATUS", r::STATUS},
+      {"IRQ_STATUS", r::IRQ_STATUS},
+      {"IRQ_MASK", r::IRQ_MASK},
+      {"ERROR_CODE", r::ERROR_CODE},
+      {"ERROR_ADDR", r::ERROR_ADDR},
+      {"ERROR_QUEUE", r::ERROR_QUEUE},
+      {"ERROR_INSTR", r::ERROR_INSTR},
+      {"ACT_SP_ROWS", r::ACT_SP_ROWS},
+      {"WGT_SP_TILES", r::WGT_SP_TILES},
+      {"ACC_SP_ROWS", r::ACC_SP_ROWS},
+      {"RESET_COUNT", r::RESET_COUNT},
+  };
+  for (uint32_t q = 0; q < hw::kNumQueues; ++q) {
+    const std::string s = std::to_string(q);
+    regs.push_back({"RING_BASE" + s, r::RING_BASE(q)});
+    regs.push_back({"RING_SIZE" + s, r::RING_SIZE(q)});
+    regs.push_back({"RING_HEAD" + s, r::RING_HEAD(q)});
+    regs.push_back({"RING_TAIL" + s, r::RING_TAIL(q)});
+    regs.push_back({"COMPLETED_SEQ" + s, r::COMPLETED_SEQ(q)});
+  }
+  for (uint32_t i = 0; i < hw::kNumCounters; ++i) {
+    regs.push_back({std::string(hw::kCounterNames[i]) + "_LO", r::COUNTER_LO(i)});
+    regs.push_back({std::string(hw::kCounterNames[i]) + "_HI", r::COUNTER_HI(i)});
+  }
+  return regs;
+}
+
+bool parse_reg(const std::string& s, uint32_t* out) {
+  for (const auto& r : registers()) {
+    if (r.name == s) {
+      *out = r.offset;
+      return true;
+    }
+  }
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(s.c_str(), &end, 0);
+  if (end == s.c_str() || *end != '\0') return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+std::unique_ptr<UmdDevice> open_device(const std::string& spec) {
+  std::string s = spec;
+  if (s.empty()) {
+    auto devs = npu::driver::list_devices();
+    if (devs.empty()) {
+      std::fprintf(stderr, "npu-smi: no device found\n");
+      return nullptr;
+    }
+    s = devs.front();
+  }
+  std::string err;
+  auto dev = UmdDevice::open(s, &err);
+  if (!dev) std::fprintf(stderr, "npu-smi: %s\n", err.c_str());
+  return dev;
+}
+
+std::string ver(uint32_t v) { return std::to_string(v >> 16) + "." + std::to_string(v & 0xFFFF); }
+
+int cmd_list() {
+  auto devs = npu::driver::list_devices();
+  std::printf("%-22s %-11s %-4s %-5s %-18s %s\n", "DEVICE", "PLATFORM", "DIM", "ISA",
+              "FINGERPRINT", "STATUS");
+  for (const auto& d : devs) {
+    std::string err;
+    auto dev = UmdDevice::open(d, &err);
+    if (!dev) {
+      std::printf("%-22s %-11s %-4s %-5s %-18s %s\n", d.c_str(), "-", "-", "-", "-", err.c_str());
+      continue;
+    }
+    const auto& i = dev->info();
+    std::printf("%-22s %-11s %-4u %-5s 0x%016" PRIx64 " ok\n", d.c_str(), i.platform.c_str(),
+                i.array_dim, ver(i.isa_version).c_str(), i.fingerprint);
+  }
+  return 0;
+}
+
+int cmd_info(UmdDevice& dev) {
+  const auto& i = dev.info();
+  uint64_t resets = 0;
+  dev.reset_count(&resets);
+  std::printf("device        %s\n", i.node.c_str());
+  std::printf("driver        %s %u.%u.%u\n", i.driver_name.c_str(), i.driver_major, i.driver_minor,
+              i.driver_patch);
+  std::printf("platform      %s\n", i.platform.c_str());
+  std::printf("device id     0x%08x\n", i.device_id);
+  std::printf("isa version   %s\n", ver(i.isa_version).c_str());
+  std::printf("fw version    %s\n", ver(i.fw_version).c_str());
+  std::printf("fingerprint   0x%016" PRIx64 "\n", i.fingerprint);
+  std::printf("array         %ux%u MACs @ %u MHz\n", i.array_dim, i.array_dim, i.clock_mhz);
+  std::printf("scratchpads   act %u rows, wgt %u tiles, acc %u rows\n", i.act_sp_rows,
+              i.wgt_sp_tiles, i.acc_sp_rows);
+  std::printf("queues        %u (queue depth %u jobs per context)\n", i.num_queues, i.queue_depth);
+  std::printf("contexts      max %u\n", i.max_contexts);
+  std::printf("memory        dram %" PRIu64 " MiB, page %" PRIu64 " KiB, max bo %" PRIu64 " MiB\n",
+              i.dram_size >> 20, i.page_size >> 10, i.max_bo_size >> 20);
+  std::printf("address space 0x%" PRIx64 " + 0x%" PRIx64 "\n", i.va_start, i.va_size);
+  std::printf("capabilities  0x%" PRIx64 "%s%s%s%s\n", i.capabilities,
+              (i.capabilities & DRM_NPU_CAP_IN_SYNCS) ? " in-syncs" : "",
+              (i.capabilities & DRM_NPU_CAP_PERF) ? " perf" : "",
+              (i.capabilities & DRM_NPU_CAP_BO_RDONLY) ? " bo-rdonly" : "",
+              (i.capabilities & DRM_NPU_CAP_REG_ACCESS) ? " reg-access" : "");
+  std::printf("resets        %" PRIu64 "\n", resets);
+  std::vector<uint64_t> counters;
+  if (dev.read_counters(&counters) == 0) {
+    for (size_t k = 0; k < counters.size(); ++k) {
+      std::printf("counter       %-13s %" PRIu64 "%s\n", std::string(hw::kCounterNames[k]).c_str(),
+                  counters[k], hw::kCounterArchitectural[k] ? "" : " (timing)");
+    }
+  }
+  return 0;
+}
+
+int cmd_regs(UmdDevice& dev, const std::vector<std::string>& args) {
+  if (args.empty()) {
+    for (const auto& r : registers()) {
+      uint32_t v = 0;
+      if (int e = dev.reg_read(r.offset, &v)) {
+        std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
+        return 1;
+      }
+      std::printf("0x%03x %-22s 0x%08x\n", r.offset, r.name.c_str(), v);
+    }
+    return 0;
+  }
+  uint32_t off = 0;
+  if (args[0] == "read" && args.size() == 2 && parse_reg(args[1], &off)) {
+    uint32_t v = 0;
+    if (int e = dev.reg_read(off, &v)) {
+      std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
+      return 1;
+    }
+    std::printf("0x%03x 0x%08x\n", off, v);
+    return 0;
+  }
+  if (args[0] == "write" && args.size() == 3 && parse_reg(args[1], &off)) {
+    const uint32_t v = static_cast<uint32_t>(std::strtoul(args[2].c_str(), nullptr, 0));
+    if (int e = dev.reg_write(off, v)) {
+      std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
+      return 1;
+    }
+    std::printf("0x%03x <- 0x%08x\n", off, v);
+    return 0;
+  }
+  return usage();
+}
+
+int cmd_reset(UmdDevice& dev) {
+  uint64_t before = 0, after = 0;
+  dev.reset_count(&before);
+  if (int e = dev.reset()) {
+    std::fprintf(stderr, "npu-smi: reset failed: %s\n", dev.describe_error(e).c_str());
+    return 1;
+  }
+  dev.reset_count(&after);
+  std::printf("%s: reset ok (reset count %" PRIu64 " -> %" PRIu64 ")\n", dev.info().node.c_str(),
+              before, after);
+  return 0;
+}
+
+// ---- self-test: one tiny command stream per engine, checked against a CPU reference --------
+struct Bo {
+  BoInfo info;
+  uint8_t* ptr = nullptr;
+};
+
+class SelfTest {
+ public:
+  explicit SelfTest(UmdDevice& dev) : dev_(dev), n_(dev.info().array_dim) {}
+
+  int bo(uint64_t size, Bo* out) {
+    if (int e = dev_.bo_create(size, 0, &out->info)) return e;
+    void* p = nullptr;
+    if (int e = dev_.bo_map(out->info.handle, &p)) return e;
+    out->ptr = static_cast<uint8_t*>(p);
+    bos_.push_back(out->info.handle);
+    return 0;
+  }
+  uint32_t va(const Bo& b) const { return static_cast<uint32_t>(b.info.npu_va); }
+
+  // Runs prog; returns an error string or "" and the job's cycles.
+  std::string run(const std::vector<isa::Words>& prog, uint64_t* cycles) {
+    Bo cmd;
+    if (int e = bo(prog.size() * 32, &cmd)) return dev_.describe_error(e);
+    std::memcpy(cmd.ptr, prog.data(), prog.size() * 32);
+    if (ctx_ == 0) {
+      if (int e = dev_.ctx_create(DRM_NPU_PRIORITY_NORMAL, &ctx_)) return dev_.describe_error(e);
+    }
+    uint64_t seq = 0;
+    if (int e = dev_.submit(ctx_, bos_, cmd.info.handle, 0, prog.size() * 32, &seq)) {
+      return dev_.describe_error(e);
+    }
+    JobResult r;
+    const int e = dev_.wait(ctx_, seq, npu::driver::deadline_after_ms(30000), &r);
+    if (e != 0 && e != EIO) return dev_.describe_error(e);
+    *cycles = r.device_cycles;
+    if (r.status != DRM_NPU_JOB_SUCCESS) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "job status %u, device error %s at 0x%" PRIx64, r.status,
+                    std::string(hw::error_name(static_cast<hw::ErrorCode>(r.device_error))).c_str(),
+                    r.error_addr);
+      return buf;
+    }
+    return "";
+  }
+
+  std::string load() {  // LOAD with left/right padding, copied out through STORE
+    Bo src, dst;
+    if (bo(65536, &src) || bo(65536, &dst)) return "bo_create failed";
+    const uint16_t rows = 4;
+    for (uint32_t i = 0; i < rows * n_; ++i) src.ptr[i] = static_cast<uint8_t>(i * 13 + 5);
+    isa::Load ld;
+    ld.va = va(src);
+    ld.x = rows;
+    ld.x_stride = n_;
+    ld.pad_l = 1;
+    ld.pad_r = 1;
+    ld.tokens.push_next = true;
+    isa::Sync sy;
+    sy.tokens.pop_prev = true;
+    sy.tokens.push_next = true;
+    isa::Store st;
+    st.va = va(dst);
+    st.x = rows + 2;
+    st.x_stride = n_;
+    st.tokens.pop_prev = true;
+    uint64_t cycles = 0;
+    std::string err = run({isa::encode(ld), isa::encode(sy), isa::encode(st)}, &cycles);
+    if (!err.empty()) return err;
+    for (uint32_t r = 0; r < rows + 2u; ++r) {
+      for (uint32_t k = 0; k < n_; ++k) {
+        const uint8_t want = (r == 0 || r == rows + 1u) ? 0 : src.ptr[(r - 1) * n_ + k];
+        if (dst.ptr[r * n_ + k] != want) return "padded row " + std::to_string(r) + " mismatch";
+      }
+    }
+    cycles_ = cycles;
+    return "";
+  }
+
+  std::string store() {  // STORE scattering rows with a Y stride
+    Bo src, dst;
+    if (bo(65536, &src) || bo(65536, &dst)) return "bo_create failed";
+    for (uint32_t i = 0; i < 4 * n_; ++i) src.ptr[i] = static_cast<uint8_t>(0xA0 + i);
+    std::memset(dst.ptr, 0xEE, 16 * n_);
+    isa::Load ld;
+    ld.va = va(src);
+    ld.x = 4;
+    ld.x_stride = n_;
+    ld.tokens.push_next = true;
+    isa::Sync sy;
+    sy.tokens.pop_prev = true;
+    sy.tokens.push_next = true;
+    isa::Store st;
+    st.va = va(dst);
+    st.x = 1;
+    st.y = 4;
+    st.y_stride = 3 * n_;  // rows land 3 rows apart
+    st.tokens.pop_prev = true;
+    uint64_t cycles = 0;
+    std::string err = run({isa::encode(ld), isa::encode(sy), isa::encode(st)}, &cycles);
+    if (!err.empty()) return err;
+    for (uint32_t r = 0; r < 12; ++r) {
+      for (uint32_t k = 0; k < n_; ++k) {
+        const uint8_t want = (r % 3 == 0) ? src.ptr[(r / 3) * n_ + k] : 0xEE;
+        if (dst.ptr[r * n_ + k] != want) return "row " + std::to_string(r) + " mismatch";
+      }
+    }
+    cycles_ = cycles;
+    return "";
+  }
+
+  std::string gemm() {  // one activation row times one weight tile, int32 out
+    Bo a, w, out;
+    if (bo(65536, &a) || bo(65536, &w) || bo(65536, &out)) return "bo_create failed";
+    for (uint32_t k = 0; k < n_; ++k) a.ptr[k] = static_cast<uint8_t>(static_cast<int8_t>(k % 7) - 3);
+    for (uint32_t i = 0; i < n_ * n_; ++i) w.ptr[i] = static_cast<uint8_t>(static_cast<int8_t>((i * 5) % 11) - 5);
+    isa::Load la;
+    la.va = va(a);
+    isa::Load lw;
+    lw.sp = hw::Scratchpad::kWgt;
+    lw.va = va(w);
+    lw.x = static_cast<uint16_t>(n_);
+    lw.x_stride = n_;
+    lw.tokens.push_next = true;
+    isa::Gemm g;
+    g.clear = true;
+    g.tokens.pop_prev = true;
+    g.tokens.push_next = true;
+    isa::Store st;
+    st.sp = hw::Scratchpad::kAcc;
+    st.va = va(out);
+    st.tokens.pop_prev = true;
+    uint64_t cycles = 0;
+    std::string err =
+        run({isa::encode(la), isa::encode(lw), isa::encode(g), isa::encode(st)}, &cycles);
+    if (!err.empty()) return err;
+    for (uint32_t c = 0; c < n_; ++c) {
+      int32_t want = 0;
+      for (uint32_t k = 0; k < n_; ++k) {
+        want += static_cast<int8_t>(a.ptr[k]) * static_cast<int8_t>(w.ptr[k * n_ + c]);
+      }
+      int32_t got;
+      std::memcpy(&got, out.ptr + 4 * c, 4);
+      if (got != want) {
+        return "column " + std::to_string(c) + ": got " + std::to_string(got) + ", want " +
+               std::to_string(want);
+      }
+    }
+    cycles_ = cycles;
+    return "";
+  }
+
+  std::string vec() {  // REQUANT with bias, multiplier, shift, zero point and clamp
+    Bo in, out;
+    if (bo(65536, &in) || bo(65536, &out)) return "bo_create failed";
+    std::vector<int32_t> rows(4 * n_);
+    for (uint32_t k = 0; k < n_; ++k) {
+      rows[k] = static_cast<int32_t>(k * 1000) - 7000;  // values
+      rows[n_ + k] = 37;                                // bias
+      rows[2 * n_ + k] = 3 + static_cast<int32_t>(k);   // multiplier
+      rows[3 * n_ + k] = 6;                             // shift
+    }
+    std::memcpy(in.ptr, rows.data(), rows.size() * 4);
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.va = va(in);
+    ld.x = 4;
+    ld.x_stride = 4 * n_;
+    ld.tokens.push_next = true;
+    isa::VecRequant v;
+    v.bias = true;
+    v.param = 1;
+    v.zero_point = 3;
+    v.clamp_lo = -100;
+    v.clamp_hi = 100;
+    v.tokens.pop_prev = true;
+    v.tokens.push_next = true;
+    isa::Store st;
+    st.va = va(out);
+    st.tokens.pop_prev = true;
+    uint64_t cycles = 0;
+    std::string err = run({isa::encode(ld), isa::encode(v), isa::encode(st)}, &cycles);
+    if (!err.empty()) return err;
+    for (uint32_t k = 0; k < n_; ++k) {
+      const int64_t val = int64_t{rows[k]} + rows[n_ + k];
+      const int64_t s = rows[3 * n_ + k] & 63;
+      int64_t t = val * rows[2 * n_ + k];
+      t = s > 0 ? (t + (int64_t{1} << (s - 1))) >> s : t;
+      t += 3;
+      const int8_t want = static_cast<int8_t>(t < -100 ? -100 : (t > 100 ? 100 : t));
+      if (static_cast<int8_t>(out.ptr[k]) != want) {
+        return "channel " + std::to_string(k) + ": got " +
+               std::to_string(static_cast<int8_t>(out.ptr[k])) + ", want " + std::to_string(want);
+      }
+    }
+    cycles_ = cycles;
+    return "";
+  }
+
+  void cleanup() {
+    for (uint32_t h : bos_) dev_.bo_destroy(h);
+    bos_.clear();
+  }
+  uint64_t cycles() const { return cycles_; }
+  ~SelfTest() {
+    cleanup();
+    if (ctx_ != 0) dev_.ctx_destroy(ctx_);
+  }
+
+ private:
+  UmdDevice& dev_;
+  uint32_t n_;
+  uint32_t ctx_ = 0;
+  uint64_t cycles_ = 0;
+  std::vector<uint32_t> bos_;
+};
+
+int cmd_selftest(UmdDevice& dev) {
+  SelfTest t(dev);
+  struct Case {
+    const char* engine;
+    std::function<std::string()> fn;
+  };
+  const Case cases[] = {{"LOAD", [&] { return t.load(); }},
+                        {"STORE", [&] { return t.store(); }},
+                        {"GEMM", [&] { return t.gemm(); }},
+                        {"VEC", [&] { return t.vec(); }}};
+  int failed = 0;
+  std::printf("selftest on %s (%s, %ux%u)\n", dev.info().node.c_str(), dev.info().platform.c_str(),
+              dev.info().array_dim, dev.info().array_dim);
+  for (const auto& c : cases) {
+    const std::string err = c.fn();
+    t.cleanup();
+    if (err.empty()) {
+      std::printf("  %-6s PASS  (%" PRIu64 " device cycles)\n", c.engine, t.cycles());
+    } else {
+      ++failed;
+      std::printf("  %-6s FAIL  %s\n", c.engine, err.c_str());
+    }
+  }
+  std::printf("%s\n", failed == 0 ? "selftest: PASS" : "selftest: FAIL");
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args;
+  std::string spec;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--device" || a == "-d") {
+      if (i + 1 >= argc) return usage();
+      spec = argv[++i];
+    } else if (a.rfind("--device=", 0) == 0) {
+      spec = a.substr(9);
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else {
+      args.push_back(a);
+    }
+  }
+  if (args.empty()) return usage();
+  const std::string cmd = args.front();
+  args.erase(args.begin());
+  if (cmd == "list") return args.empty() ? cmd_list() : usage();
+  if (cmd != "info" && cmd != "regs" && cmd != "reset" && cmd != "selftest") return usage();
+  auto dev = open_device(spec);
+  if (!dev) return 1;
+  if (cmd == "info") return cmd_info(*dev);
+  if (cmd == "regs") return cmd_regs(*dev, args);
+  if (cmd == "reset") return cmd_reset(*dev);
+  return cmd_selftest(*dev);
+}
