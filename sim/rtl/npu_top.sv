@@ -122,9 +122,9 @@ module npu_top
   logic [7:0]  len_q;                // bytes per DRAM row
   logic [1:0]  sp_q;
   logic [N*N*8-1:0] wtile_q;         // weight tile held in the array, row k at bits k*N*8
-  logic [CAW-1:0] g_acc_q;           // GEMM acc row of the current (o, i) block
-  logic [AAW-1:0] g_act_q;
-  logic [15:0]    k_q;
+  logic [N*N*8-1:0] wnext_q;         // tile being loaded for the next block
+  logic           wl_run_q;          // weight loader active
+  logic [15:0]    k_q;               // rows the loader has delivered
   logic [N*32-1:0] v_bias_q, v_mul_q, v_shift_q;
   logic [CAW-1:0] v_src_o_q;
   logic [AAW-1:0] v_dst_o_q, v_dst_q;
@@ -343,6 +343,28 @@ module npu_top
     return out;
   endfunction
 
+  // GEMM helpers (combinational on registered state). The loaded tile itself (wl_next) is
+  // computed inside the clocked block so that it costs nothing outside GEMM.
+  logic             wl_full;         // the tile is complete after this cycle
+  logic [15:0]      g_next_o, g_next_i;
+  logic             g_next_v;        // a block follows (lz_q, ly_q)
+  always_comb begin
+    wl_full = (k_q + (wl_run_q ? 16'd1 : 16'd0)) == 16'(N);
+    if (ly_q + 16'd1 < iw[3][31:16]) begin
+      g_next_o = lz_q;
+      g_next_i = ly_q + 16'd1;
+    end else begin
+      g_next_o = lz_q + 16'd1;
+      g_next_i = '0;
+    end
+    g_next_v = g_next_o < iw[3][15:0];
+  end
+
+  // Weight tile index of GEMM block (o, i).
+  function automatic logic [31:0] g_tile(input logic [15:0] o, input logic [15:0] i);
+    return 32'(iw[1][31:16]) + 32'(o) * 32'(iw[7][15:0]) + 32'(i) * 32'(iw[7][31:16]);
+  endfunction
+
   // ------------------------------------------------------------------------------------------
   // Controller
   // ------------------------------------------------------------------------------------------
@@ -372,12 +394,14 @@ module npu_top
       tlb_flush_q <= 1'b0;
       trace_valid_o <= 1'b0;
       in_job_q <= 1'b0;
+      wl_run_q <= 1'b0;
     end else begin
       logic [8:0] irq_next;
       logic       raise;
       logic [7:0] r_code;
       logic [31:0] r_addr;
       logic [QW-1:0] r_queue;
+      logic       g_swap;
 
       dma_start_q <= 1'b0;
       tlb_flush_q <= 1'b0;
@@ -386,6 +410,15 @@ module npu_top
       r_code = ERR_NONE;
       r_addr = '0;
       r_queue = q_q;
+      g_swap = 1'b0;
+
+      // GEMM weight loader: one WGT row per cycle into wnext_q while wl_run_q.
+      if (wl_run_q) begin
+        wnext_q <= {wgt_rd, wnext_q[N*N*8-1:N*8]};
+        wgt_ra_q <= wgt_ra_q + 1'b1;
+        k_q <= k_q + 16'd1;
+        if (wl_full) wl_run_q <= 1'b0;
+      end
       irq_next = irq_status_q;
 
       // Register writes.
@@ -772,26 +805,19 @@ module npu_top
 
         // ------------------------------------------------------------ GEMM
         // lz_q = o, ly_q = i, lx_q = r.
+        // Weight double buffering: a loader fills wnext_q one WGT row per cycle while the
+        // array streams the current block, so a block costs max(R, N) cycles after the first.
         S_G_BLK: begin
-          // Block bases; the range check bounds them, so truncation to the port width is exact.
-          wgt_ra_q <= WAW'((32'(iw[1][31:16]) + 32'(lz_q) * 32'(iw[7][15:0]) +
-                            32'(ly_q) * 32'(iw[7][31:16])) * N);
-          g_act_q <= AAW'(32'(iw[1][15:0]) + 32'(lz_q) * 32'(iw[4][15:0]) +
-                          32'(ly_q) * 32'(iw[4][31:16]));
-          g_acc_q <= CAW'(32'(iw[2][15:0]) + 32'(lz_q) * 32'(iw[5][31:16]) +
-                          32'(ly_q) * 32'(iw[6][15:0]));
+          wgt_ra_q <= WAW'(g_tile(lz_q, ly_q) * N);
+          wl_run_q <= 1'b1;
           k_q <= '0;
           st_q <= S_G_WLOAD;
         end
 
         S_G_WLOAD: begin
-          wtile_q <= {wgt_rd, wtile_q[N*N*8-1:N*8]};
-          wgt_ra_q <= wgt_ra_q + 1'b1;
-          k_q <= k_q + 16'd1;
-          if (k_q == 16'(N - 1)) begin
-            act_ra_q <= g_act_q;
-            acc_ra_q <= g_acc_q;
-            lx_q <= '0;
+          // Waiting for the loader: swap as soon as the tile is complete.
+          if (wl_full) begin
+            g_swap = 1'b1;
             st_q <= S_G_RUN;
           end
         end
@@ -805,17 +831,15 @@ module npu_top
           acc_ra_q <= acc_ra_q + CAW'(iw[6][31:16]);
           lx_q <= lx_q + 16'd1;
           if (lx_q + 16'd1 == iw[2][31:16]) begin
-            st_q <= S_G_BLK;
-            if (ly_q + 16'd1 == iw[3][31:16]) begin
-              ly_q <= '0;
-              lz_q <= lz_q + 16'd1;
-              if (lz_q + 16'd1 == iw[3][15:0]) begin
-                st_q <= S_COMPLETE;
-                cnt_q[CNT_MACS] <= cnt_q[CNT_MACS] + 64'(iw[3][15:0]) * 64'(iw[3][31:16]) *
-                                   64'(iw[2][31:16]) * 64'(N * N);
-              end
+            if (!g_next_v) begin
+              st_q <= S_COMPLETE;
+              cnt_q[CNT_MACS] <= cnt_q[CNT_MACS] + 64'(iw[3][15:0]) * 64'(iw[3][31:16]) *
+                                 64'(iw[2][31:16]) * 64'(N * N);
             end else begin
-              ly_q <= ly_q + 16'd1;
+              lz_q <= g_next_o;
+              ly_q <= g_next_i;
+              if (wl_full) g_swap = 1'b1;
+              else st_q <= S_G_WLOAD;
             end
           end
         end
@@ -897,6 +921,29 @@ module npu_top
 
         default: st_q <= S_IDLE;
       endcase
+
+      // GEMM: put the loaded tile in the array and start the block (lz_q, ly_q) after a RUN's
+      // last row (or from S_G_WLOAD); the loader moves on to the block after it.
+      if (g_swap) begin
+        logic [15:0] so, si;
+        so = (st_q == S_G_RUN) ? g_next_o : lz_q;
+        si = (st_q == S_G_RUN) ? g_next_i : ly_q;
+        wtile_q <= wl_run_q ? {wgt_rd, wnext_q[N*N*8-1:N*8]} : wnext_q;
+        act_ra_q <= AAW'(32'(iw[1][15:0]) + 32'(so) * 32'(iw[4][15:0]) +
+                         32'(si) * 32'(iw[4][31:16]));
+        acc_ra_q <= CAW'(32'(iw[2][15:0]) + 32'(so) * 32'(iw[5][31:16]) +
+                         32'(si) * 32'(iw[6][15:0]));
+        lx_q <= '0;
+        if (si + 16'd1 < iw[3][31:16]) begin
+          wgt_ra_q <= WAW'(g_tile(so, si + 16'd1) * N);
+          wl_run_q <= 1'b1;
+          k_q <= '0;
+        end else if (so + 16'd1 < iw[3][15:0]) begin
+          wgt_ra_q <= WAW'(g_tile(so + 16'd1, 16'd0) * N);
+          wl_run_q <= 1'b1;
+          k_q <= '0;
+        end
+      end
 
       if (raise) begin
         err_code_q <= r_code;

@@ -3,6 +3,7 @@
 // formulas and compares it with the cycles the RTL took.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -30,7 +31,11 @@ struct Timing {
   uint64_t store_row(uint64_t pa, uint64_t len, bool dtlb_miss) const {
     return 7 + beats(pa, len) + (dtlb_miss ? L + 1 : 0);
   }
-  uint64_t gemm(uint64_t o, uint64_t i, uint64_t r) const { return o * i * (1 + n + r); }
+  // First block: setup + tile load + rows; later blocks overlap the next tile's load with the
+  // current block's rows (weight double buffering).
+  uint64_t gemm(uint64_t o, uint64_t i, uint64_t r) const {
+    return 1 + n + r + (o * i - 1) * std::max(r, n);
+  }
   static uint64_t vec(uint64_t o, uint64_t r) { return 3 + o * r; }
 };
 
@@ -115,6 +120,12 @@ TEST_P(RtlTiming, GemmAndVec) {
   std::vector<Instr> prog = {gemm({.r = 5, .o = 2, .i = 3}), vec({.r = 3, .o = 2})};
   EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + t.gemm(2, 3, 5) +
                                t.instr_overhead(false) + t.vec(2, 3));
+  // Long R: the next tile is loaded while the rows stream, so blocks cost R each.
+  const uint32_t r = 3 * n;
+  EXPECT_EQ(run_job({gemm({.r = r, .o = 3, .i = 2, .asr = 1, .csr = 1})}),
+            t.ring_entry() + t.instr_overhead(true) + t.gemm(3, 2, r));
+  EXPECT_EQ(run_job({gemm({.r = n, .o = 1, .i = 4})}),
+            t.ring_entry() + t.instr_overhead(true) + t.gemm(1, 4, n));
 }
 
 INSTANTIATE_TEST_SUITE_P(
