@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -490,6 +492,26 @@ TEST_P(RtlTest, TraceAndCycleLimit) {
   EXPECT_EQ(events[1].cmd_offset, 32u);
   EXPECT_EQ(events[1].words[0], static_cast<uint32_t>(hw::Opcode::kLoad));
   EXPECT_LT(events[0].cycle, events[2].cycle);
+}
+
+TEST_P(RtlTest, FstTraceOnRequest) {
+  const std::string path = ::testing::TempDir() + "npu_rtl_trace_" + std::to_string(n) + ".fst";
+  std::remove(path.c_str());
+  {
+    sim::RtlOptions opts;
+    opts.fst_path = path;
+    Bench t([&](const sim::DeviceConfig& c, std::span<std::byte> d) {
+      return sim::make_rtl_device(c, d, opts);
+    }, n);
+    t.setup_rings();
+    EXPECT_EQ(t.run_program({load({.x = 2, .xs = n})}), StopReason::kIdle);
+  }  // the device's destructor calls final() and closes the trace
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr) << path;
+  std::fseek(f, 0, SEEK_END);
+  EXPECT_GT(std::ftell(f), 1000);
+  std::fclose(f);
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dims, RtlTest, ::testing::ValuesIn(sim::rtl_supported_array_dims()),
