@@ -46,6 +46,7 @@ class RtlDevice final : public Device {
     top_->dram_bytes_i = size;
     top_->mem_req_ready_i = 1;
     top_->mem_rsp_valid_i = 0;
+    top_->hold_i = 0;
     top_->reg_valid_i = 0;
     top_->reg_write_i = 0;
     top_->clk_i = 0;
@@ -72,13 +73,22 @@ class RtlDevice final : public Device {
     return top_->reg_rdata_o;
   }
 
+  // The write is applied on a held clock edge: the engines, counters and the memory system do
+  // not advance, so device time passes only in run(), as in the functional model.
   void write_reg(uint32_t offset, uint32_t value) override {
     if (offset >= hw::reg::REGISTER_SPACE_BYTES || (offset & 3) != 0) return;
     top_->reg_valid_i = 1;
     top_->reg_write_i = 1;
     top_->reg_addr_i = static_cast<uint16_t>(offset);
     top_->reg_wdata_i = value;
-    tick();
+    top_->hold_i = 1;
+    top_->mem_req_ready_i = 0;
+    const uint8_t rsp_valid = top_->mem_rsp_valid_i;
+    top_->mem_rsp_valid_i = 0;
+    edge();
+    top_->hold_i = 0;
+    top_->mem_req_ready_i = 1;
+    top_->mem_rsp_valid_i = rsp_valid;
     top_->reg_valid_i = 0;
     top_->reg_write_i = 0;
     if (offset == hw::reg::CONTROL && (value & hw::bits::CONTROL_RESET) != 0) {

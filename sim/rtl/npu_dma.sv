@@ -20,6 +20,7 @@ module npu_dma
 ) (
   input  logic                      clk_i,
   input  logic                      rst_ni,
+  input  logic                      hold_i,       // freeze (register-write cycles)
   input  logic                      clear_i,      // soft reset: abort, drop TLBs
 
   // Request from the controller (sampled when start_i is high and busy_o is low).
@@ -120,7 +121,7 @@ module npu_dma
       mem_req_wstrb_o <= '0;
       tlb_v_q[0] <= 1'b0;
       tlb_v_q[1] <= 1'b0;
-    end else begin
+    end else if (!hold_i) begin
       done_o <= 1'b0;
       err_o <= 1'b0;
       if (tlb_flush_i) begin

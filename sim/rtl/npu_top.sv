@@ -19,6 +19,10 @@ module npu_top
 ) (
   input  logic                              clk_i,
   input  logic                              rst_ni,
+  // Freeze: on a clock edge with hold_i high only register writes take effect; the engines,
+  // counters and the memory port keep their state (the harness applies register writes this
+  // way, so device time advances only while it runs).
+  input  logic                              hold_i,
 
   input  logic                              reg_valid_i,
   input  logic                              reg_write_i,
@@ -145,7 +149,7 @@ module npu_top
                     (reg_wdata_i & CONTROL_RESET) != 0;
 
   npu_dma #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_dma (
-    .clk_i, .rst_ni, .clear_i(soft_rst),
+    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst),
     .start_i(dma_start_q), .write_i(dma_write_q), .phys_i(dma_phys_q), .ifetch_i(dma_ifetch_q),
     .addr_i(dma_addr_q), .len_i(dma_len_q), .wdata_i(dma_wdata_q), .pt_base_i(pt_base_q),
     .tlb_flush_i(tlb_flush_q), .dram_bytes_i,
@@ -403,22 +407,11 @@ module npu_top
       logic [QW-1:0] r_queue;
       logic       g_swap;
 
-      dma_start_q <= 1'b0;
-      tlb_flush_q <= 1'b0;
-      trace_valid_o <= 1'b0;
       raise = 1'b0;
       r_code = ERR_NONE;
       r_addr = '0;
       r_queue = q_q;
       g_swap = 1'b0;
-
-      // GEMM weight loader: one WGT row per cycle into wnext_q while wl_run_q.
-      if (wl_run_q) begin
-        wnext_q <= {wgt_rd, wnext_q[N*N*8-1:N*8]};
-        wgt_ra_q <= wgt_ra_q + 1'b1;
-        k_q <= k_q + 16'd1;
-        if (wl_full) wl_run_q <= 1'b0;
-      end
       irq_next = irq_status_q;
 
       // Register writes.
@@ -449,511 +442,525 @@ module npu_top
         end
       end
 
-      // Counters that depend only on the controller state.
-      cnt_q[CNT_CYCLES] <= cnt_q[CNT_CYCLES] + 64'd1;
-      if (st_q inside {S_LD_ROW, S_LD_WAIT} ||
-          (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd0))
-        cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
-      if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_P1, S_V_P2, S_V_P3, S_V_RUN} ||
-          (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
-        cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
-      if (st_q inside {S_ST_ROW, S_ST_RD, S_ST_WAIT} ||
-          (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
-        cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
-      if (dma_stall) cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
+      if (!hold_i) begin
+        dma_start_q <= 1'b0;
+        tlb_flush_q <= 1'b0;
+        trace_valid_o <= 1'b0;
 
-      unique case (st_q)
-        // ------------------------------------------------------------ command processor
-        S_IDLE: begin
-          if (enable_q && !halted && pending && !dma_busy) begin
-            logic [32:0] pa;
-            logic [31:0] size;
-            q_q <= pick;
-            in_job_q <= 1'b0;
-            size = ring_size_q[pick];
-            pa = {1'b0, ring_base_q[pick]} + {1'b0, ring_head_q[pick]};
-            entry_pa_q <= pa[31:0];
-            r_queue = pick;
-            // A ring whose registers break the rules of 1.3 cannot be read: BAD_RING_ENTRY.
-            if (ring_base_q[pick][4:0] != 0 || size < 32'd64 || (size & (size - 1)) != 0 ||
-                ring_tail_q[pick] >= size || ring_tail_q[pick][4:0] != 0 ||
-                ring_head_q[pick] >= size) begin
-              raise = 1'b1;
-              r_code = ERR_BAD_RING_ENTRY;
-              r_addr = pa[31:0];
-            end else if (pa[32]) begin
-              raise = 1'b1;
-              r_code = ERR_BUS_ERROR;
-              r_addr = pa[31:0];
-            end else begin
-              dma_start_q <= 1'b1;
-              dma_write_q <= 1'b0;
-              dma_phys_q <= 1'b1;
-              dma_ifetch_q <= 1'b0;
-              dma_addr_q <= pa[31:0];
-              dma_len_q <= 8'd32;
-              st_q <= S_RING_WAIT;
+        // GEMM weight loader: one WGT row per cycle into wnext_q while wl_run_q.
+        if (wl_run_q) begin
+          wnext_q <= {wgt_rd, wnext_q[N*N*8-1:N*8]};
+          wgt_ra_q <= wgt_ra_q + 1'b1;
+          k_q <= k_q + 16'd1;
+          if (wl_full) wl_run_q <= 1'b0;
+        end
+  
+        // Counters that depend only on the controller state.
+        cnt_q[CNT_CYCLES] <= cnt_q[CNT_CYCLES] + 64'd1;
+        if (st_q inside {S_LD_ROW, S_LD_WAIT} ||
+            (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd0))
+          cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
+        if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_P1, S_V_P2, S_V_P3, S_V_RUN} ||
+            (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
+          cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
+        if (st_q inside {S_ST_ROW, S_ST_RD, S_ST_WAIT} ||
+            (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
+          cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
+        if (dma_stall) cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
+
+        unique case (st_q)
+          // ------------------------------------------------------------ command processor
+          S_IDLE: begin
+            if (enable_q && !halted && pending && !dma_busy) begin
+              logic [32:0] pa;
+              logic [31:0] size;
+              q_q <= pick;
+              in_job_q <= 1'b0;
+              size = ring_size_q[pick];
+              pa = {1'b0, ring_base_q[pick]} + {1'b0, ring_head_q[pick]};
+              entry_pa_q <= pa[31:0];
+              r_queue = pick;
+              // A ring whose registers break the rules of 1.3 cannot be read: BAD_RING_ENTRY.
+              if (ring_base_q[pick][4:0] != 0 || size < 32'd64 || (size & (size - 1)) != 0 ||
+                  ring_tail_q[pick] >= size || ring_tail_q[pick][4:0] != 0 ||
+                  ring_head_q[pick] >= size) begin
+                raise = 1'b1;
+                r_code = ERR_BAD_RING_ENTRY;
+                r_addr = pa[31:0];
+              end else if (pa[32]) begin
+                raise = 1'b1;
+                r_code = ERR_BUS_ERROR;
+                r_addr = pa[31:0];
+              end else begin
+                dma_start_q <= 1'b1;
+                dma_write_q <= 1'b0;
+                dma_phys_q <= 1'b1;
+                dma_ifetch_q <= 1'b0;
+                dma_addr_q <= pa[31:0];
+                dma_len_q <= 8'd32;
+                st_q <= S_RING_WAIT;
+              end
             end
           end
-        end
 
-        S_RING_WAIT: begin
-          if (dma_done) begin
-            if (dma_err) begin
-              raise = 1'b1;
-              r_code = dma_err_code;
-              r_addr = dma_err_addr;
-            end else begin
-              for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
-              st_q <= S_RING_DEC;
+          S_RING_WAIT: begin
+            if (dma_done) begin
+              if (dma_err) begin
+                raise = 1'b1;
+                r_code = dma_err_code;
+                r_addr = dma_err_addr;
+              end else begin
+                for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
+                st_q <= S_RING_DEC;
+              end
             end
           end
-        end
 
-        S_RING_DEC: begin
-          // iw holds the ring entry here.
-          unique case (iw[0][7:0])
-            RING_OP_NOP: begin
-              ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
-              st_q <= S_IDLE;
-            end
-            RING_OP_FENCE: begin
-              comp_seq_q[q_q] <= iw[1];
-              irq_next = irq_next | (9'd1 << q_q);
-              ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
-              st_q <= S_IDLE;
-            end
-            RING_OP_EXEC: begin
-              if (iw[1][4:0] != 0 || iw[2][4:0] != 0 || iw[2] == 0 || iw[3][1:0] != 0) begin
+          S_RING_DEC: begin
+            // iw holds the ring entry here.
+            unique case (iw[0][7:0])
+              RING_OP_NOP: begin
+                ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+                st_q <= S_IDLE;
+              end
+              RING_OP_FENCE: begin
+                comp_seq_q[q_q] <= iw[1];
+                irq_next = irq_next | (9'd1 << q_q);
+                ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+                st_q <= S_IDLE;
+              end
+              RING_OP_EXEC: begin
+                if (iw[1][4:0] != 0 || iw[2][4:0] != 0 || iw[2] == 0 || iw[3][1:0] != 0) begin
+                  raise = 1'b1;
+                  r_code = ERR_BAD_RING_ENTRY;
+                  r_addr = entry_pa_q;
+                end else begin
+                  cb_va_q <= iw[1];
+                  cb_len_q <= iw[2];
+                  pt_base_q <= iw[3];
+                  pc_q <= '0;
+                  in_job_q <= 1'b1;
+                  for (int t = 0; t < 4; t++) tok_q[t] <= '0;
+                  tlb_flush_q <= 1'b1;
+                  st_q <= S_FETCH;
+                end
+              end
+              default: begin
                 raise = 1'b1;
                 r_code = ERR_BAD_RING_ENTRY;
                 r_addr = entry_pa_q;
-              end else begin
-                cb_va_q <= iw[1];
-                cb_len_q <= iw[2];
-                pt_base_q <= iw[3];
-                pc_q <= '0;
-                in_job_q <= 1'b1;
-                for (int t = 0; t < 4; t++) tok_q[t] <= '0;
-                tlb_flush_q <= 1'b1;
-                st_q <= S_FETCH;
               end
-            end
-            default: begin
-              raise = 1'b1;
-              r_code = ERR_BAD_RING_ENTRY;
-              r_addr = entry_pa_q;
-            end
-          endcase
-        end
-
-        // ------------------------------------------------------------ fetch and dispatch
-        S_FETCH: begin
-          dma_start_q <= 1'b1;
-          dma_write_q <= 1'b0;
-          dma_phys_q <= 1'b0;
-          dma_ifetch_q <= 1'b1;
-          dma_addr_q <= cb_va_q + pc_q;
-          dma_len_q <= 8'd32;
-          st_q <= S_FETCH_WAIT;
-        end
-
-        S_FETCH_WAIT: begin
-          if (dma_done) begin
-            if (dma_err) begin
-              raise = 1'b1;
-              r_code = dma_err_code;
-              r_addr = dma_err_addr;
-            end else begin
-              for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
-              st_q <= S_DECODE;
-            end
-          end
-        end
-
-        S_DECODE: begin
-          logic [1:0] eng;
-          eng = engine_of(iw[0][7:0], iw[0][17:16]);
-          if (illegal_instr(iw)) begin
-            raise = 1'b1;
-            r_code = ERR_ILLEGAL_INSTRUCTION;
-            r_addr = cb_va_q + pc_q;
-          end else if (pop_prev && tok_q[ch_pop_prev(eng)] == 0) begin
-            raise = 1'b1;
-            r_code = ERR_TOKEN_DEADLOCK;
-            r_addr = 32'(ch_pop_prev(eng));
-          end else if (pop_next && tok_q[ch_pop_next(eng)] == 0) begin
-            raise = 1'b1;
-            r_code = ERR_TOKEN_DEADLOCK;
-            r_addr = 32'(ch_pop_next(eng));
-          end else begin
-            if (pop_prev) tok_q[ch_pop_prev(eng)] <= tok_q[ch_pop_prev(eng)] - 8'd1;
-            if (pop_next) tok_q[ch_pop_next(eng)] <= tok_q[ch_pop_next(eng)] - 8'd1;
-            st_q <= S_RANGE;
-          end
-        end
-
-        S_RANGE: begin
-          // Largest scratchpad index of each range the instruction touches, checked in field
-          // order; then the engine's loop registers are set up.
-          logic [63:0] m0, m1, m2;
-          logic [63:0] lim0, lim1, lim2;
-          m0 = '0; m1 = '0; m2 = '0;
-          lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1;
-          lz_q <= '0;
-          ly_q <= '0;
-          lx_q <= '0;
-          unique case (op)
-            OP_LOAD: begin
-              logic [16:0] yn, xn;
-              yn = 17'(iw[3][31:16]) + 17'(iw[4][27:24]) + 17'(iw[4][31:28]);
-              xn = 17'(iw[3][15:0]) + 17'(iw[4][19:16]) + 17'(iw[4][23:20]);
-              m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(yn) * 64'(xn) - 64'd1;
-              lim0 = sp_rows(iw[0][17:16]);
-              ly_n <= yn;
-              lx_n <= xn;
-            end
-            OP_STORE: begin
-              m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(iw[3][31:16]) * 64'(iw[3][15:0]) - 64'd1;
-              lim0 = sp_rows(iw[0][17:16]);
-              ly_n <= 17'(iw[3][31:16]);
-              lx_n <= 17'(iw[3][15:0]);
-            end
-            OP_GEMM: begin
-              logic [63:0] o1, i1, r1;
-              o1 = 64'(iw[3][15:0]) - 64'd1;
-              i1 = 64'(iw[3][31:16]) - 64'd1;
-              r1 = 64'(iw[2][31:16]) - 64'd1;
-              m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + i1 * 64'(iw[4][31:16]) +
-                   r1 * 64'(iw[5][15:0]);
-              m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[7][15:0]) + i1 * 64'(iw[7][31:16]);
-              m2 = 64'(iw[2][15:0]) + o1 * 64'(iw[5][31:16]) + i1 * 64'(iw[6][15:0]) +
-                   r1 * 64'(iw[6][31:16]);
-              lim0 = 64'(ACT_ROWS);
-              lim1 = 64'(WGT_TILES);
-              lim2 = 64'(ACC_ROWS);
-            end
-            OP_VEC: begin
-              logic [63:0] o1, r1;
-              o1 = 64'(iw[3][15:0]) - 64'd1;
-              r1 = 64'(iw[2][31:16]) - 64'd1;
-              m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + r1 * 64'(iw[4][31:16]);
-              m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[5][15:0]) + r1 * 64'(iw[5][31:16]);
-              m2 = 64'(iw[2][15:0]) + 64'd2;
-              lim0 = 64'(ACC_ROWS);
-              lim1 = 64'(ACT_ROWS);
-              lim2 = 64'(ACC_ROWS);
-            end
-            default: ;
-          endcase
-          if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2) begin
-            raise = 1'b1;
-            r_code = ERR_SP_RANGE;
-            r_addr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] : m2[31:0];
-          end else begin
-            sp_q <= iw[0][17:16];
-            row_q <= iw[2];
-            len_q <= ((iw[0][31:24] == 0) ? 8'(N) : iw[0][31:24]) <<
-                     ((iw[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
-            unique case (op)
-              OP_LOAD:  st_q <= S_LD_ROW;
-              OP_STORE: begin
-                act_ra_q <= AAW'(iw[2]);
-                wgt_ra_q <= WAW'(iw[2]);
-                acc_ra_q <= CAW'(iw[2]);
-                st_q <= S_ST_RD;
-              end
-              OP_GEMM:  st_q <= S_G_BLK;
-              OP_VEC: begin
-                acc_ra_q <= CAW'(iw[2][15:0]);
-                st_q <= S_V_P1;
-              end
-              default:  st_q <= S_COMPLETE;   // NOP, SYNC
             endcase
           end
-        end
 
-        // ------------------------------------------------------------ LOAD
-        S_LD_ROW: begin
-          logic [16:0] y0, x0;
-          logic pad, last;
-          y0 = 17'(ly_q) - 17'(iw[4][27:24]);
-          x0 = 17'(lx_q) - 17'(iw[4][19:16]);
-          pad = (17'(ly_q) < 17'(iw[4][27:24])) || (y0 >= 17'(iw[3][31:16])) ||
-                (17'(lx_q) < 17'(iw[4][19:16])) || (x0 >= 17'(iw[3][15:0]));
-          last = (17'(lx_q) + 1 == lx_n) && (17'(ly_q) + 1 == ly_n) &&
-                 (lz_q + 1 == iw[4][15:0]);
-          if (pad) begin
-            unique case (sp_q)
-              SP_ACT[1:0]: begin act_mem[AAW'(row_q)] <= '0; act_tag[AAW'(row_q)] <= epoch_q; end
-              SP_WGT[1:0]: begin wgt_mem[WAW'(row_q)] <= '0; wgt_tag[WAW'(row_q)] <= epoch_q; end
-              default: begin acc_mem[CAW'(row_q)] <= '0; acc_tag[CAW'(row_q)] <= epoch_q; end
-            endcase
-            row_q <= row_q + 32'd1;
-            if (17'(lx_q) + 1 == lx_n) begin
-              lx_q <= '0;
-              if (17'(ly_q) + 1 == ly_n) begin
-                ly_q <= '0;
-                lz_q <= lz_q + 16'd1;
-              end else begin
-                ly_q <= ly_q + 16'd1;
-              end
-            end else begin
-              lx_q <= lx_q + 16'd1;
-            end
-            if (last) st_q <= S_COMPLETE;
-          end else begin
+          // ------------------------------------------------------------ fetch and dispatch
+          S_FETCH: begin
             dma_start_q <= 1'b1;
             dma_write_q <= 1'b0;
             dma_phys_q <= 1'b0;
-            dma_ifetch_q <= 1'b0;
-            dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(y0[15:0]) * iw[6] +
-                          32'(x0[15:0]) * iw[5];
-            dma_len_q <= len_q;
-            st_q <= S_LD_WAIT;
+            dma_ifetch_q <= 1'b1;
+            dma_addr_q <= cb_va_q + pc_q;
+            dma_len_q <= 8'd32;
+            st_q <= S_FETCH_WAIT;
           end
-        end
 
-        S_LD_WAIT: begin
-          if (dma_done) begin
-            if (dma_err) begin
+          S_FETCH_WAIT: begin
+            if (dma_done) begin
+              if (dma_err) begin
+                raise = 1'b1;
+                r_code = dma_err_code;
+                r_addr = dma_err_addr;
+              end else begin
+                for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
+                st_q <= S_DECODE;
+              end
+            end
+          end
+
+          S_DECODE: begin
+            logic [1:0] eng;
+            eng = engine_of(iw[0][7:0], iw[0][17:16]);
+            if (illegal_instr(iw)) begin
               raise = 1'b1;
-              r_code = dma_err_code;
-              r_addr = dma_err_addr;
+              r_code = ERR_ILLEGAL_INSTRUCTION;
+              r_addr = cb_va_q + pc_q;
+            end else if (pop_prev && tok_q[ch_pop_prev(eng)] == 0) begin
+              raise = 1'b1;
+              r_code = ERR_TOKEN_DEADLOCK;
+              r_addr = 32'(ch_pop_prev(eng));
+            end else if (pop_next && tok_q[ch_pop_next(eng)] == 0) begin
+              raise = 1'b1;
+              r_code = ERR_TOKEN_DEADLOCK;
+              r_addr = 32'(ch_pop_next(eng));
             end else begin
-              unique case (sp_q)
-                SP_ACT[1:0]: begin
-                  act_mem[AAW'(row_q)] <= dma_rdata[N*8-1:0];
-                  act_tag[AAW'(row_q)] <= epoch_q;
+              if (pop_prev) tok_q[ch_pop_prev(eng)] <= tok_q[ch_pop_prev(eng)] - 8'd1;
+              if (pop_next) tok_q[ch_pop_next(eng)] <= tok_q[ch_pop_next(eng)] - 8'd1;
+              st_q <= S_RANGE;
+            end
+          end
+
+          S_RANGE: begin
+            // Largest scratchpad index of each range the instruction touches, checked in field
+            // order; then the engine's loop registers are set up.
+            logic [63:0] m0, m1, m2;
+            logic [63:0] lim0, lim1, lim2;
+            m0 = '0; m1 = '0; m2 = '0;
+            lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1;
+            lz_q <= '0;
+            ly_q <= '0;
+            lx_q <= '0;
+            unique case (op)
+              OP_LOAD: begin
+                logic [16:0] yn, xn;
+                yn = 17'(iw[3][31:16]) + 17'(iw[4][27:24]) + 17'(iw[4][31:28]);
+                xn = 17'(iw[3][15:0]) + 17'(iw[4][19:16]) + 17'(iw[4][23:20]);
+                m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(yn) * 64'(xn) - 64'd1;
+                lim0 = sp_rows(iw[0][17:16]);
+                ly_n <= yn;
+                lx_n <= xn;
+              end
+              OP_STORE: begin
+                m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(iw[3][31:16]) * 64'(iw[3][15:0]) - 64'd1;
+                lim0 = sp_rows(iw[0][17:16]);
+                ly_n <= 17'(iw[3][31:16]);
+                lx_n <= 17'(iw[3][15:0]);
+              end
+              OP_GEMM: begin
+                logic [63:0] o1, i1, r1;
+                o1 = 64'(iw[3][15:0]) - 64'd1;
+                i1 = 64'(iw[3][31:16]) - 64'd1;
+                r1 = 64'(iw[2][31:16]) - 64'd1;
+                m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + i1 * 64'(iw[4][31:16]) +
+                     r1 * 64'(iw[5][15:0]);
+                m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[7][15:0]) + i1 * 64'(iw[7][31:16]);
+                m2 = 64'(iw[2][15:0]) + o1 * 64'(iw[5][31:16]) + i1 * 64'(iw[6][15:0]) +
+                     r1 * 64'(iw[6][31:16]);
+                lim0 = 64'(ACT_ROWS);
+                lim1 = 64'(WGT_TILES);
+                lim2 = 64'(ACC_ROWS);
+              end
+              OP_VEC: begin
+                logic [63:0] o1, r1;
+                o1 = 64'(iw[3][15:0]) - 64'd1;
+                r1 = 64'(iw[2][31:16]) - 64'd1;
+                m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + r1 * 64'(iw[4][31:16]);
+                m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[5][15:0]) + r1 * 64'(iw[5][31:16]);
+                m2 = 64'(iw[2][15:0]) + 64'd2;
+                lim0 = 64'(ACC_ROWS);
+                lim1 = 64'(ACT_ROWS);
+                lim2 = 64'(ACC_ROWS);
+              end
+              default: ;
+            endcase
+            if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2) begin
+              raise = 1'b1;
+              r_code = ERR_SP_RANGE;
+              r_addr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] : m2[31:0];
+            end else begin
+              sp_q <= iw[0][17:16];
+              row_q <= iw[2];
+              len_q <= ((iw[0][31:24] == 0) ? 8'(N) : iw[0][31:24]) <<
+                       ((iw[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+              unique case (op)
+                OP_LOAD:  st_q <= S_LD_ROW;
+                OP_STORE: begin
+                  act_ra_q <= AAW'(iw[2]);
+                  wgt_ra_q <= WAW'(iw[2]);
+                  acc_ra_q <= CAW'(iw[2]);
+                  st_q <= S_ST_RD;
                 end
-                SP_WGT[1:0]: begin
-                  wgt_mem[WAW'(row_q)] <= dma_rdata[N*8-1:0];
-                  wgt_tag[WAW'(row_q)] <= epoch_q;
+                OP_GEMM:  st_q <= S_G_BLK;
+                OP_VEC: begin
+                  acc_ra_q <= CAW'(iw[2][15:0]);
+                  st_q <= S_V_P1;
                 end
-                default: begin
-                  acc_mem[CAW'(row_q)] <= dma_rdata;
-                  acc_tag[CAW'(row_q)] <= epoch_q;
-                end
+                default:  st_q <= S_COMPLETE;   // NOP, SYNC
               endcase
-              cnt_q[CNT_DMA_RD_BYTES] <= cnt_q[CNT_DMA_RD_BYTES] + 64'(len_q);
+            end
+          end
+
+          // ------------------------------------------------------------ LOAD
+          S_LD_ROW: begin
+            logic [16:0] y0, x0;
+            logic pad, last;
+            y0 = 17'(ly_q) - 17'(iw[4][27:24]);
+            x0 = 17'(lx_q) - 17'(iw[4][19:16]);
+            pad = (17'(ly_q) < 17'(iw[4][27:24])) || (y0 >= 17'(iw[3][31:16])) ||
+                  (17'(lx_q) < 17'(iw[4][19:16])) || (x0 >= 17'(iw[3][15:0]));
+            last = (17'(lx_q) + 1 == lx_n) && (17'(ly_q) + 1 == ly_n) &&
+                   (lz_q + 1 == iw[4][15:0]);
+            if (pad) begin
+              unique case (sp_q)
+                SP_ACT[1:0]: begin act_mem[AAW'(row_q)] <= '0; act_tag[AAW'(row_q)] <= epoch_q; end
+                SP_WGT[1:0]: begin wgt_mem[WAW'(row_q)] <= '0; wgt_tag[WAW'(row_q)] <= epoch_q; end
+                default: begin acc_mem[CAW'(row_q)] <= '0; acc_tag[CAW'(row_q)] <= epoch_q; end
+              endcase
               row_q <= row_q + 32'd1;
               if (17'(lx_q) + 1 == lx_n) begin
                 lx_q <= '0;
                 if (17'(ly_q) + 1 == ly_n) begin
                   ly_q <= '0;
                   lz_q <= lz_q + 16'd1;
-                  st_q <= (lz_q + 1 == iw[4][15:0]) ? S_COMPLETE : S_LD_ROW;
                 end else begin
                   ly_q <= ly_q + 16'd1;
+                end
+              end else begin
+                lx_q <= lx_q + 16'd1;
+              end
+              if (last) st_q <= S_COMPLETE;
+            end else begin
+              dma_start_q <= 1'b1;
+              dma_write_q <= 1'b0;
+              dma_phys_q <= 1'b0;
+              dma_ifetch_q <= 1'b0;
+              dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(y0[15:0]) * iw[6] +
+                            32'(x0[15:0]) * iw[5];
+              dma_len_q <= len_q;
+              st_q <= S_LD_WAIT;
+            end
+          end
+
+          S_LD_WAIT: begin
+            if (dma_done) begin
+              if (dma_err) begin
+                raise = 1'b1;
+                r_code = dma_err_code;
+                r_addr = dma_err_addr;
+              end else begin
+                unique case (sp_q)
+                  SP_ACT[1:0]: begin
+                    act_mem[AAW'(row_q)] <= dma_rdata[N*8-1:0];
+                    act_tag[AAW'(row_q)] <= epoch_q;
+                  end
+                  SP_WGT[1:0]: begin
+                    wgt_mem[WAW'(row_q)] <= dma_rdata[N*8-1:0];
+                    wgt_tag[WAW'(row_q)] <= epoch_q;
+                  end
+                  default: begin
+                    acc_mem[CAW'(row_q)] <= dma_rdata;
+                    acc_tag[CAW'(row_q)] <= epoch_q;
+                  end
+                endcase
+                cnt_q[CNT_DMA_RD_BYTES] <= cnt_q[CNT_DMA_RD_BYTES] + 64'(len_q);
+                row_q <= row_q + 32'd1;
+                if (17'(lx_q) + 1 == lx_n) begin
+                  lx_q <= '0;
+                  if (17'(ly_q) + 1 == ly_n) begin
+                    ly_q <= '0;
+                    lz_q <= lz_q + 16'd1;
+                    st_q <= (lz_q + 1 == iw[4][15:0]) ? S_COMPLETE : S_LD_ROW;
+                  end else begin
+                    ly_q <= ly_q + 16'd1;
+                    st_q <= S_LD_ROW;
+                  end
+                end else begin
+                  lx_q <= lx_q + 16'd1;
                   st_q <= S_LD_ROW;
                 end
-              end else begin
-                lx_q <= lx_q + 16'd1;
-                st_q <= S_LD_ROW;
               end
             end
           end
-        end
 
-        // ------------------------------------------------------------ STORE
-        S_ST_RD: begin
-          // Read data of row_q is on the scratchpad port now.
-          unique case (sp_q)
-            SP_ACT[1:0]: dma_wdata_q <= RB'(act_rd);
-            SP_WGT[1:0]: dma_wdata_q <= RB'(wgt_rd);
-            default: dma_wdata_q <= acc_rd;
-          endcase
-          dma_start_q <= 1'b1;
-          dma_write_q <= 1'b1;
-          dma_phys_q <= 1'b0;
-          dma_ifetch_q <= 1'b0;
-          dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(ly_q) * iw[6] + 32'(lx_q) * iw[5];
-          dma_len_q <= len_q;
-          st_q <= S_ST_WAIT;
-        end
+          // ------------------------------------------------------------ STORE
+          S_ST_RD: begin
+            // Read data of row_q is on the scratchpad port now.
+            unique case (sp_q)
+              SP_ACT[1:0]: dma_wdata_q <= RB'(act_rd);
+              SP_WGT[1:0]: dma_wdata_q <= RB'(wgt_rd);
+              default: dma_wdata_q <= acc_rd;
+            endcase
+            dma_start_q <= 1'b1;
+            dma_write_q <= 1'b1;
+            dma_phys_q <= 1'b0;
+            dma_ifetch_q <= 1'b0;
+            dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(ly_q) * iw[6] + 32'(lx_q) * iw[5];
+            dma_len_q <= len_q;
+            st_q <= S_ST_WAIT;
+          end
 
-        S_ST_WAIT: begin
-          if (dma_done) begin
-            if (dma_err) begin
-              raise = 1'b1;
-              r_code = dma_err_code;
-              r_addr = dma_err_addr;
-            end else begin
-              logic [31:0] nrow;
-              nrow = row_q + 32'd1;
-              cnt_q[CNT_DMA_WR_BYTES] <= cnt_q[CNT_DMA_WR_BYTES] + 64'(len_q);
-              row_q <= nrow;
-              act_ra_q <= AAW'(nrow);
-              wgt_ra_q <= WAW'(nrow);
-              acc_ra_q <= CAW'(nrow);
-              st_q <= S_ST_RD;
-              if (17'(lx_q) + 1 == lx_n) begin
-                lx_q <= '0;
-                if (17'(ly_q) + 1 == ly_n) begin
-                  ly_q <= '0;
-                  lz_q <= lz_q + 16'd1;
-                  if (lz_q + 1 == iw[4][15:0]) st_q <= S_COMPLETE;
+          S_ST_WAIT: begin
+            if (dma_done) begin
+              if (dma_err) begin
+                raise = 1'b1;
+                r_code = dma_err_code;
+                r_addr = dma_err_addr;
+              end else begin
+                logic [31:0] nrow;
+                nrow = row_q + 32'd1;
+                cnt_q[CNT_DMA_WR_BYTES] <= cnt_q[CNT_DMA_WR_BYTES] + 64'(len_q);
+                row_q <= nrow;
+                act_ra_q <= AAW'(nrow);
+                wgt_ra_q <= WAW'(nrow);
+                acc_ra_q <= CAW'(nrow);
+                st_q <= S_ST_RD;
+                if (17'(lx_q) + 1 == lx_n) begin
+                  lx_q <= '0;
+                  if (17'(ly_q) + 1 == ly_n) begin
+                    ly_q <= '0;
+                    lz_q <= lz_q + 16'd1;
+                    if (lz_q + 1 == iw[4][15:0]) st_q <= S_COMPLETE;
+                  end else begin
+                    ly_q <= ly_q + 16'd1;
+                  end
                 end else begin
-                  ly_q <= ly_q + 16'd1;
+                  lx_q <= lx_q + 16'd1;
                 end
-              end else begin
-                lx_q <= lx_q + 16'd1;
               end
             end
           end
-        end
 
-        // ------------------------------------------------------------ GEMM
-        // lz_q = o, ly_q = i, lx_q = r.
-        // Weight double buffering: a loader fills wnext_q one WGT row per cycle while the
-        // array streams the current block, so a block costs max(R, N) cycles after the first.
-        S_G_BLK: begin
-          wgt_ra_q <= WAW'(g_tile(lz_q, ly_q) * N);
-          wl_run_q <= 1'b1;
-          k_q <= '0;
-          st_q <= S_G_WLOAD;
-        end
-
-        S_G_WLOAD: begin
-          // Waiting for the loader: swap as soon as the tile is complete.
-          if (wl_full) begin
-            g_swap = 1'b1;
-            st_q <= S_G_RUN;
+          // ------------------------------------------------------------ GEMM
+          // lz_q = o, ly_q = i, lx_q = r.
+          // Weight double buffering: a loader fills wnext_q one WGT row per cycle while the
+          // array streams the current block, so a block costs max(R, N) cycles after the first.
+          S_G_BLK: begin
+            wgt_ra_q <= WAW'(g_tile(lz_q, ly_q) * N);
+            wl_run_q <= 1'b1;
+            k_q <= '0;
+            st_q <= S_G_WLOAD;
           end
-        end
 
-        S_G_RUN: begin
-          logic [N*32-1:0] p;
-          p = mac_row(act_rd, wtile_q);
-          acc_mem[acc_ra_q] <= (iw[0][16] && ly_q == 0) ? p : add_rows(acc_rd, p);
-          acc_tag[acc_ra_q] <= epoch_q;
-          act_ra_q <= act_ra_q + AAW'(iw[5][15:0]);
-          acc_ra_q <= acc_ra_q + CAW'(iw[6][31:16]);
-          lx_q <= lx_q + 16'd1;
-          if (lx_q + 16'd1 == iw[2][31:16]) begin
-            if (!g_next_v) begin
-              st_q <= S_COMPLETE;
-              cnt_q[CNT_MACS] <= cnt_q[CNT_MACS] + 64'(iw[3][15:0]) * 64'(iw[3][31:16]) *
-                                 64'(iw[2][31:16]) * 64'(N * N);
-            end else begin
-              lz_q <= g_next_o;
-              ly_q <= g_next_i;
-              if (wl_full) g_swap = 1'b1;
-              else st_q <= S_G_WLOAD;
+          S_G_WLOAD: begin
+            // Waiting for the loader: swap as soon as the tile is complete.
+            if (wl_full) begin
+              g_swap = 1'b1;
+              st_q <= S_G_RUN;
             end
           end
-        end
 
-        // ------------------------------------------------------------ VEC (REQUANT)
-        // lz_q = o, lx_q = r. acc_ra_q = P on entry.
-        S_V_P1: begin
-          v_bias_q <= iw[0][20] ? acc_rd : '0;
-          acc_ra_q <= acc_ra_q + 1'b1;
-          st_q <= S_V_P2;
-        end
-        S_V_P2: begin
-          v_mul_q <= acc_rd;
-          acc_ra_q <= acc_ra_q + 1'b1;
-          st_q <= S_V_P3;
-        end
-        S_V_P3: begin
-          v_shift_q <= acc_rd;
-          acc_ra_q <= CAW'(iw[1][15:0]);
-          v_src_o_q <= CAW'(iw[1][15:0]);
-          v_dst_o_q <= AAW'(iw[1][31:16]);
-          v_dst_q <= AAW'(iw[1][31:16]);
-          st_q <= S_V_RUN;
-        end
-        S_V_RUN: begin
-          act_mem[v_dst_q] <= requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
-                                          iw[6][7:0], iw[6][15:8]);
-          act_tag[v_dst_q] <= epoch_q;
-          if (lx_q + 16'd1 == iw[2][31:16]) begin
-            logic [CAW-1:0] so;
-            logic [AAW-1:0] dn;
-            so = v_src_o_q + CAW'(iw[4][15:0]);
-            dn = v_dst_o_q + AAW'(iw[5][15:0]);
-            lx_q <= '0;
-            lz_q <= lz_q + 16'd1;
-            v_src_o_q <= so;
-            v_dst_o_q <= dn;
-            acc_ra_q <= so;
-            v_dst_q <= dn;
-            if (lz_q + 16'd1 == iw[3][15:0]) st_q <= S_COMPLETE;
-          end else begin
+          S_G_RUN: begin
+            logic [N*32-1:0] p;
+            p = mac_row(act_rd, wtile_q);
+            acc_mem[acc_ra_q] <= (iw[0][16] && ly_q == 0) ? p : add_rows(acc_rd, p);
+            acc_tag[acc_ra_q] <= epoch_q;
+            act_ra_q <= act_ra_q + AAW'(iw[5][15:0]);
+            acc_ra_q <= acc_ra_q + CAW'(iw[6][31:16]);
             lx_q <= lx_q + 16'd1;
-            acc_ra_q <= acc_ra_q + CAW'(iw[4][31:16]);
-            v_dst_q <= v_dst_q + AAW'(iw[5][31:16]);
-          end
-        end
-
-        // ------------------------------------------------------------ completion
-        S_COMPLETE: begin
-          logic [1:0] eng;
-          eng = engine_of(iw[0][7:0], iw[0][17:16]);
-          if (push_prev && tok_q[ch_push_prev(eng)] == 8'(MAX_TOKENS)) begin
-            raise = 1'b1;
-            r_code = ERR_TOKEN_DEADLOCK;
-            r_addr = 32'(ch_push_prev(eng));
-          end else if (push_next && tok_q[ch_push_next(eng)] == 8'(MAX_TOKENS)) begin
-            raise = 1'b1;
-            r_code = ERR_TOKEN_DEADLOCK;
-            r_addr = 32'(ch_push_next(eng));
-          end else begin
-            if (push_prev) tok_q[ch_push_prev(eng)] <= tok_q[ch_push_prev(eng)] + 8'd1;
-            if (push_next) tok_q[ch_push_next(eng)] <= tok_q[ch_push_next(eng)] + 8'd1;
-            cnt_q[CNT_INSTRS] <= cnt_q[CNT_INSTRS] + 64'd1;
-            trace_valid_o <= 1'b1;
-            trace_queue_o <= 8'(q_q);
-            trace_offset_o <= pc_q;
-            for (int i = 0; i < 8; i++) trace_instr_o[i*32 +: 32] <= iw[i];
-            if (pc_q + 32'd32 == cb_len_q) begin
-              cnt_q[CNT_JOBS] <= cnt_q[CNT_JOBS] + 64'd1;
-              ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
-              in_job_q <= 1'b0;
-              st_q <= S_IDLE;
-            end else begin
-              pc_q <= pc_q + 32'd32;
-              st_q <= S_FETCH;
+            if (lx_q + 16'd1 == iw[2][31:16]) begin
+              if (!g_next_v) begin
+                st_q <= S_COMPLETE;
+                cnt_q[CNT_MACS] <= cnt_q[CNT_MACS] + 64'(iw[3][15:0]) * 64'(iw[3][31:16]) *
+                                   64'(iw[2][31:16]) * 64'(N * N);
+              end else begin
+                lz_q <= g_next_o;
+                ly_q <= g_next_i;
+                if (wl_full) g_swap = 1'b1;
+                else st_q <= S_G_WLOAD;
+              end
             end
           end
+
+          // ------------------------------------------------------------ VEC (REQUANT)
+          // lz_q = o, lx_q = r. acc_ra_q = P on entry.
+          S_V_P1: begin
+            v_bias_q <= iw[0][20] ? acc_rd : '0;
+            acc_ra_q <= acc_ra_q + 1'b1;
+            st_q <= S_V_P2;
+          end
+          S_V_P2: begin
+            v_mul_q <= acc_rd;
+            acc_ra_q <= acc_ra_q + 1'b1;
+            st_q <= S_V_P3;
+          end
+          S_V_P3: begin
+            v_shift_q <= acc_rd;
+            acc_ra_q <= CAW'(iw[1][15:0]);
+            v_src_o_q <= CAW'(iw[1][15:0]);
+            v_dst_o_q <= AAW'(iw[1][31:16]);
+            v_dst_q <= AAW'(iw[1][31:16]);
+            st_q <= S_V_RUN;
+          end
+          S_V_RUN: begin
+            act_mem[v_dst_q] <= requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
+                                            iw[6][7:0], iw[6][15:8]);
+            act_tag[v_dst_q] <= epoch_q;
+            if (lx_q + 16'd1 == iw[2][31:16]) begin
+              logic [CAW-1:0] so;
+              logic [AAW-1:0] dn;
+              so = v_src_o_q + CAW'(iw[4][15:0]);
+              dn = v_dst_o_q + AAW'(iw[5][15:0]);
+              lx_q <= '0;
+              lz_q <= lz_q + 16'd1;
+              v_src_o_q <= so;
+              v_dst_o_q <= dn;
+              acc_ra_q <= so;
+              v_dst_q <= dn;
+              if (lz_q + 16'd1 == iw[3][15:0]) st_q <= S_COMPLETE;
+            end else begin
+              lx_q <= lx_q + 16'd1;
+              acc_ra_q <= acc_ra_q + CAW'(iw[4][31:16]);
+              v_dst_q <= v_dst_q + AAW'(iw[5][31:16]);
+            end
+          end
+
+          // ------------------------------------------------------------ completion
+          S_COMPLETE: begin
+            logic [1:0] eng;
+            eng = engine_of(iw[0][7:0], iw[0][17:16]);
+            if (push_prev && tok_q[ch_push_prev(eng)] == 8'(MAX_TOKENS)) begin
+              raise = 1'b1;
+              r_code = ERR_TOKEN_DEADLOCK;
+              r_addr = 32'(ch_push_prev(eng));
+            end else if (push_next && tok_q[ch_push_next(eng)] == 8'(MAX_TOKENS)) begin
+              raise = 1'b1;
+              r_code = ERR_TOKEN_DEADLOCK;
+              r_addr = 32'(ch_push_next(eng));
+            end else begin
+              if (push_prev) tok_q[ch_push_prev(eng)] <= tok_q[ch_push_prev(eng)] + 8'd1;
+              if (push_next) tok_q[ch_push_next(eng)] <= tok_q[ch_push_next(eng)] + 8'd1;
+              cnt_q[CNT_INSTRS] <= cnt_q[CNT_INSTRS] + 64'd1;
+              trace_valid_o <= 1'b1;
+              trace_queue_o <= 8'(q_q);
+              trace_offset_o <= pc_q;
+              for (int i = 0; i < 8; i++) trace_instr_o[i*32 +: 32] <= iw[i];
+              if (pc_q + 32'd32 == cb_len_q) begin
+                cnt_q[CNT_JOBS] <= cnt_q[CNT_JOBS] + 64'd1;
+                ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+                in_job_q <= 1'b0;
+                st_q <= S_IDLE;
+              end else begin
+                pc_q <= pc_q + 32'd32;
+                st_q <= S_FETCH;
+              end
+            end
+          end
+
+          default: st_q <= S_IDLE;
+        endcase
+
+        // GEMM: put the loaded tile in the array and start the block (lz_q, ly_q) after a RUN's
+        // last row (or from S_G_WLOAD); the loader moves on to the block after it.
+        if (g_swap) begin
+          logic [15:0] so, si;
+          so = (st_q == S_G_RUN) ? g_next_o : lz_q;
+          si = (st_q == S_G_RUN) ? g_next_i : ly_q;
+          wtile_q <= wl_run_q ? {wgt_rd, wnext_q[N*N*8-1:N*8]} : wnext_q;
+          act_ra_q <= AAW'(32'(iw[1][15:0]) + 32'(so) * 32'(iw[4][15:0]) +
+                           32'(si) * 32'(iw[4][31:16]));
+          acc_ra_q <= CAW'(32'(iw[2][15:0]) + 32'(so) * 32'(iw[5][31:16]) +
+                           32'(si) * 32'(iw[6][15:0]));
+          lx_q <= '0;
+          if (si + 16'd1 < iw[3][31:16]) begin
+            wgt_ra_q <= WAW'(g_tile(so, si + 16'd1) * N);
+            wl_run_q <= 1'b1;
+            k_q <= '0;
+          end else if (so + 16'd1 < iw[3][15:0]) begin
+            wgt_ra_q <= WAW'(g_tile(so + 16'd1, 16'd0) * N);
+            wl_run_q <= 1'b1;
+            k_q <= '0;
+          end
         end
 
-        default: st_q <= S_IDLE;
-      endcase
-
-      // GEMM: put the loaded tile in the array and start the block (lz_q, ly_q) after a RUN's
-      // last row (or from S_G_WLOAD); the loader moves on to the block after it.
-      if (g_swap) begin
-        logic [15:0] so, si;
-        so = (st_q == S_G_RUN) ? g_next_o : lz_q;
-        si = (st_q == S_G_RUN) ? g_next_i : ly_q;
-        wtile_q <= wl_run_q ? {wgt_rd, wnext_q[N*N*8-1:N*8]} : wnext_q;
-        act_ra_q <= AAW'(32'(iw[1][15:0]) + 32'(so) * 32'(iw[4][15:0]) +
-                         32'(si) * 32'(iw[4][31:16]));
-        acc_ra_q <= CAW'(32'(iw[2][15:0]) + 32'(so) * 32'(iw[5][31:16]) +
-                         32'(si) * 32'(iw[6][15:0]));
-        lx_q <= '0;
-        if (si + 16'd1 < iw[3][31:16]) begin
-          wgt_ra_q <= WAW'(g_tile(so, si + 16'd1) * N);
-          wl_run_q <= 1'b1;
-          k_q <= '0;
-        end else if (so + 16'd1 < iw[3][15:0]) begin
-          wgt_ra_q <= WAW'(g_tile(so + 16'd1, 16'd0) * N);
-          wl_run_q <= 1'b1;
-          k_q <= '0;
+        if (raise) begin
+          err_code_q <= r_code;
+          err_addr_q <= r_addr;
+          err_queue_q <= r_queue;
+          err_instr_q <= in_job_q ? pc_q : 32'hFFFF_FFFF;
+          irq_next[8] = 1'b1;
+          in_job_q <= 1'b0;
+          st_q <= S_IDLE;
         end
-      end
-
-      if (raise) begin
-        err_code_q <= r_code;
-        err_addr_q <= r_addr;
-        err_queue_q <= r_queue;
-        err_instr_q <= in_job_q ? pc_q : 32'hFFFF_FFFF;
-        irq_next[8] = 1'b1;
-        in_job_q <= 1'b0;
-        st_q <= S_IDLE;
-      end
+      end  // !hold_i
       irq_status_q <= irq_next;
     end
   end
