@@ -17,9 +17,18 @@ struct Runtime::Trace {
 };
 
 Result<std::shared_ptr<Runtime>> Runtime::open(RuntimeOptions options) {
+  NPU_ASSIGN_OR_RETURN(auto devices, hal::open_devices(options.device));
+  return create(std::move(devices), std::move(options));
+}
+
+Result<std::shared_ptr<Runtime>> Runtime::create(std::vector<std::shared_ptr<hal::Device>> devices,
+                                                 RuntimeOptions options) {
+  if (devices.empty()) return make_error(StatusCode::kInvalidArgument, "a runtime needs a device");
+  for (const auto& d : devices)
+    if (!d) return make_error(StatusCode::kInvalidArgument, "null device");
   auto rt = std::shared_ptr<Runtime>(new Runtime());
   rt->trace_ = std::make_unique<Trace>();
-  NPU_ASSIGN_OR_RETURN(rt->devices_, hal::open_devices(options.device));
+  rt->devices_ = std::move(devices);
   for (const auto& d : rt->devices_) {
     NPU_ASSIGN_OR_RETURN(auto sched, scheduler::Scheduler::create(d, options.scheduler));
     rt->schedulers_.push_back(std::move(sched));

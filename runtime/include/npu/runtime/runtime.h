@@ -37,6 +37,9 @@ struct TraceEvent {
 class Runtime final {
  public:
   static Result<std::shared_ptr<Runtime>> open(RuntimeOptions options = {});
+  // Over devices opened elsewhere (or test devices); options.device is ignored.
+  static Result<std::shared_ptr<Runtime>> create(std::vector<std::shared_ptr<hal::Device>> devices,
+                                                 RuntimeOptions options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

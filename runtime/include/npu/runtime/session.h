@@ -22,8 +22,10 @@
 //    completes CANCELLED when the device is done with it). Completions already in the queue
 //    and those still arriving can be received; then recv() returns UNAVAILABLE.
 //  - close() is idempotent and safe from any thread, including a callback.
-// Backpressure: at most `max_outstanding` requests may be submitted and not yet received;
-// submit(…, deadline) waits for room, try_submit() reports RESOURCE_EXHAUSTED at once.
+// Backpressure: at most `max_outstanding` requests may be submitted and not yet received, and
+// at most `max_in_flight` per device hold an activation buffer (from submission until their
+// outputs are copied out); submit(…, deadline) waits for both until its deadline,
+// try_submit() reports RESOURCE_EXHAUSTED at once.
 // Cancellation: cancel(request id) touches only that request.
 // Timeouts are std::chrono durations / steady_clock deadlines everywhere.
 #pragma once

@@ -1,0 +1,116 @@
+// Loading images onto a device: hardware checks, weights, relocation patching.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "fake_device.h"
+#include "image_builder.h"
+#include "npu/hal/api.h"
+
+namespace npu::hal {
+namespace {
+
+uint32_t word_at(const Buffer& b, uint64_t offset) {
+  uint32_t w;
+  std::memcpy(&w, b.host().data() + offset, 4);
+  return w;
+}
+
+TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
+  auto device = std::make_shared<test::FakeDevice>();
+  test::ImageOptions o;
+  o.fingerprint = 0x1122334455667788ull;
+  auto exe = Executable::load(device, test::identity_image(o));
+  ASSERT_FALSE(exe.is_ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kIncompatible);
+  const std::string& m = exe.status().message();
+  EXPECT_NE(m.find("0x1122334455667788"), std::string::npos) << m;
+  EXPECT_NE(m.find("bd7374aada67fc7c"), std::string::npos) << m;
+}
+
+TEST(Executable, RefusesAnImageForAnotherArrayDim) {
+  auto device = std::make_shared<test::FakeDevice>();
+  test::ImageOptions o;
+  o.array_dim = 8;
+  o.fingerprint = hw::fingerprint_for_dim(8);
+  auto exe = Executable::load(device, test::identity_image(o));
+  ASSERT_FALSE(exe.is_ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kIncompatible);
+  EXPECT_NE(exe.status().message().find("8x8"), std::string::npos) << exe.status().message();
+  EXPECT_NE(exe.status().message().find("16x16"), std::string::npos) << exe.status().message();
+}
+
+TEST(Executable, UploadsWeightsAndPatchesRelocationsPerInstance) {
+  auto device = std::make_shared<test::FakeDevice>();
+  auto exe = Executable::load(device, test::identity_image());
+  ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
+  ASSERT_NE((*exe)->weights(), nullptr);
+  EXPECT_EQ(static_cast<uint8_t>((*exe)->weights()->host()[2]), 3);
+  EXPECT_EQ((*exe)->weights()->usage(), BufferUsage::kDeviceReadOnly);
+  ASSERT_EQ((*exe)->steps().size(), 1u);
+  EXPECT_EQ((*exe)->steps()[0].command_bytes, 96u);
+
+  auto a = (*exe)->instantiate();
+  auto b = (*exe)->instantiate();
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto cba = (*a)->command_buffer(0);
+  auto cbb = (*b)->command_buffer(0);
+  ASSERT_TRUE(cba.is_ok() && cbb.is_ok());
+  const Buffer& ca = *cba->commands();
+  const Buffer& cb = *cbb->commands();
+  // LOAD w1 -> activations + 0, STORE w1 -> activations + 256, per instance.
+  EXPECT_EQ(word_at(ca, 4), (*a)->activations().device_address());
+  EXPECT_EQ(word_at(ca, 64 + 4), (*a)->activations().device_address() + 256);
+  EXPECT_EQ(word_at(cb, 4), (*b)->activations().device_address());
+  EXPECT_NE((*a)->activations().device_address(), (*b)->activations().device_address());
+  // The job holds the activations and weights.
+  EXPECT_EQ(cba->uses().size(), 2u);
+  EXPECT_EQ(cba->size(), 96u);
+}
+
+TEST(Executable, HostStepsAreDescribedAndHaveNoCommandBuffer) {
+  auto device = std::make_shared<test::FakeDevice>();
+  test::ImageOptions o;
+  o.host_step = true;
+  auto exe = Executable::load(device, test::identity_image(o));
+  ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
+  ASSERT_EQ((*exe)->steps().size(), 2u);
+  EXPECT_EQ((*exe)->steps()[1].kind, StepKind::kHost);
+  EXPECT_EQ((*exe)->steps()[1].op_type, "FancyOp");
+  EXPECT_EQ((*exe)->steps()[1].node_name, "fancy_1");
+  auto inst = (*exe)->instantiate();
+  ASSERT_TRUE(inst.is_ok());
+  EXPECT_EQ((*inst)->command_buffer(1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Fence, JobResultsBecomeStatusesNamingTheDeviceError) {
+  Status s = job_result_to_status({JobEnd::kPageFault, 3, 0xdead0000, 0}, "sim: context 1 job 2");
+  EXPECT_EQ(s.code(), StatusCode::kDeviceFault);
+  EXPECT_NE(s.message().find("PAGE_FAULT"), std::string::npos);
+  EXPECT_NE(s.message().find("0xdead0000"), std::string::npos);
+  EXPECT_NE(s.message().find("sim: context 1 job 2"), std::string::npos);
+  EXPECT_EQ(job_result_to_status({JobEnd::kDeviceError, 1, 0x40, 0}, "j").code(),
+            StatusCode::kDeviceFault);
+  EXPECT_NE(job_result_to_status({JobEnd::kDeviceError, 1, 0x40, 0}, "j").message().find(
+                "ILLEGAL_INSTRUCTION"),
+            std::string::npos);
+  EXPECT_EQ(job_result_to_status({JobEnd::kTimeout, 0, 0, 0}, "j").code(), StatusCode::kDeviceTimeout);
+  EXPECT_EQ(job_result_to_status({JobEnd::kAborted, 0, 0, 0}, "j").code(), StatusCode::kAborted);
+  EXPECT_EQ(job_result_to_status({JobEnd::kLost, 0, 0, 0}, "j").code(), StatusCode::kDeviceLost);
+  EXPECT_TRUE(job_result_to_status({JobEnd::kSuccess, 0, 0, 5}, "j").is_ok());
+}
+
+TEST(DeviceSpec, UnknownNamesAndBadListsFailLoudly) {
+  auto r = open_device("tpu0");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("tpu0"), std::string::npos);
+  EXPECT_NE(r.status().message().find("accel:N"), std::string::npos);
+  EXPECT_EQ(open_devices("sim,,rtl").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(open_device("sim,sim").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(open_devices("accel:x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(resolve_device_spec(" rtl "), "rtl");
+}
+
+}  // namespace
+}  // namespace npu::hal

@@ -1,0 +1,112 @@
+// Hand-built model images for runtime tests (FlatBuffers API + the ISA encoders).
+//
+// identity_image(): input x float32[4,16] (device int8, row stride `in_stride` bytes) copied
+// by LOAD -> SYNC -> STORE to output y float32[4,16] at offset 256, both with the same
+// quantisation, so y == dequantize(quantize(x)) exactly.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model_image_generated.h"
+#include "npu/compiler/image.h"
+#include "npu/hw/config.h"
+#include "npu/sim/isa.h"
+
+namespace npu::test {
+
+struct ImageOptions {
+  uint32_t array_dim = 16;
+  uint64_t fingerprint = hw::fingerprint_for_dim(16);
+  float scale = 0.05f;
+  int32_t zero_point = 3;
+  uint32_t in_stride = 32;       // bytes between input rows (>= 16; the gap stays zero)
+  bool fault = false;            // LOAD from an unmapped address: a PAGE_FAULT
+  uint32_t fault_va = 0x00000040;
+  bool host_step = false;        // append a HostSegment "FancyOp" (node "fancy_1")
+  int repeat = 1;                // copy the rows this many times (longer jobs)
+};
+
+inline void append(std::vector<uint8_t>& cmds, const isa::Words& w) {
+  const size_t at = cmds.size();
+  cmds.resize(at + 32);
+  std::memcpy(cmds.data() + at, w.data(), 32);
+}
+
+inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
+  flatbuffers::FlatBufferBuilder fb;
+  const std::vector<int64_t> shape{4, 16};
+  const std::vector<float> scale{o.scale};
+  const std::vector<int32_t> zp{o.zero_point};
+  auto quant = [&] { return image::CreateQuantDirect(fb, &scale, &zp, -1); };
+  const std::vector<int64_t> in_strides{static_cast<int64_t>(o.in_stride), 1};
+  const std::vector<int64_t> out_strides{16, 1};
+  constexpr uint32_t kOut = 256;
+
+  auto in_desc = image::CreateTensorDescDirect(fb, "x", image::DType::F32, &shape, "NC");
+  auto in_view = image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 0, &in_strides,
+                                               image::DType::I8, quant());
+  auto out_desc = image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC");
+  auto out_view = image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, kOut,
+                                                &out_strides, image::DType::I8, quant());
+  std::vector<flatbuffers::Offset<image::IoBinding>> inputs{image::CreateIoBinding(fb, in_desc, in_view)};
+  std::vector<flatbuffers::Offset<image::IoBinding>> outputs{
+      image::CreateIoBinding(fb, out_desc, out_view)};
+
+  std::vector<uint8_t> cmds;
+  std::vector<image::Relocation> relocs;
+  for (int r = 0; r < o.repeat; ++r) {
+    isa::Load load;
+    load.sp = hw::Scratchpad::kAct;
+    load.row_elems = 16;
+    load.sp_base = 0;
+    load.x = 4;
+    load.x_stride = o.in_stride;
+    load.tokens.push_next = true;
+    if (o.fault) {
+      load.va = o.fault_va;
+    } else {
+      relocs.emplace_back(static_cast<uint32_t>(cmds.size() + 4), image::BufferKind::Activations, 0);
+    }
+    append(cmds, isa::encode(load));
+    isa::Sync sync;
+    sync.engine = isa::Engine::kCompute;
+    sync.tokens.pop_prev = true;
+    sync.tokens.push_next = true;
+    append(cmds, isa::encode(sync));
+    isa::Store store;
+    store.sp = hw::Scratchpad::kAct;
+    store.row_elems = 16;
+    store.x = 4;
+    store.x_stride = 16;
+    store.tokens.pop_prev = true;
+    relocs.emplace_back(static_cast<uint32_t>(cmds.size() + 4), image::BufferKind::Activations, kOut);
+    append(cmds, isa::encode(store));
+  }
+  std::vector<flatbuffers::Offset<image::Step>> steps;
+  auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr);
+  steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, seg.Union()));
+  std::vector<flatbuffers::Offset<image::TensorDesc>> host_values;
+  if (o.host_step) {
+    host_values.push_back(image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC"));
+    const std::vector<uint32_t> io{0};
+    auto host = image::CreateHostSegmentDirect(fb, "FancyOp", "fancy_1", &io, &io, nullptr);
+    steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host.Union()));
+  }
+  const std::vector<uint8_t> weights{1, 2, 3, 4};
+  auto model = image::CreateModelDirect(fb, compiler::kImageSchemaVersion, o.fingerprint,
+                                        o.array_dim, hw::kIsaVersion, "image_builder", "test",
+                                        &inputs, &outputs, &weights, 512, &steps,
+                                        o.host_step ? &host_values : nullptr);
+  image::FinishModelBuffer(fb, model);
+  return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
+}
+
+inline std::shared_ptr<const compiler::ModelImage> identity_image(const ImageOptions& o = {}) {
+  auto r = compiler::ModelImage::from_bytes(build_identity_image(o), "identity.npuimg");
+  if (!r.is_ok()) return nullptr;
+  return std::move(r).value();
+}
+
+}  // namespace npu::test

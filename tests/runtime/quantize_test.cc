@@ -1,0 +1,162 @@
+// Quantisation at the model boundary: rounding, clamping, strides, round trips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "npu/runtime/quantize.h"
+
+namespace npu::runtime {
+namespace {
+
+TensorInfo info_2d(int64_t rows, int64_t cols, int64_t row_stride, float scale, int32_t zp,
+                   uint64_t offset = 0, DType device = DType::kI8) {
+  TensorInfo t;
+  t.name = "x";
+  t.dtype = DType::kF32;
+  t.shape = {rows, cols};
+  t.device_dtype = device;
+  t.device_offset = offset;
+  t.device_strides = {row_stride, static_cast<int64_t>(dtype_size(device))};
+  t.device_quant.scale = {scale};
+  t.device_quant.zero_point = {zp};
+  return t;
+}
+
+TEST(Quantize, RoundsHalfToEvenLikeOnnxQuantizeLinear) {
+  EXPECT_EQ(quantize_int8(0.5f, 1.0f, 0), 0);
+  EXPECT_EQ(quantize_int8(1.5f, 1.0f, 0), 2);
+  EXPECT_EQ(quantize_int8(2.5f, 1.0f, 0), 2);
+  EXPECT_EQ(quantize_int8(-0.5f, 1.0f, 0), 0);
+  EXPECT_EQ(quantize_int8(-1.5f, 1.0f, 0), -2);
+  EXPECT_EQ(quantize_int8(-2.5f, 1.0f, 0), -2);
+  EXPECT_EQ(quantize_int8(0.3f, 0.1f, 0), 3);
+  EXPECT_EQ(quantize_int8(1.0f, 0.5f, 10), 12);
+}
+
+TEST(Quantize, ClampsToInt8AfterAddingTheZeroPoint) {
+  EXPECT_EQ(quantize_int8(1000.0f, 1.0f, 0), 127);
+  EXPECT_EQ(quantize_int8(-1000.0f, 1.0f, 0), -128);
+  EXPECT_EQ(quantize_int8(120.0f, 1.0f, 10), 127);
+  EXPECT_EQ(quantize_int8(-120.0f, 1.0f, -10), -128);
+  EXPECT_EQ(quantize_int8(std::numeric_limits<float>::infinity(), 1.0f, 0), 127);
+  EXPECT_EQ(quantize_int8(-std::numeric_limits<float>::infinity(), 1.0f, 0), -128);
+  EXPECT_EQ(quantize_int8(std::nanf(""), 1.0f, 5), 5);
+}
+
+TEST(Quantize, DequantizeIsScaleTimesQMinusZeroPoint) {
+  EXPECT_FLOAT_EQ(dequantize(10, 0.5f, 4), 3.0f);
+  EXPECT_FLOAT_EQ(dequantize(-128, 0.25f, -128), 0.0f);
+  EXPECT_FLOAT_EQ(dequantize(127, 0.25f, -128), 63.75f);
+}
+
+TEST(Quantize, WalksStridesAndZeroesUncoveredBytes) {
+  const TensorInfo info = info_2d(3, 4, 8, 0.5f, 1, /*offset=*/16);
+  Tensor x = Tensor::zeros(DType::kF32, {3, 4});
+  auto v = x.as<float>();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;  // q = i + 1
+  std::vector<std::byte> act(64, std::byte{0xAA});
+  ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+  for (size_t b = 0; b < act.size(); ++b) {
+    const auto byte = static_cast<int8_t>(act[b]);
+    if (b < 16 || b >= 16 + 2 * 8 + 4) {
+      EXPECT_EQ(static_cast<uint8_t>(act[b]), 0xAA) << "byte " << b << " outside the view changed";
+    } else {
+      const size_t rel = b - 16, row = rel / 8, col = rel % 8;
+      if (col < 4) {
+        EXPECT_EQ(byte, static_cast<int8_t>(row * 4 + col + 1)) << "byte " << b;
+      } else {
+        EXPECT_EQ(byte, 0) << "gap byte " << b << " not zeroed";
+      }
+    }
+  }
+}
+
+TEST(Quantize, RoundTripIsWithinHalfAStep) {
+  const float scale = 0.03f;
+  const TensorInfo info = info_2d(8, 16, 16, scale, -7);
+  Tensor x = Tensor::zeros(DType::kF32, {8, 16});
+  auto v = x.as<float>();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<float>(i)) * 3.5f;
+  std::vector<std::byte> act(8 * 16);
+  ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+  auto y = dequantize_from(info, act);
+  ASSERT_TRUE(y.is_ok()) << y.status().to_string();
+  ASSERT_EQ(y->shape, x.shape);
+  ASSERT_EQ(y->dtype, DType::kF32);
+  auto w = y->as<float>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float lo = scale * (-128 + 7), hi = scale * (127 + 7);
+    const float expect = std::clamp(v[i], lo, hi);
+    EXPECT_NEAR(w[i], expect, scale / 2 + 1e-6f) << "element " << i;
+  }
+  // Quantising the dequantised values gives the same bytes back (a fixed point).
+  std::vector<std::byte> act2(8 * 16);
+  ASSERT_TRUE(quantize_into(*y, info, act2).is_ok());
+  EXPECT_EQ(std::memcmp(act.data(), act2.data(), act.size()), 0);
+}
+
+TEST(Quantize, Int32DeviceViewsRoundTrip) {
+  const TensorInfo info = info_2d(2, 3, 12, 0.001f, 0, 0, DType::kI32);
+  Tensor x = Tensor::zeros(DType::kF32, {2, 3});
+  auto v = x.as<float>();
+  v[0] = 1.2f, v[1] = -100.0f, v[2] = 0.0f, v[3] = 1e9f, v[4] = -1e9f, v[5] = 0.0005f;
+  std::vector<std::byte> act(24);
+  ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+  int32_t q[6];
+  std::memcpy(q, act.data(), 24);
+  EXPECT_EQ(q[0], 1200);
+  EXPECT_EQ(q[1], -100000);
+  EXPECT_EQ(q[3], 2147483647);
+  EXPECT_EQ(q[4], -2147483648);
+  EXPECT_EQ(q[5], 0);  // 0.5 ties to even
+  auto y = dequantize_from(info, act);
+  ASSERT_TRUE(y.is_ok());
+  EXPECT_NEAR(y->as<float>()[1], -100.0f, 1e-3f);
+}
+
+TEST(Quantize, PerAxisScales) {
+  TensorInfo info = info_2d(2, 2, 2, 1.0f, 0);
+  info.device_quant.axis = 1;
+  info.device_quant.scale = {1.0f, 0.5f};
+  info.device_quant.zero_point = {0, 10};
+  Tensor x = Tensor::zeros(DType::kF32, {2, 2});
+  auto v = x.as<float>();
+  v[0] = 3, v[1] = 3, v[2] = -2, v[3] = -2;
+  std::vector<std::byte> act(4);
+  ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+  EXPECT_EQ(static_cast<int8_t>(act[0]), 3);
+  EXPECT_EQ(static_cast<int8_t>(act[1]), 16);
+  EXPECT_EQ(static_cast<int8_t>(act[2]), -2);
+  EXPECT_EQ(static_cast<int8_t>(act[3]), 6);
+}
+
+TEST(Quantize, CheckInputNamesShapeAndDtypeProblems) {
+  const TensorInfo info = info_2d(4, 64, 64, 0.1f, 0);
+  Tensor wrong_shape = Tensor::zeros(DType::kF32, {4, 63});
+  Status st = check_input(wrong_shape, info, 0);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("[4,63]"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("[4,64]"), std::string::npos) << st.message();
+  Tensor wrong_dtype = Tensor::zeros(DType::kI32, {4, 64});
+  st = check_input(wrong_dtype, info, 0);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("int32"), std::string::npos) << st.message();
+  EXPECT_TRUE(check_input(Tensor::zeros(DType::kF32, {4, 64}), info, 0).is_ok());
+}
+
+TEST(Quantize, IntegerModelOutputsAreRawValues) {
+  TensorInfo info = info_2d(1, 3, 3, 0.5f, 2);
+  info.dtype = DType::kI8;
+  std::vector<std::byte> act{std::byte{5}, std::byte{0xFF}, std::byte{0x80}};
+  auto y = dequantize_from(info, act);
+  ASSERT_TRUE(y.is_ok());
+  ASSERT_EQ(y->dtype, DType::kI8);
+  EXPECT_EQ(y->as<int8_t>()[0], 5);
+  EXPECT_EQ(y->as<int8_t>()[1], -1);
+  EXPECT_EQ(y->as<int8_t>()[2], -128);
+}
+
+}  // namespace
+}  // namespace npu::runtime

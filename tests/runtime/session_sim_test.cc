@@ -1,0 +1,196 @@
+// The runtime end to end on the functional model ("sim"): the real driver, kernel-driver
+// model and device. With NPU_TEST_DEVICE=rtl the same tests run on the Verilator RTL.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#include "image_builder.h"
+#include "ir.h"  // the compiler's float reference interpreter
+#include "npu/compiler/compiler.h"
+#include "npu/runtime/api.h"
+
+namespace npu::runtime {
+namespace {
+
+std::string test_device() {
+  const char* d = std::getenv("NPU_TEST_DEVICE");
+  return d && *d ? d : "sim";
+}
+
+std::vector<Tensor> random_input(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor x = Tensor::zeros(DType::kF32, std::move(shape));
+  uint32_t s = seed * 2654435761u + 1;
+  for (float& v : x.as<float>()) {
+    s = s * 1664525u + 1013904223u;
+    v = (static_cast<float>(s >> 8) / 16777216.0f - 0.5f) * 4.0f;
+  }
+  return {x};
+}
+
+class SimTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    RuntimeOptions o;
+    o.device = test_device();
+    o.scheduler.num_contexts = 1;
+    auto rt = Runtime::open(o);
+    ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+    runtime_ = std::move(rt).value();
+    compiler::CompileOptions co;
+    co.array_dim = runtime_->device(0)->info().array_dim;
+    auto bytes = compiler::compile_onnx_file(NPU_TEST_DATA "/gemm_relu.onnx", co);
+    ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+    auto m = Model::from_bytes(std::move(bytes).value(), "gemm_relu.onnx");
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    gemm_ = std::move(m).value();
+  }
+  static void TearDownTestSuite() {
+    gemm_.reset();
+    runtime_.reset();
+  }
+  static std::shared_ptr<Runtime> runtime_;
+  static std::shared_ptr<const Model> gemm_;
+};
+std::shared_ptr<Runtime> SimTest::runtime_;
+std::shared_ptr<const Model> SimTest::gemm_;
+
+TEST_F(SimTest, GemmReluReachesThirtyDbAgainstTheFloatReference) {
+  auto s = Session::create(runtime_, gemm_);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  auto graph = compiler::load_onnx(NPU_TEST_DATA "/gemm_relu.onnx", {});
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    auto in = random_input({4, 64}, seed);
+    for (float& v : in[0].as<float>()) v *= 0.5f;  // inside the calibrated N(0,1) range
+    auto out = (*s)->run(in);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    auto ref = compiler::run_reference(*graph, in);
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    const Tensor& expect = (*ref)[static_cast<size_t>(graph->outputs[0])];
+    ASSERT_EQ(out->tensors[0].shape, expect.shape);
+    const double sqnr = sqnr_db(expect.as<float>(), out->tensors[0].as<float>());
+    EXPECT_GE(sqnr, 30.0) << "seed " << seed;
+    EXPECT_GT(out->stats.device_cycles, 0u);
+    std::printf("seed %u: SQNR %.2f dB, %llu device cycles\n", seed, sqnr,
+                static_cast<unsigned long long>(out->stats.device_cycles));
+  }
+}
+
+TEST_F(SimTest, HandBuiltProgramCopiesExactlyThroughRelocationsAndStrides) {
+  auto m = Model::from_image(test::identity_image());
+  ASSERT_TRUE(m.is_ok());
+  auto s = Session::create(runtime_, *m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  auto in = random_input({4, 16}, 7);
+  auto out = (*s)->run(in);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  auto x = in[0].as<float>();
+  auto y = out->tensors[0].as<float>();
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(y[i], dequantize(quantize_int8(x[i], 0.05f, 3), 0.05f, 3)) << "element " << i;
+}
+
+TEST_F(SimTest, APageFaultIsReportedWithItsAddressAndTheNextRequestSucceeds) {
+  test::ImageOptions bad;
+  bad.fault = true;
+  bad.fault_va = 0xFFFF0000u;  // far beyond any allocation
+  auto fm = Model::from_image(test::identity_image(bad));
+  ASSERT_TRUE(fm.is_ok());
+  auto faulty = Session::create(runtime_, *fm);
+  ASSERT_TRUE(faulty.is_ok());
+  auto r = (*faulty)->run(random_input({4, 16}, 1));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeviceFault) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("PAGE_FAULT"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("0xffff0000"), std::string::npos) << r.status().message();
+  // The faulting context was banned and is replaced: the good model runs on.
+  auto good = Session::create(runtime_, gemm_);
+  ASSERT_TRUE(good.is_ok());
+  auto ok = (*good)->run(random_input({4, 64}, 2));
+  EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
+  EXPECT_GE(runtime_->scheduler(0).stats().contexts_replaced, 1u);
+}
+
+TEST_F(SimTest, AnImageForOtherHardwareIsRefused) {
+  test::ImageOptions o;
+  o.fingerprint ^= 1;
+  auto m = Model::from_image(test::identity_image(o));
+  ASSERT_TRUE(m.is_ok());
+  auto s = Session::create(runtime_, *m);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kIncompatible);
+  EXPECT_NE(s.status().message().find("recompile"), std::string::npos);
+}
+
+TEST_F(SimTest, ManyThreadsGetTheSameOutputsAsOne) {
+  SessionOptions so;
+  so.max_in_flight = 3;
+  auto s = Session::create(runtime_, gemm_, so);
+  ASSERT_TRUE(s.is_ok());
+  std::vector<std::vector<float>> expected;
+  for (uint32_t k = 0; k < 8; ++k) {
+    auto out = (*s)->run(random_input({4, 64}, 100 + k));
+    ASSERT_TRUE(out.is_ok());
+    auto v = out->tensors[0].as<float>();
+    expected.emplace_back(v.begin(), v.end());
+  }
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t k = 0; k < 8; ++k) {
+        const uint32_t which = (k + static_cast<uint32_t>(t)) % 8;
+        auto out = (*s)->run(random_input({4, 64}, 100 + which));
+        if (!out.is_ok()) {
+          ++failures;
+          continue;
+        }
+        auto v = out->tensors[0].as<float>();
+        if (!std::equal(v.begin(), v.end(), expected[which].begin())) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_F(SimTest, AsyncRequestsCompleteExactlyOnceOnTheDevice) {
+  SessionOptions so;
+  so.max_in_flight = 4;
+  so.max_outstanding = 16;
+  auto pair = AsyncSession::create(runtime_, gemm_, so);
+  ASSERT_TRUE(pair.is_ok());
+  auto& [session, queue] = *pair;
+  std::map<int, int> seen;
+  int received = 0;
+  for (int i = 0; i < 40; ++i) {
+    // Keep at most 16 outstanding by receiving as we go.
+    auto id = session->submit(random_input({4, 64}, static_cast<uint32_t>(i)), i,
+                              Clock::now() + std::chrono::milliseconds(1));
+    if (!id.is_ok()) {
+      ASSERT_EQ(id.status().code(), StatusCode::kResourceExhausted);
+      auto c = queue->recv(std::chrono::seconds(30));
+      ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+      EXPECT_TRUE(c->status.is_ok()) << c->status.to_string();
+      seen[std::any_cast<int>(c->user_context)]++;
+      ++received;
+      --i;
+    }
+  }
+  session->close();
+  for (Completion& c : *queue) {
+    EXPECT_TRUE(c.status.is_ok()) << c.status.to_string();
+    seen[std::any_cast<int>(c.user_context)]++;
+    ++received;
+  }
+  EXPECT_EQ(received, 40);
+  EXPECT_EQ(seen.size(), 40u);
+  for (auto [k, n] : seen) EXPECT_EQ(n, 1) << k;
+}
+
+}  // namespace
+}  // namespace npu::runtime
