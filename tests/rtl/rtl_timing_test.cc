@@ -99,8 +99,8 @@ TEST_P(RtlTiming, LoadRowsPaddingAndAlignment) {
 TEST_P(RtlTiming, PageCrossingRows) {
   // One LOAD row and one STORE row, each straddling a 64 KiB page: both pieces are
   // translated (both miss the one-entry data TLB), then moved as two bursts.
-  const uint32_t va = kDataVa + kPageBytes - 8;
-  const uint64_t b0 = Timing::beats(va, 8), b1 = Timing::beats(va + 8, n - 8);
+  const uint32_t va = kDataVa + kPageBytes - 4;  // 4 bytes on the first page, N - 4 on the next
+  const uint64_t b0 = Timing::beats(va, 4), b1 = Timing::beats(va + 4, n - 4);
   const uint64_t load_row = 11 + 2 * t.L + b0 + b1 + 2 * (t.L + 1);
   const uint64_t store_row = 11 + b0 + b1 + 2 * (t.L + 1);
   EXPECT_EQ(run_job({load({.va = va, .x = 1}), store({.va = va, .x = 1})}),
