@@ -176,12 +176,25 @@ class FunctionalDevice final : public Device {
     return v;
   }
 
-  // Translates one page of an access. Returns the physical address of `va`.
-  std::optional<Fault> translate(uint32_t va, bool write, uint32_t* phys) {
-    const uint64_t pte_addr = static_cast<uint64_t>(pt_base_) + 4ull * (va >> kPageShift);
-    timing_.pte_read(job_cycles_);
-    if (!phys_ok(pte_addr, 4)) return Fault{ErrorCode::kBusError, static_cast<uint32_t>(pte_addr)};
-    const uint32_t pte = read32_phys(static_cast<uint32_t>(pte_addr));
+  // One-entry translation cache (architecture.md 1.7): timing only, flushed at every EXEC.
+  struct Tlb {
+    bool valid = false;
+    uint32_t page = 0;
+    uint32_t pte = 0;
+  };
+
+  // Translates one page of an access through `tlb`. Returns the physical address of `va`.
+  std::optional<Fault> translate(uint32_t va, bool write, Tlb& tlb, uint32_t* phys) {
+    uint32_t pte;
+    if (tlb.valid && tlb.page == (va >> kPageShift)) {
+      pte = tlb.pte;
+    } else {
+      const uint64_t pte_addr = static_cast<uint64_t>(pt_base_) + 4ull * (va >> kPageShift);
+      ++tlb_misses_;
+      if (!phys_ok(pte_addr, 4)) return Fault{ErrorCode::kBusError, static_cast<uint32_t>(pte_addr)};
+      pte = read32_phys(static_cast<uint32_t>(pte_addr));
+      tlb = Tlb{true, va >> kPageShift, pte};
+    }
     if (!(pte & 1u) || (write && !(pte & 2u))) return Fault{ErrorCode::kPageFault, va};
     *phys = (pte & ~kPageMask) | (va & kPageMask);
     return std::nullopt;
@@ -193,17 +206,23 @@ class FunctionalDevice final : public Device {
     uint32_t len[2];
     int count;
   };
-  std::optional<Fault> translate_range(uint32_t va, uint32_t len, bool write, Chunks* out) {
+  std::optional<Fault> translate_range(uint32_t va, uint32_t len, bool write, Tlb& tlb, Chunks* out) {
     const uint32_t first_len = std::min<uint32_t>(len, (kPageMask + 1) - (va & kPageMask));
     out->count = first_len < len ? 2 : 1;
     out->len[0] = first_len;
     out->len[1] = len - first_len;
     uint32_t vas[2] = {va, va + first_len};  // wraps modulo 2^32 like the address bus
     for (int c = 0; c < out->count; ++c) {
-      if (auto f = translate(vas[c], write, &out->phys[c])) return f;
+      if (auto f = translate(vas[c], write, tlb, &out->phys[c])) return f;
       if (!phys_ok(out->phys[c], out->len[c])) return Fault{ErrorCode::kBusError, out->phys[c]};
     }
     return std::nullopt;
+  }
+
+  // A STORE into the job's page table flushes the translation caches (timing only).
+  void note_store(uint32_t phys, uint32_t len) {
+    const uint64_t pt_end = uint64_t{pt_base_} + 4ull * (1ull << (hw::kVaBits - kPageShift));
+    if (phys < pt_end && uint64_t{phys} + len > pt_base_) itlb_ = dtlb_ = Tlb{};
   }
 
   // --- ring processing ---------------------------------------------------------------------
@@ -212,8 +231,7 @@ class FunctionalDevice final : public Device {
     while (queues_[qi].head == queues_[qi].tail) ++qi;
     Queue& q = queues_[qi];
     const uint64_t entry_addr = static_cast<uint64_t>(q.base) + q.head;
-    job_cycles_ = 0;
-    timing_.ring_fetch(job_cycles_);
+    job_cycles_ = timing_.ring_entry();
     const bool size_ok = q.size >= 64 && (q.size & (q.size - 1)) == 0 && (q.base & 31) == 0 &&
                          (q.head & 31) == 0 && q.head < q.size &&
                          (q.tail & 31) == 0 && q.tail < q.size;
@@ -263,13 +281,14 @@ class FunctionalDevice final : public Device {
                             uint32_t* fault_instr) {
     pt_base_ = pt_base;
     tokens_ = {0, 0, 0, 0};
-    timing_.begin_job();
+    itlb_ = dtlb_ = Tlb{};
     for (uint32_t off = 0; off < cmd_bytes; off += hw::kInstructionBytes) {
       *fault_instr = off;
       const uint32_t va = cmd_va + off;
       Chunks chunks;
-      timing_.instr_fetch(job_cycles_);
-      if (auto f = translate_range(va, hw::kInstructionBytes, false, &chunks)) return f;
+      tlb_misses_ = 0;
+      if (auto f = translate_range(va, hw::kInstructionBytes, false, itlb_, &chunks)) return f;
+      job_cycles_ += timing_.instruction(tlb_misses_);
       isa::Words w;
       std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
       if (auto f = execute(w, va)) return f;
@@ -283,7 +302,6 @@ class FunctionalDevice final : public Device {
         trace_(ev);
       }
     }
-    timing_.end_job(job_cycles_);
     return std::nullopt;
   }
 
@@ -358,7 +376,7 @@ class FunctionalDevice final : public Device {
       case hw::Opcode::kStore: fault = do_store(w); break;
       case hw::Opcode::kGemm: fault = do_gemm(w); break;
       case hw::Opcode::kVec: fault = do_vec(w); break;
-      default: timing_.sync(engine, job_cycles_); break;
+      default: break;  // NOP and SYNC: tokens only
     }
     if (fault) return fault;
     // Pushes take effect after the instruction: an overflow is reported with its effects visible.
@@ -392,7 +410,6 @@ class FunctionalDevice final : public Device {
     const uint32_t row_bytes = elems * esize;
     uint32_t sp_row = w[2];
     uint64_t bytes = 0;
-    timing_.begin_dma(isa::Engine::kLoad, job_cycles_);
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t yp = 0; yp < Yp; ++yp) {
         for (uint32_t xp = 0; xp < Xp; ++xp, ++sp_row) {
@@ -400,12 +417,13 @@ class FunctionalDevice final : public Device {
           const bool pad = yp < pt || yp >= pt + Y || xp < pl || xp >= pl + X;
           if (pad) {
             std::memset(dst, 0, static_cast<size_t>(n_) * esize);
-            timing_.pad_row(job_cycles_);
+            job_cycles_ += timing_.pad_row();
             continue;
           }
           const uint32_t va = w[1] + z * w[7] + (yp - pt) * w[6] + (xp - pl) * w[5];
           Chunks c;
-          if (auto f = translate_range(va, row_bytes, false, &c)) {
+          tlb_misses_ = 0;
+          if (auto f = translate_range(va, row_bytes, false, dtlb_, &c)) {
             count(hw::Counter::kDmaRdBytes, bytes);
             return f;
           }
@@ -413,12 +431,11 @@ class FunctionalDevice final : public Device {
           if (c.count == 2) std::memcpy(dst + c.len[0], dram_.data() + c.phys[1], c.len[1]);
           std::memset(dst + row_bytes, 0, static_cast<size_t>(n_) * esize - row_bytes);
           bytes += row_bytes;
-          timing_.dma_row(row_bytes, job_cycles_);
+          job_cycles_ += timing_.dma_row(true, c.phys, c.len, c.count, tlb_misses_);
         }
       }
     }
     count(hw::Counter::kDmaRdBytes, bytes);
-    timing_.end_dma(isa::Engine::kLoad, job_cycles_);
     return std::nullopt;
   }
 
@@ -432,26 +449,26 @@ class FunctionalDevice final : public Device {
     const uint32_t row_bytes = elems * esize;
     uint32_t sp_row = w[2];
     uint64_t bytes = 0;
-    timing_.begin_dma(isa::Engine::kStore, job_cycles_);
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t y = 0; y < Y; ++y) {
         for (uint32_t x = 0; x < X; ++x, ++sp_row) {
           const uint32_t va = w[1] + z * w[7] + y * w[6] + x * w[5];
           Chunks c;
-          if (auto f = translate_range(va, row_bytes, true, &c)) {
+          tlb_misses_ = 0;
+          if (auto f = translate_range(va, row_bytes, true, dtlb_, &c)) {
             count(hw::Counter::kDmaWrBytes, bytes);
             return f;
           }
           const std::byte* src = sp_row_ptr(sp, sp_row);
           std::memcpy(dram_.data() + c.phys[0], src, c.len[0]);
           if (c.count == 2) std::memcpy(dram_.data() + c.phys[1], src + c.len[0], c.len[1]);
+          for (int k = 0; k < c.count; ++k) note_store(c.phys[k], c.len[k]);
           bytes += row_bytes;
-          timing_.dma_row(row_bytes, job_cycles_);
+          job_cycles_ += timing_.dma_row(false, c.phys, c.len, c.count, tlb_misses_);
         }
       }
     }
     count(hw::Counter::kDmaWrBytes, bytes);
-    timing_.end_dma(isa::Engine::kStore, job_cycles_);
     return std::nullopt;
   }
 
@@ -488,9 +505,9 @@ class FunctionalDevice final : public Device {
           int32_t* row = acc_.data() + static_cast<size_t>(acc + o * cso + i * csi + r * csr) * n_;
           mac_row(a, tile, row, n_, overwrite);
         }
-        timing_.gemm_tile(R, job_cycles_);
       }
     }
+    job_cycles_ += timing_.gemm(O, I, R);
     count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
     return std::nullopt;
   }
@@ -535,9 +552,9 @@ class FunctionalDevice final : public Device {
           const int32_t v = bias ? static_cast<int32_t>(static_cast<uint32_t>(x[c]) + static_cast<uint32_t>(b[c])) : x[c];
           y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
         }
-        timing_.vec_row(job_cycles_);
       }
     }
+    job_cycles_ += timing_.vec(O, R);
     return std::nullopt;
   }
 
@@ -568,6 +585,8 @@ class FunctionalDevice final : public Device {
   std::array<uint64_t, hw::kNumCounters> counters_{};
   std::array<uint32_t, 4> tokens_{};
   uint32_t pt_base_ = 0;
+  Tlb itlb_, dtlb_;
+  uint32_t tlb_misses_ = 0;
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
 };
