@@ -373,18 +373,19 @@ Result<JobHandle> Scheduler::submit(JobSpec spec, Deadline deadline) {
 
 void Scheduler::shutdown(ShutdownMode mode) {
   Core& c = *core_;
+  std::unique_lock shutdown_lock(c.shutdown_mu, std::defer_lock);
   {
     std::unique_lock accept(c.accept_mu);
     if (!c.accepting) {
       accept.unlock();
-      // Another caller is shutting down or has; wait for it unless we are a callback.
-      if (std::this_thread::get_id() == c.completion_thread_id) return;
-      std::unique_lock lock(c.shutdown_mu);
+      // Another caller is shutting down or has: wait for it, unless we are a callback (the
+      // first caller may be waiting for us).
+      if (std::this_thread::get_id() != c.completion_thread_id) shutdown_lock.lock();
       return;
     }
     c.accepting = false;
+    shutdown_lock.lock();  // before accept_mu is released: later callers wait for us
   }
-  std::lock_guard shutdown_lock(c.shutdown_mu);
   if (mode == ShutdownMode::kCancelPending) {
     // Drain the queues ourselves; lanes racing us lose the state transition.
     for (;;) {

@@ -26,6 +26,7 @@ struct ImageOptions {
   uint32_t fault_va = 0x00000040;
   bool host_step = false;        // append a HostSegment "FancyOp" (node "fancy_1")
   int repeat = 1;                // copy the rows this many times (longer jobs)
+  bool store_to_weights = false;  // STORE into the (device read-only) weights buffer
 };
 
 inline void append(std::vector<uint8_t>& cmds, const isa::Words& w) {
@@ -81,7 +82,12 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     store.x = 4;
     store.x_stride = 16;
     store.tokens.pop_prev = true;
-    relocs.emplace_back(static_cast<uint32_t>(cmds.size() + 4), image::BufferKind::Activations, kOut);
+    if (o.store_to_weights) {
+      relocs.emplace_back(static_cast<uint32_t>(cmds.size() + 4), image::BufferKind::Weights, 0);
+    } else {
+      relocs.emplace_back(static_cast<uint32_t>(cmds.size() + 4), image::BufferKind::Activations,
+                          kOut);
+    }
     append(cmds, isa::encode(store));
   }
   std::vector<flatbuffers::Offset<image::Step>> steps;

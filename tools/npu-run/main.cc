@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -267,29 +270,55 @@ int run(const Args& args) {
   latency_us.reserve(static_cast<size_t>(args.iterations));
   rt::Outputs last;
   const Clock::time_point start = Clock::now();
-  Clock::time_point last_progress = start;
+  // Progress on stderr once the run takes more than two seconds (RTL runs can be slow):
+  // every second on a terminal, every two seconds otherwise, also inside a long iteration.
+  struct Progress {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int64_t completed = 0;
+  } progress;
+  std::thread reporter([&] {
+    std::unique_lock lock(progress.mu);
+    if (progress.cv.wait_for(lock, std::chrono::seconds(2), [&] { return progress.done; })) return;
+    const auto interval = tty ? std::chrono::seconds(1) : std::chrono::seconds(2);
+    do {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (progress.completed > 0) {
+        const double eta = elapsed / static_cast<double>(progress.completed) *
+                           static_cast<double>(args.iterations - progress.completed);
+        std::fprintf(stderr, "npu-run: %lld/%lld iterations, %.1f s elapsed, ~%.1f s left\n",
+                     static_cast<long long>(progress.completed),
+                     static_cast<long long>(args.iterations), elapsed, eta);
+      } else {
+        std::fprintf(stderr, "npu-run: running iteration 1/%lld on %s, %.1f s elapsed\n",
+                     static_cast<long long>(args.iterations), dev.spec.c_str(), elapsed);
+      }
+    } while (!progress.cv.wait_for(lock, interval, [&] { return progress.done; }));
+  });
+  auto stop_reporter = [&] {
+    {
+      std::lock_guard lock(progress.mu);
+      progress.done = true;
+    }
+    progress.cv.notify_all();
+    if (reporter.joinable()) reporter.join();
+  };
   for (int64_t it = 0; it < args.iterations; ++it) {
     const Clock::time_point t0 = Clock::now();
     auto out = (*session)->run(inputs);
     const Clock::time_point t1 = Clock::now();
-    if (!out.is_ok())
+    if (!out.is_ok()) {
+      stop_reporter();
       return fail("iteration " + std::to_string(it + 1) + ": " + out.status().to_string());
+    }
     latency_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     cycles.push_back(static_cast<double>(out->stats.device_cycles));
     last = std::move(out).value();
-    // Progress: on a terminal, or once the run takes more than two seconds.
-    const auto since = t1 - last_progress;
-    if (it + 1 < args.iterations &&
-        ((tty && since > std::chrono::milliseconds(500)) || since > std::chrono::seconds(2))) {
-      last_progress = t1;
-      const double elapsed = std::chrono::duration<double>(t1 - start).count();
-      const double eta = elapsed / static_cast<double>(it + 1) *
-                         static_cast<double>(args.iterations - it - 1);
-      std::fprintf(stderr, "npu-run: %lld/%lld iterations, %.1f s elapsed, ~%.1f s left\n",
-                   static_cast<long long>(it + 1), static_cast<long long>(args.iterations),
-                   elapsed, eta);
-    }
+    std::lock_guard lock(progress.mu);
+    progress.completed = it + 1;
   }
+  stop_reporter();
   if (!args.trace.empty()) {
     std::ofstream tf(args.trace);
     tf << (*runtime)->end_profiling() << "\n";

@@ -8,7 +8,8 @@
 //
 // Completion: every accepted job completes exactly once: its on_complete runs on the
 // scheduler's completion thread (Boost.Asio io_context), with no scheduler lock held. It may
-// call any scheduler member, including shutdown() and the destructor's owner's release.
+// call any scheduler member, including shutdown(), and may drop the last reference to the
+// scheduler's owner.
 //
 // Cancellation (JobHandle::cancel) touches only that job: a queued job completes CANCELLED at
 // once; a running job stops before its next step, and completes CANCELLED once the device has
@@ -87,8 +88,9 @@ class JobHandle final {
  public:
   JobHandle() = default;
   uint64_t id() const;
-  // Cancels this job only. True when it will complete CANCELLED, false when it had already
-  // completed (or is completing) with another status. Never blocks.
+  // Cancels this job only. A queued job completes CANCELLED at once (true). A running job
+  // completes CANCELLED once the device is done with its current step, unless that step
+  // fails, which is then reported (true). False when it had already completed. Never blocks.
   bool cancel() const;
 
  private:
