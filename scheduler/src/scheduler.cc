@@ -46,6 +46,7 @@ struct Core : std::enable_shared_from_this<Core> {
   std::mutex slots_mu;
   std::condition_variable slots_cv;
   uint32_t slots_used = 0;
+  bool submits_stopped = false;  // guarded by slots_mu; wakes submits waiting for room
 
   // Accepted and not yet completed (on_complete returned).
   std::mutex outstanding_mu;
@@ -338,23 +339,35 @@ Result<JobHandle> Scheduler::submit(JobSpec spec, Deadline deadline) {
   const auto prio = static_cast<size_t>(spec.priority);
   if (prio >= hal::kNumPriorities) return make_error(StatusCode::kInvalidArgument, "bad priority");
 
-  std::shared_lock accept(core_->accept_mu);
-  if (!core_->accepting)
-    return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
+  {
+    std::shared_lock accept(core_->accept_mu);
+    if (!core_->accepting)
+      return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
+  }
+  // Wait for room without holding accept_mu, so shutdown never waits for a blocked submit.
   {
     std::unique_lock lock(core_->slots_mu);
-    auto has_room = [&] { return core_->slots_used < core_->options.queue_capacity; };
-    if (!has_room()) {
+    auto ready = [&] {
+      return core_->submits_stopped || core_->slots_used < core_->options.queue_capacity;
+    };
+    if (!ready()) {
       if (deadline == Deadline::max()) {
-        core_->slots_cv.wait(lock, has_room);
-      } else if (!core_->slots_cv.wait_until(lock, deadline, has_room)) {
+        core_->slots_cv.wait(lock, ready);
+      } else if (!core_->slots_cv.wait_until(lock, deadline, ready)) {
         return make_error(StatusCode::kResourceExhausted,
                           "the scheduler queue is full (" +
                               std::to_string(core_->options.queue_capacity) +
                               " jobs waiting); retry later or raise queue_capacity");
       }
     }
+    if (core_->submits_stopped)
+      return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
     ++core_->slots_used;
+  }
+  std::shared_lock accept(core_->accept_mu);
+  if (!core_->accepting) {
+    core_->release_slot();
+    return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
   }
   {
     std::lock_guard lock(core_->outstanding_mu);
@@ -386,6 +399,11 @@ void Scheduler::shutdown(ShutdownMode mode) {
     c.accepting = false;
     shutdown_lock.lock();  // before accept_mu is released: later callers wait for us
   }
+  {
+    std::lock_guard lock(c.slots_mu);
+    c.submits_stopped = true;
+  }
+  c.slots_cv.notify_all();
   if (mode == ShutdownMode::kCancelPending) {
     // Drain the queues ourselves; lanes racing us lose the state transition.
     for (;;) {

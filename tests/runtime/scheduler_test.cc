@@ -298,6 +298,23 @@ TEST_F(SchedulerTest, ShutdownCompletesEveryAcceptedJobExactlyOnce) {
   s->shutdown(Scheduler::ShutdownMode::kDrain);  // idempotent
 }
 
+TEST_F(SchedulerTest, ShutdownWakesASubmitWaitingForRoom) {
+  auto s = make(1, 1);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));
+  ASSERT_TRUE(s->try_submit(job(2)).is_ok());  // the queue is full
+  Status blocked;
+  std::thread submitter([&] { blocked = s->submit(job(3), hal::kInfiniteDeadline).status(); });
+  std::thread closer([&] { s->shutdown(Scheduler::ShutdownMode::kCancelPending); });
+  submitter.join();  // returns although the queue stays full until the device is released
+  EXPECT_EQ(blocked.code(), StatusCode::kUnavailable) << blocked.to_string();
+  device_->release();
+  closer.join();
+  EXPECT_EQ(outcomes_.count(), 2u);
+  EXPECT_EQ(outcomes_.get(2).status.code(), StatusCode::kCancelled);
+}
+
 TEST_F(SchedulerTest, DrainRunsEveryQueuedJob) {
   auto s = make(2, 64);
   for (uint8_t m = 1; m <= 30; ++m) ASSERT_TRUE(s->submit(job(m), hal::kInfiniteDeadline).is_ok());
