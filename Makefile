@@ -24,7 +24,7 @@ demo: build
 	@scripts/demo $(BUILD_DIR)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) $(CTEST_FLAGS)
+	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 300 -j$(JOBS) $(CTEST_FLAGS)
 
 clean:
 	rm -rf $(BUILD_DIR)
