@@ -33,7 +33,17 @@ class CycleModel {
   uint64_t gemm(uint32_t o, uint32_t i, uint32_t r) const {
     return 1 + n_ + r + (uint64_t{o} * i - 1) * std::max(r, n_);
   }
-  uint64_t vec(uint32_t o, uint32_t r) const { return 3 + uint64_t{o} * r; }
+  // REQUANT: 3 parameter-row reads, then a row per cycle. Other modes: one window element
+  // (or one source row) per cycle; LUT first reads its 256/N table rows.
+  uint64_t vec(uint32_t mode, uint32_t o, uint32_t r, uint32_t window) const {
+    const uint64_t rows = uint64_t{o} * r;
+    switch (mode) {
+      case 0: return 3 + rows;
+      case 1: return 1 + 256 / n_ + rows;
+      case 2: case 3: return 2 + 2 * rows;
+      default: return 3 + rows * window;
+    }
+  }
 
  private:
   uint64_t miss() const { return latency_ + 1; }

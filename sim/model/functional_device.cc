@@ -349,9 +349,8 @@ class FunctionalDevice final : public Device {
         engine = isa::Engine::kCompute;
         break;
       case hw::Opcode::kVec:
-        if (!reserved_zero(w, 0xFFE0F000u, {{3, 0xFF000000u}, {6, 0xFFFF0000u}, {7, ~0u}}) ||
-            field(w[0], 16, 4) != static_cast<uint32_t>(hw::VecMode::kRequant) ||
-            field(w[2], 16, 16) == 0 || field(w[3], 0, 16) == 0)
+        if (!reserved_zero(w, 0xFFE0F000u, {{3, 0xFF000000u}}) || field(w[2], 16, 16) == 0 ||
+            field(w[3], 0, 16) == 0 || !vec_fields_legal(w))
           return illegal;
         engine = isa::Engine::kCompute;
         break;
@@ -528,7 +527,27 @@ class FunctionalDevice final : public Device {
   }
 
   // --- VEC ---------------------------------------------------------------------------------
+  // Which optional fields each mode may use (architecture.md 1.4, VEC modes).
+  static bool vec_fields_legal(const isa::Words& w) {
+    const uint32_t mode = field(w[0], 16, 4);
+    const bool bias = w[0] & (1u << 20);
+    const uint32_t aux = field(w[6], 16, 16), param = field(w[2], 0, 16);
+    const uint32_t kw = field(w[7], 0, 8), kh = field(w[7], 8, 8);
+    const bool window = mode == 4 || mode == 5 || mode == 6;
+    if (mode > 6) return false;
+    if (window ? (kw == 0 || kh == 0) : w[7] != 0) return false;
+    switch (mode) {
+      case 0: return aux == 0;
+      case 1: return aux == 0 && !bias;
+      case 2: case 3: return !bias;
+      case 4: return aux == 0 && !bias && param == 0;
+      case 5: return aux == 0 && !bias;
+      default: return true;
+    }
+  }
+
   std::optional<Fault> do_vec(const isa::Words& w) {
+    const uint32_t mode = field(w[0], 16, 4);
     const bool bias = w[0] & (1u << 20);
     const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);
     const uint32_t param = field(w[2], 0, 16), R = field(w[2], 16, 16);
@@ -538,32 +557,103 @@ class FunctionalDevice final : public Device {
     const uint32_t dso = field(w[5], 0, 16), dsr = field(w[5], 16, 16);
     const auto lo = static_cast<int8_t>(field(w[6], 0, 8));
     const auto hi = static_cast<int8_t>(field(w[6], 8, 8));
-    if (auto f = check_range(src + uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr, acc_rows_)) return f;
+    const uint32_t aux = field(w[6], 16, 16);
+    const uint32_t kw = mode >= 4 ? field(w[7], 0, 8) : 1, kh = mode >= 4 ? field(w[7], 8, 8) : 1;
+    const uint32_t wys = field(w[7], 16, 16);
+    const uint64_t src_extent = uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr + uint64_t{kh - 1} * wys + (kw - 1);
+    // Range checks in the documented order: src, aux, dst, params.
+    if (auto f = check_range(src + src_extent, mode == 0 ? acc_rows_ : act_rows_)) return f;
+    if (mode == 2 || mode == 3) {
+      if (auto f = check_range(aux + src_extent, act_rows_)) return f;
+    } else if (mode == 6) {
+      if (auto f = check_range(uint64_t{aux} + kh * kw - 1, wgt_rows_)) return f;
+    }
     if (auto f = check_range(dst + uint64_t{O - 1} * dso + uint64_t{R - 1} * dsr, act_rows_)) return f;
-    if (auto f = check_range(uint64_t{param} + 2, acc_rows_)) return f;
-    const int32_t* b = acc_.data() + static_cast<size_t>(param) * n_;
-    const int32_t* m = b + n_;
-    const int32_t* s = m + n_;
+    if (mode == 0 || mode == 6) {
+      if (auto f = check_range(uint64_t{param} + 2, acc_rows_)) return f;
+    } else if (mode == 1) {
+      if (auto f = check_range(uint64_t{param} + 256 / n_ - 1, act_rows_)) return f;
+    } else if (mode != 4) {
+      if (auto f = check_range(param, acc_rows_)) return f;
+    }
+    const int32_t* prow = acc_.data() + static_cast<size_t>(param) * n_;
+    const int32_t* m = prow + n_;  // REQUANT/DWCONV per-lane multiplier row
+    const int32_t* s = m + n_;     // and shift row
+    const int64_t m0 = prow[0], m1 = prow[1];
+    const uint32_t s0 = static_cast<uint32_t>(prow[2]) & 63u;
+    const int64_t za = prow[3], zb = prow[4];
+    auto out = [&](int64_t t) { return static_cast<int8_t>(t < lo ? lo : (t > hi ? hi : t)); };
     for (uint32_t o = 0; o < O; ++o) {
       for (uint32_t r = 0; r < R; ++r) {
-        const int32_t* x = acc_.data() + static_cast<size_t>(src + o * sso + r * ssr) * n_;
+        const uint32_t base = src + o * sso + r * ssr;
         int8_t* y = act_.data() + static_cast<size_t>(dst + o * dso + r * dsr) * n_;
-        for (uint32_t c = 0; c < n_; ++c) {
-          const int32_t v = bias ? static_cast<int32_t>(static_cast<uint32_t>(x[c]) + static_cast<uint32_t>(b[c])) : x[c];
-          y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
+        switch (mode) {
+          case 0: {
+            const int32_t* x = acc_.data() + static_cast<size_t>(base) * n_;
+            for (uint32_t c = 0; c < n_; ++c) {
+              const int32_t v = bias ? wrap_add(x[c], prow[c]) : x[c];
+              y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
+            }
+            break;
+          }
+          case 1: {
+            const int8_t* x = act_.data() + static_cast<size_t>(base) * n_;
+            const int8_t* table = act_.data() + static_cast<size_t>(param) * n_;
+            for (uint32_t c = 0; c < n_; ++c) y[c] = out(table[x[c] + 128]);
+            break;
+          }
+          case 2:
+          case 3: {
+            const int8_t* a = act_.data() + static_cast<size_t>(base) * n_;
+            const int8_t* b = act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_;
+            for (uint32_t c = 0; c < n_; ++c) {
+              const int64_t t = mode == 2 ? (a[c] - za) * m0 + (b[c] - zb) * m1 : (a[c] - za) * (b[c] - zb) * m0;
+              y[c] = out(round_shift(t, s0) + zp);
+            }
+            break;
+          }
+          default: {  // window modes
+            for (uint32_t c = 0; c < n_; ++c) {
+              int64_t acc = mode == 4 ? INT64_MIN : 0;
+              for (uint32_t ky = 0; ky < kh; ++ky)
+                for (uint32_t kx = 0; kx < kw; ++kx) {
+                  const int8_t x = act_[static_cast<size_t>(base + ky * wys + kx) * n_ + c];
+                  if (mode == 4) acc = std::max<int64_t>(acc, x);
+                  else if (mode == 5) acc += x;
+                  else acc += int64_t{x} * wgt_[static_cast<size_t>(aux + ky * kw + kx) * n_ + c];
+                }
+              if (mode == 4) {
+                y[c] = out(acc);
+              } else if (mode == 5) {
+                y[c] = out(round_shift((acc - int64_t{kh} * kw * za) * m0, s0) + zp);
+              } else {
+                const int32_t v = wrap_add(static_cast<int32_t>(acc), bias ? prow[c] : 0);
+                y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
+              }
+            }
+            break;
+          }
         }
       }
     }
-    job_cycles_ += timing_.vec(O, R);
+    job_cycles_ += timing_.vec(mode, O, R, kh * kw);
     return std::nullopt;
+  }
+
+  static int32_t wrap_add(int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+  }
+  // The VEC unit's rounding shift on 64-bit two's-complement values.
+  static int64_t round_shift(int64_t t, uint32_t shift) {
+    auto u = static_cast<uint64_t>(t);
+    if (shift > 0) u += uint64_t{1} << (shift - 1);
+    return static_cast<int64_t>(u) >> shift;
   }
 
  public:
   static int8_t requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
     // Two's-complement wrapping, as the 64-bit datapath does (only v = m = INT32_MIN, s = 63 wraps).
-    auto t = static_cast<uint64_t>(static_cast<int64_t>(v) * mult);
-    if (shift > 0) t += uint64_t{1} << (shift - 1);
-    int64_t r = static_cast<int64_t>(t) >> shift;
+    int64_t r = round_shift(static_cast<int64_t>(v) * mult, shift);
     r += zp;
     // Low bound first, so that low > high yields low (no std::clamp precondition).
     return static_cast<int8_t>(r < lo ? lo : (r > hi ? hi : r));

@@ -2,6 +2,7 @@
 // every error path, and reset recovery.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -171,6 +172,131 @@ TEST_F(FunctionalModel, RandomWordsNeverHang) {
     EXPECT_TRUE(res.completed || res.error_code != 0) << "trial " << trial;
     EXPECT_FALSE(res.cycle_limit);
   }
+}
+
+
+// VEC modes beyond REQUANT: each checked against a scalar evaluation of architecture.md 1.4.
+class VecModes : public FunctionalModel {
+ protected:
+  // Loads ACT rows [0, rows) from data+0 and ACC row 50 (params) from data+0x4000, runs `vec`,
+  // stores ACT rows [200, 200+out_rows) to data+0x8000.
+  void run_vec(isa::Words vec, uint32_t act_rows, uint32_t out_rows, bool load_wgt = false) {
+    std::vector<isa::Words> p;
+    p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kAct, .va = data_, .x = static_cast<uint16_t>(act_rows), .x_stride = N}));
+    if (load_wgt)
+      p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kWgt, .va = data_ + 0x2000, .x = 16, .x_stride = N}));
+    isa::Load params{.sp = hw::Scratchpad::kAcc, .va = data_ + 0x4000, .sp_base = 50, .x = 3, .x_stride = 4 * N};
+    params.tokens.push_next = true;
+    p.push_back(isa::encode(params));
+    vec[0] |= (1u << 8) | (1u << 11);  // pop_prev, push_next
+    p.push_back(vec);
+    p.push_back(isa::encode(isa::Store{.sp = hw::Scratchpad::kAct, .va = data_ + 0x8000, .sp_base = 200,
+                                       .x = static_cast<uint16_t>(out_rows), .x_stride = N, .tokens = {.pop_prev = true}}));
+    auto res = run(p);
+    ASSERT_TRUE(res.completed) << "error " << res.error_code << " addr " << res.error_addr;
+  }
+  static isa::Words vec_words(uint32_t mode, uint32_t src, uint32_t param, uint32_t r, uint32_t o, int8_t zp,
+                              uint32_t ssr, uint32_t sso, uint32_t aux, uint32_t kw, uint32_t kh, uint32_t wys,
+                              bool bias = false) {
+    isa::VecRequant v{.bias = bias, .src = static_cast<uint16_t>(src), .dst = 200, .param = static_cast<uint16_t>(param),
+                      .r = static_cast<uint16_t>(r), .o = static_cast<uint16_t>(o), .zero_point = zp,
+                      .src_so = static_cast<uint16_t>(sso), .src_sr = static_cast<uint16_t>(ssr),
+                      .dst_so = static_cast<uint16_t>(r), .dst_sr = 1};
+    isa::Words w = isa::encode(v);
+    w[0] = (w[0] & ~(0xFu << 16)) | (mode << 16);
+    w[6] |= aux << 16;
+    w[7] = kw | (kh << 8) | (wys << 16);
+    return w;
+  }
+  void fill_act(uint32_t rows) {
+    for (uint32_t i = 0; i < rows * N; ++i) *bytes(i) = static_cast<int8_t>(static_cast<int>((i * 73 + 11) % 256) - 128);
+  }
+  int8_t act(uint32_t row, uint32_t c) { return *bytes(row * N + c); }
+  int8_t out(uint32_t row, uint32_t c) { return *bytes(0x8000 + row * N + c); }
+  static int64_t rq(int64_t t, uint32_t s) { return s ? (t + (int64_t{1} << (s - 1))) >> s : t; }
+  static int8_t clamp8(int64_t t) { return static_cast<int8_t>(std::clamp<int64_t>(t, -128, 127)); }
+};
+
+TEST_F(VecModes, LookupTable) {
+  fill_act(24);  // rows 0..7 input, rows 8..23 the table (256 entries)
+  for (uint32_t e = 0; e < 256; ++e) *bytes(8 * N + e) = static_cast<int8_t>(255 - e);
+  run_vec(vec_words(1, 0, 8, 8, 1, 0, 1, 0, 0, 0, 0, 0), 24, 8);
+  for (uint32_t r = 0; r < 8; ++r)
+    for (uint32_t c = 0; c < N; ++c) ASSERT_EQ(out(r, c), static_cast<int8_t>(255 - (act(r, c) + 128))) << r << "," << c;
+}
+
+TEST_F(VecModes, AddAndMulWithRescale) {
+  fill_act(16);
+  *words(0x4000) = 1 << 29;      // m0
+  *words(0x4004) = 3 << 28;      // m1
+  *words(0x4008) = 31;           // s
+  *words(0x400C) = 5;            // za
+  *words(0x4010) = -7;           // zb
+  run_vec(vec_words(2, 0, 50, 8, 1, 3, 1, 0, 8, 0, 0, 0), 16, 8);
+  for (uint32_t r = 0; r < 8; ++r)
+    for (uint32_t c = 0; c < N; ++c) {
+      const int64_t t = (act(r, c) - 5) * int64_t{1 << 29} + (act(8 + r, c) + 7) * int64_t{3 << 28};
+      ASSERT_EQ(out(r, c), clamp8(rq(t, 31) + 3)) << r << "," << c;
+    }
+  run_vec(vec_words(3, 0, 50, 8, 1, -2, 1, 0, 8, 0, 0, 0), 16, 8);
+  for (uint32_t r = 0; r < 8; ++r)
+    for (uint32_t c = 0; c < N; ++c) {
+      const int64_t t = (act(r, c) - 5) * int64_t{act(8 + r, c) + 7} * (1 << 29);
+      ASSERT_EQ(out(r, c), clamp8(rq(t, 31) - 2)) << r << "," << c;
+    }
+}
+
+TEST_F(VecModes, MaxAndAveragePooling) {
+  fill_act(36);  // a 6x6 plane, row = y*6 + x
+  // 2x2 windows with stride 2: output (o = out y, r = out x), 3x3 outputs.
+  run_vec(vec_words(4, 0, 0, 3, 3, 0, 2, 12, 0, 2, 2, 6), 36, 9);
+  for (uint32_t oy = 0; oy < 3; ++oy)
+    for (uint32_t ox = 0; ox < 3; ++ox)
+      for (uint32_t c = 0; c < N; ++c) {
+        const uint32_t b = oy * 12 + ox * 2;
+        const int8_t m = std::max({act(b, c), act(b + 1, c), act(b + 6, c), act(b + 7, c)});
+        ASSERT_EQ(out(oy * 3 + ox, c), m);
+      }
+  *words(0x4000) = 1 << 30;  // m0 = 0.5 * 2^31 -> with s = 33: divide by 4 (2x2 mean)
+  *words(0x4008) = 33;
+  *words(0x400C) = -3;       // za
+  run_vec(vec_words(5, 0, 50, 3, 3, 4, 2, 12, 0, 2, 2, 6), 36, 9);
+  for (uint32_t oy = 0; oy < 3; ++oy)
+    for (uint32_t ox = 0; ox < 3; ++ox)
+      for (uint32_t c = 0; c < N; ++c) {
+        const uint32_t b = oy * 12 + ox * 2;
+        const int64_t sum = act(b, c) + act(b + 1, c) + act(b + 6, c) + act(b + 7, c);
+        ASSERT_EQ(out(oy * 3 + ox, c), clamp8(rq((sum + 12) * (int64_t{1} << 30), 33) + 4));
+      }
+}
+
+TEST_F(VecModes, DepthwiseConvolution) {
+  fill_act(25);  // 5x5 plane
+  for (uint32_t i = 0; i < 9 * N; ++i) *bytes(0x2000 + i) = static_cast<int8_t>(static_cast<int>(i * 29 % 31) - 15);
+  for (uint32_t c = 0; c < N; ++c) {
+    *words(0x4000 + 4 * c) = static_cast<int32_t>(c) * 100 - 700;  // bias
+    *words(0x4000 + 4 * N + 4 * c) = 1 << 30;                      // multiplier
+    *words(0x4000 + 8 * N + 4 * c) = 36;                           // shift
+  }
+  // 3x3 window, stride 1: 3x3 outputs.
+  run_vec(vec_words(6, 0, 50, 3, 3, 1, 1, 5, 0, 3, 3, 5, true), 25, 9, true);
+  for (uint32_t oy = 0; oy < 3; ++oy)
+    for (uint32_t ox = 0; ox < 3; ++ox)
+      for (uint32_t c = 0; c < N; ++c) {
+        int64_t t = static_cast<int32_t>(c) * 100 - 700;
+        for (uint32_t ky = 0; ky < 3; ++ky)
+          for (uint32_t kx = 0; kx < 3; ++kx)
+            t += int64_t{act((oy + ky) * 5 + ox + kx, c)} * *bytes(0x2000 + (ky * 3 + kx) * N + c);
+        ASSERT_EQ(out(oy * 3 + ox, c), clamp8(rq(t * (1 << 30), 36) + 1)) << oy << "," << ox << "," << c;
+      }
+}
+
+TEST_F(VecModes, UnusedFieldsMustBeZero) {
+  isa::Words w = vec_words(4, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 0);  // MAXPOOL with P != 0
+  auto res = run({w});
+  EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
+  isa::Words lut_window = vec_words(1, 0, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0);  // LUT with a window
+  EXPECT_EQ(run({lut_window}).error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
 }
 
 }  // namespace
