@@ -42,6 +42,7 @@ module npu_dma
   output logic [31:0]               err_addr_o,
   output logic [ROW_BYTES*8-1:0]    rdata_o,      // valid with done_o for reads
   output logic                      stall_o,      // waiting on a read response
+  output logic                      pt_write_o,   // pulse: a write hit the page table
 
   output logic                      mem_req_valid_o,
   input  logic                      mem_req_ready_i,
@@ -111,6 +112,7 @@ module npu_dma
       st_q <= D_IDLE;
       done_o <= 1'b0;
       err_o <= 1'b0;
+      pt_write_o <= 1'b0;
       err_code_o <= ERR_NONE;
       err_addr_o <= '0;
       mem_req_valid_o <= 1'b0;
@@ -124,6 +126,7 @@ module npu_dma
     end else if (!hold_i) begin
       done_o <= 1'b0;
       err_o <= 1'b0;
+      pt_write_o <= 1'b0;
       if (tlb_flush_i) begin
         tlb_v_q[0] <= 1'b0;
         tlb_v_q[1] <= 1'b0;
@@ -276,6 +279,7 @@ module npu_dma
           if (pend > {2'b00, pt_base_i} && {2'b00, cur_pa} < {2'b00, pt_base_i} + 34'(PT_BYTES)) begin
             tlb_v_q[0] <= 1'b0;
             tlb_v_q[1] <= 1'b0;
+            pt_write_o <= 1'b1;
           end
           st_q <= D_WR_BEAT;
         end

@@ -64,6 +64,8 @@ module npu_top
   localparam int unsigned CAW = $clog2(ACC_ROWS);
   localparam logic [7:0] NUM_CNT = 8'(NUM_COUNTERS);
   localparam logic [8:0] IRQ_BITS = 9'(IRQ_ERROR) | 9'((1 << Q) - 1);
+  // Bursts LOAD keeps in flight: enough for one-beat rows at full bus rate up to L ~ 120.
+  localparam int unsigned LDQ_DEPTH = 128;
 
   // ------------------------------------------------------------------------------------------
   // Scratchpads
@@ -105,7 +107,7 @@ module npu_top
   // ------------------------------------------------------------------------------------------
   typedef enum logic [5:0] {
     S_IDLE, S_RING_WAIT, S_RING_DEC, S_FETCH, S_FETCH_WAIT, S_DECODE, S_RANGE,
-    S_LD_ROW, S_LD_WAIT, S_ST_ROW, S_ST_RD, S_ST_WAIT,
+    S_LD_ROW, S_ST_RD, S_ST_WAIT,
     S_G_BLK, S_G_WLOAD, S_G_RUN,
     S_V_P1, S_V_P2, S_V_P3, S_V_RUN,
     S_COMPLETE
@@ -123,6 +125,7 @@ module npu_top
   logic [15:0] lz_q, ly_q, lx_q;     // LOAD/STORE (padded) loop indices, GEMM o/i/r, VEC o/r
   logic [16:0] ly_n, lx_n;           // LOAD padded extents
   logic [31:0] row_q;                // scratchpad row of the LOAD/STORE
+  logic        ld_done_q;            // LOAD: every row has been generated
   logic [7:0]  len_q;                // bytes per DRAM row
   logic [1:0]  sp_q;
   logic [N*N*8-1:0] wtile_q;         // weight tile held in the array, row k at bits k*N*8
@@ -142,6 +145,10 @@ module npu_top
   logic [7:0]  dma_err_code;
   logic [31:0] dma_err_addr;
   logic [RB-1:0] dma_rdata;
+  logic        dma_pt_write;
+  logic        dma_req_valid, dma_req_write;
+  logic [31:0] dma_req_addr;
+  logic [7:0]  dma_req_beats;
 
   // Soft reset: a CONTROL write with the RESET bit takes effect on this edge.
   logic soft_rst;
@@ -155,9 +162,41 @@ module npu_top
     .tlb_flush_i(tlb_flush_q), .dram_bytes_i,
     .busy_o(dma_busy), .done_o(dma_done), .err_o(dma_err), .err_code_o(dma_err_code),
     .err_addr_o(dma_err_addr), .rdata_o(dma_rdata), .stall_o(dma_stall),
-    .mem_req_valid_o, .mem_req_ready_i, .mem_req_write_o, .mem_req_addr_o, .mem_req_beats_o,
-    .mem_req_wdata_o, .mem_req_wstrb_o, .mem_rsp_valid_i, .mem_rsp_data_i
+    .pt_write_o(dma_pt_write),
+    .mem_req_valid_o(dma_req_valid), .mem_req_ready_i, .mem_req_write_o(dma_req_write),
+    .mem_req_addr_o(dma_req_addr), .mem_req_beats_o(dma_req_beats), .mem_req_wdata_o,
+    .mem_req_wstrb_o, .mem_rsp_valid_i, .mem_rsp_data_i
   );
+
+  // LOAD's pipelined read path.
+  logic          ldq_req_valid_q, ldq_req_ready;
+  logic [31:0]   ldq_req_va_q, ldq_req_row_q;
+  logic          ldq_row_valid, ldq_idle, ldq_err, ldq_stall;
+  logic [RB-1:0] ldq_row_data;
+  logic [31:0]   ldq_row_idx;
+  logic [7:0]    ldq_row_len, ldq_err_code;
+  logic [31:0]   ldq_err_addr;
+  logic          ldq_mem_valid;
+  logic [31:0]   ldq_mem_addr;
+  logic [7:0]    ldq_mem_beats;
+  npu_ldq #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES), .DEPTH(LDQ_DEPTH)) u_ldq (
+    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q || dma_pt_write),
+    .pt_base_i(pt_base_q), .dram_bytes_i,
+    .req_valid_i(ldq_req_valid_q), .req_ready_o(ldq_req_ready), .req_va_i(ldq_req_va_q),
+    .req_len_i(len_q), .req_row_i(ldq_req_row_q),
+    .row_valid_o(ldq_row_valid), .row_data_o(ldq_row_data), .row_idx_o(ldq_row_idx),
+    .row_len_o(ldq_row_len), .idle_o(ldq_idle), .err_o(ldq_err), .err_code_o(ldq_err_code),
+    .err_addr_o(ldq_err_addr), .stall_o(ldq_stall),
+    .mem_req_valid_o(ldq_mem_valid), .mem_req_ready_i, .mem_req_addr_o(ldq_mem_addr),
+    .mem_req_beats_o(ldq_mem_beats), .mem_rsp_valid_i, .mem_rsp_data_i
+  );
+
+  // One memory port: npu_dma and npu_ldq never have requests in flight at the same time
+  // (LOAD waits for the queue to drain before the next instruction).
+  assign mem_req_valid_o = dma_req_valid || ldq_mem_valid;
+  assign mem_req_write_o = !ldq_mem_valid && dma_req_write;
+  assign mem_req_addr_o = ldq_mem_valid ? ldq_mem_addr : dma_req_addr;
+  assign mem_req_beats_o = ldq_mem_valid ? ldq_mem_beats : dma_req_beats;
 
   // ------------------------------------------------------------------------------------------
   // Ring selection, status, interrupt
@@ -399,6 +438,7 @@ module npu_top
       trace_valid_o <= 1'b0;
       in_job_q <= 1'b0;
       wl_run_q <= 1'b0;
+      ldq_req_valid_q <= 1'b0;
     end else begin
       logic [8:0] irq_next;
       logic       raise;
@@ -457,16 +497,16 @@ module npu_top
   
         // Counters that depend only on the controller state.
         cnt_q[CNT_CYCLES] <= cnt_q[CNT_CYCLES] + 64'd1;
-        if (st_q inside {S_LD_ROW, S_LD_WAIT} ||
+        if (st_q == S_LD_ROW ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd0))
           cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
         if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_P1, S_V_P2, S_V_P3, S_V_RUN} ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
           cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
-        if (st_q inside {S_ST_ROW, S_ST_RD, S_ST_WAIT} ||
+        if (st_q inside {S_ST_RD, S_ST_WAIT} ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
           cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
-        if (dma_stall) cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
+        if (dma_stall || (st_q == S_LD_ROW && ldq_stall && !ldq_row_valid)) cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
 
         unique case (st_q)
           // ------------------------------------------------------------ command processor
@@ -662,7 +702,11 @@ module npu_top
               len_q <= ((iw[0][31:24] == 0) ? 8'(N) : iw[0][31:24]) <<
                        ((iw[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
               unique case (op)
-                OP_LOAD:  st_q <= S_LD_ROW;
+                OP_LOAD: begin
+                ld_done_q <= 1'b0;
+                ldq_req_valid_q <= 1'b0;
+                st_q <= S_LD_ROW;
+              end
                 OP_STORE: begin
                   act_ra_q <= AAW'(iw[2]);
                   wgt_ra_q <= WAW'(iw[2]);
@@ -680,88 +724,85 @@ module npu_top
           end
 
           // ------------------------------------------------------------ LOAD
-          S_LD_ROW: begin
+          // Rows are generated in (z, y, x) order at up to one per cycle: padding rows are
+        // written here, DRAM rows go to npu_ldq and come back in order. Returned rows own the
+        // scratchpad write port; padding waits a cycle when both want it.
+        S_LD_ROW: begin
+          logic accepted;
+          accepted = ldq_req_valid_q && ldq_req_ready;
+          if (accepted) ldq_req_valid_q <= 1'b0;
+          if (ldq_row_valid) begin
+            unique case (sp_q)
+              SP_ACT[1:0]: begin
+                act_mem[AAW'(ldq_row_idx)] <= ldq_row_data[N*8-1:0];
+                act_tag[AAW'(ldq_row_idx)] <= epoch_q;
+              end
+              SP_WGT[1:0]: begin
+                wgt_mem[WAW'(ldq_row_idx)] <= ldq_row_data[N*8-1:0];
+                wgt_tag[WAW'(ldq_row_idx)] <= epoch_q;
+              end
+              default: begin
+                acc_mem[CAW'(ldq_row_idx)] <= ldq_row_data;
+                acc_tag[CAW'(ldq_row_idx)] <= epoch_q;
+              end
+            endcase
+            cnt_q[CNT_DMA_RD_BYTES] <= cnt_q[CNT_DMA_RD_BYTES] + 64'(ldq_row_len);
+          end
+          if (!ld_done_q && (!ldq_req_valid_q || accepted) && !ldq_err) begin
             logic [16:0] y0, x0;
-            logic pad, last;
+            logic pad, adv;
             y0 = 17'(ly_q) - 17'(iw[4][27:24]);
             x0 = 17'(lx_q) - 17'(iw[4][19:16]);
             pad = (17'(ly_q) < 17'(iw[4][27:24])) || (y0 >= 17'(iw[3][31:16])) ||
                   (17'(lx_q) < 17'(iw[4][19:16])) || (x0 >= 17'(iw[3][15:0]));
-            last = (17'(lx_q) + 1 == lx_n) && (17'(ly_q) + 1 == ly_n) &&
-                   (lz_q + 1 == iw[4][15:0]);
+            adv = 1'b0;
             if (pad) begin
-              unique case (sp_q)
-                SP_ACT[1:0]: begin act_mem[AAW'(row_q)] <= '0; act_tag[AAW'(row_q)] <= epoch_q; end
-                SP_WGT[1:0]: begin wgt_mem[WAW'(row_q)] <= '0; wgt_tag[WAW'(row_q)] <= epoch_q; end
-                default: begin acc_mem[CAW'(row_q)] <= '0; acc_tag[CAW'(row_q)] <= epoch_q; end
-              endcase
+              if (!ldq_row_valid) begin
+                unique case (sp_q)
+                  SP_ACT[1:0]: begin act_mem[AAW'(row_q)] <= '0; act_tag[AAW'(row_q)] <= epoch_q; end
+                  SP_WGT[1:0]: begin wgt_mem[WAW'(row_q)] <= '0; wgt_tag[WAW'(row_q)] <= epoch_q; end
+                  default: begin acc_mem[CAW'(row_q)] <= '0; acc_tag[CAW'(row_q)] <= epoch_q; end
+                endcase
+                adv = 1'b1;
+              end
+            end else begin
+              ldq_req_valid_q <= 1'b1;
+              ldq_req_va_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(y0[15:0]) * iw[6] +
+                              32'(x0[15:0]) * iw[5];
+              ldq_req_row_q <= row_q;
+              adv = 1'b1;
+            end
+            if (adv) begin
               row_q <= row_q + 32'd1;
               if (17'(lx_q) + 1 == lx_n) begin
                 lx_q <= '0;
                 if (17'(ly_q) + 1 == ly_n) begin
                   ly_q <= '0;
                   lz_q <= lz_q + 16'd1;
+                  if (lz_q + 16'd1 == iw[4][15:0]) ld_done_q <= 1'b1;
                 end else begin
                   ly_q <= ly_q + 16'd1;
                 end
               end else begin
                 lx_q <= lx_q + 16'd1;
               end
-              if (last) st_q <= S_COMPLETE;
+            end
+          end
+          // Finished once every row was handed over (a request accepted this cycle is not yet
+          // visible in ldq_idle) and the queue drained.
+          if (ldq_idle && (ldq_err || (ld_done_q && !ldq_req_valid_q))) begin
+            ldq_req_valid_q <= 1'b0;
+            if (ldq_err) begin
+              raise = 1'b1;
+              r_code = ldq_err_code;
+              r_addr = ldq_err_addr;
             end else begin
-              dma_start_q <= 1'b1;
-              dma_write_q <= 1'b0;
-              dma_phys_q <= 1'b0;
-              dma_ifetch_q <= 1'b0;
-              dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(y0[15:0]) * iw[6] +
-                            32'(x0[15:0]) * iw[5];
-              dma_len_q <= len_q;
-              st_q <= S_LD_WAIT;
+              st_q <= S_COMPLETE;
             end
           end
+        end
 
-          S_LD_WAIT: begin
-            if (dma_done) begin
-              if (dma_err) begin
-                raise = 1'b1;
-                r_code = dma_err_code;
-                r_addr = dma_err_addr;
-              end else begin
-                unique case (sp_q)
-                  SP_ACT[1:0]: begin
-                    act_mem[AAW'(row_q)] <= dma_rdata[N*8-1:0];
-                    act_tag[AAW'(row_q)] <= epoch_q;
-                  end
-                  SP_WGT[1:0]: begin
-                    wgt_mem[WAW'(row_q)] <= dma_rdata[N*8-1:0];
-                    wgt_tag[WAW'(row_q)] <= epoch_q;
-                  end
-                  default: begin
-                    acc_mem[CAW'(row_q)] <= dma_rdata;
-                    acc_tag[CAW'(row_q)] <= epoch_q;
-                  end
-                endcase
-                cnt_q[CNT_DMA_RD_BYTES] <= cnt_q[CNT_DMA_RD_BYTES] + 64'(len_q);
-                row_q <= row_q + 32'd1;
-                if (17'(lx_q) + 1 == lx_n) begin
-                  lx_q <= '0;
-                  if (17'(ly_q) + 1 == ly_n) begin
-                    ly_q <= '0;
-                    lz_q <= lz_q + 16'd1;
-                    st_q <= (lz_q + 1 == iw[4][15:0]) ? S_COMPLETE : S_LD_ROW;
-                  end else begin
-                    ly_q <= ly_q + 16'd1;
-                    st_q <= S_LD_ROW;
-                  end
-                end else begin
-                  lx_q <= lx_q + 16'd1;
-                  st_q <= S_LD_ROW;
-                end
-              end
-            end
-          end
-
-          // ------------------------------------------------------------ STORE
+        // ------------------------------------------------------------ STORE
           S_ST_RD: begin
             // Read data of row_q is on the scratchpad port now.
             unique case (sp_q)

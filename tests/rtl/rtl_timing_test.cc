@@ -17,6 +17,84 @@ std::unique_ptr<sim::Device> make_rtl(const sim::DeviceConfig& c, std::span<std:
   return sim::make_rtl_device(c, d);
 }
 
+// Reference model of LOAD's pipelined read path (TIMING.md "LOAD"). Edges are counted from
+// the first LOAD-engine cycle (edge 0); returns the engine's cycle count. `rows` lists the
+// LOAD's rows in (z, y, x) order: a padding row, or the row's VA and length. Translation is
+// identity (pa = va) and never faults here. `tlb_page` is the load queue's one-entry TLB,
+// carried across LOADs of one EXEC (-1 = empty, as after the flush at EXEC).
+struct LoadRow {
+  bool pad = false;
+  uint32_t va = 0, len = 0;
+};
+
+struct LoadPipeModel {
+  int64_t L;
+  int64_t depth = 128;
+  int64_t tlb_page = -1;
+
+  int64_t bus_last = -1000000;          // edge of the last scheduled beat
+  std::vector<int64_t> pops;            // edges at which in-flight bursts complete
+  std::vector<int64_t> writes;          // edges at which returned rows are written
+
+  // A burst accepted by the memory on `edge`: returns the edge of its last beat.
+  int64_t burst(int64_t edge, int64_t beats) {
+    const int64_t first = std::max(edge + L, bus_last + 1);
+    bus_last = first + beats - 1;
+    pops.push_back(bus_last);
+    return bus_last;
+  }
+  int64_t in_flight_at(int64_t edge) const {  // descriptors pushed before `edge`, not popped
+    int64_t n = 0;
+    for (int64_t p : pops) n += (p >= edge);
+    return n;
+  }
+  static int64_t beats(uint32_t pa, uint32_t len) { return (pa % 16 + len + 15) / 16; }
+
+  uint64_t run(const std::vector<LoadRow>& rows) {
+    int64_t g = 0, t_ready = 0, finish = 0;
+    for (const LoadRow& r : rows) {
+      if (r.pad) {
+        // A padding row needs the scratchpad write port, which returned rows own.
+        while (std::find(writes.begin(), writes.end(), g) != writes.end()) ++g;
+        finish = std::max(finish, g + 1);
+        ++g;
+        continue;
+      }
+      // The request is visible from g + 1; the queue accepts when idle and not too full.
+      int64_t a = std::max(g + 1, t_ready);
+      while (in_flight_at(a) > depth - 2) ++a;
+      const uint32_t page = r.va >> 16;
+      const bool cross = (r.va & 0xFFFF) + r.len > 0x10000;
+      int64_t last;
+      if (!cross && tlb_page == page) {
+        last = burst(a + 1, beats(r.va, r.len));  // fast path: issued on the accept edge
+        t_ready = a + 1;
+      } else {
+        int64_t c = a + 1;                         // T_XL
+        const uint32_t len0 = cross ? 0x10000 - (r.va & 0xFFFF) : r.len;
+        const uint32_t pages[2] = {page, (page + 1) & 0xFFFF};
+        for (int p = 0; p < (cross ? 2 : 1); ++p) {
+          int64_t chk;
+          if (tlb_page == pages[p]) {
+            chk = c + 1;
+          } else {
+            chk = burst(c + 1, 1) + 1;             // PTE read behind the bursts in flight
+            tlb_page = pages[p];
+          }
+          c = chk + 1;                             // next T_XL, or T_ISS
+        }
+        last = burst(c + 1, beats(r.va, len0));
+        if (cross) last = burst(c + 2, beats(r.va + len0, r.len - len0));
+        t_ready = c + (cross ? 2 : 1);
+      }
+      writes.push_back(last + 1);
+      finish = std::max({finish, last + 1, a + 1});
+      g = a;
+    }
+    return static_cast<uint64_t>(finish + 1);
+  }
+};
+
 struct Timing {
   uint64_t L;  // DRAM first-beat latency
   uint64_t n;  // array dim
@@ -25,8 +103,9 @@ struct Timing {
   uint64_t fetch(bool itlb_miss) const { return L + 9 + (itlb_miss ? L + 1 : 0); }
   uint64_t instr_overhead(bool itlb_miss) const { return fetch(itlb_miss) + 3; }
   static uint64_t beats(uint64_t pa, uint64_t len) { return (pa % 16 + len + 15) / 16; }
-  uint64_t load_row(uint64_t pa, uint64_t len, bool dtlb_miss) const {
-    return 7 + L + beats(pa, len) + (dtlb_miss ? L + 1 : 0);
+  uint64_t load(const std::vector<LoadRow>& rows) const {
+    LoadPipeModel m{static_cast<int64_t>(L)};
+    return m.run(rows);
   }
   uint64_t store_row(uint64_t pa, uint64_t len, bool dtlb_miss) const {
     return 7 + beats(pa, len) + (dtlb_miss ? L + 1 : 0);
@@ -77,23 +156,40 @@ TEST_P(RtlTiming, RingEntriesAndFetch) {
 
 TEST_P(RtlTiming, LoadRowsPaddingAndAlignment) {
   const uint32_t va = kDataVa + 8;  // each 16-byte-or-wider row spans one more beat
-  const uint64_t len = n;
   std::vector<Instr> prog = {load({.va = va, .sp_row = 0, .x = 3, .y = 2, .xs = n, .ys = 4 * n,
                                    .pad_l = 1, .pad_b = 2})};
-  uint64_t engine = 0;
-  bool first = true;
+  std::vector<LoadRow> rows;
   for (uint32_t y = 0; y < 2 + 2; ++y) {
     for (uint32_t x = 0; x < 3 + 1; ++x) {
       if (x == 0 || y >= 2) {
-        engine += 1;
-        continue;
+        rows.push_back({.pad = true});
+      } else {
+        rows.push_back({.va = va + y * 4 * n + (x - 1) * n, .len = n});
       }
-      const uint64_t pa = va + y * 4 * n + (x - 1) * n;
-      engine += t.load_row(pa, len, first);
-      first = false;
     }
   }
-  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + engine);
+  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + t.load(rows));
+}
+
+TEST_P(RtlTiming, LoadStreamsRows) {
+  // 200 dense rows, then a second LOAD in the same job (TLB still warm) with 3-D strides.
+  std::vector<Instr> prog = {load({.va = kDataVa, .x = 200, .xs = n}),
+                             load({.sp = hw::Scratchpad::kAcc, .va = kDataVa + 0x8000, .x = 5,
+                                   .y = 3, .z = 2, .xs = 4 * n + 4, .ys = 1000, .zs = 7000})};
+  std::vector<LoadRow> first, second;
+  for (uint32_t x = 0; x < 200; ++x) first.push_back({.va = kDataVa + x * n, .len = n});
+  for (uint32_t z = 0; z < 2; ++z)
+    for (uint32_t y = 0; y < 3; ++y)
+      for (uint32_t x = 0; x < 5; ++x)
+        second.push_back({.va = kDataVa + 0x8000 + z * 7000 + y * 1000 + x * (4 * n + 4),
+                          .len = 4 * n});
+  LoadPipeModel m{static_cast<int64_t>(t.L)};
+  const uint64_t e1 = m.run(first);
+  LoadPipeModel m2{static_cast<int64_t>(t.L)};
+  m2.tlb_page = m.tlb_page;
+  const uint64_t e2 = m2.run(second);
+  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + e1 +
+                               t.instr_overhead(false) + e2);
 }
 
 TEST_P(RtlTiming, PageCrossingRows) {
@@ -101,7 +197,7 @@ TEST_P(RtlTiming, PageCrossingRows) {
   // translated (both miss the one-entry data TLB), then moved as two bursts.
   const uint32_t va = kDataVa + kPageBytes - 4;  // 4 bytes on the first page, N - 4 on the next
   const uint64_t b0 = Timing::beats(va, 4), b1 = Timing::beats(va + 4, n - 4);
-  const uint64_t load_row = 11 + 2 * t.L + b0 + b1 + 2 * (t.L + 1);
+  const uint64_t load_row = t.load({{.va = va, .len = n}});
   const uint64_t store_row = 11 + b0 + b1 + 2 * (t.L + 1);
   EXPECT_EQ(run_job({load({.va = va, .x = 1}), store({.va = va, .x = 1})}),
             t.ring_entry() + t.instr_overhead(true) + load_row + t.instr_overhead(false) +
@@ -131,7 +227,7 @@ TEST_P(RtlTiming, GemmAndVec) {
 INSTANTIATE_TEST_SUITE_P(
     Dims, RtlTiming,
     ::testing::Combine(::testing::ValuesIn(sim::rtl_supported_array_dims()),
-                       ::testing::Values(64u, 10u)),
+                       ::testing::Values(64u, 10u, 200u)),
     [](const auto& param_info) {
       char name[32];
       std::snprintf(name, sizeof(name), "N%u_L%u", std::get<0>(param_info.param),
