@@ -1,17 +1,16 @@
-// npu_dma: the NPU's only memory master.
+// npu_dma: single reads for the command processor (ring entries, instruction fetch).
 //
-// Moves one "row" (1..ROW_BYTES bytes) between a row buffer and DRAM, either through the job's
-// flat page table (docs/architecture.md 1.2) or, for ring entries, at a physical address.
-// A row that crosses a 64 KiB page is split in two pieces; both pieces are translated (and
-// checked) before any byte moves, so a fault leaves DRAM and the row untouched.
+// Reads one "row" (1..ROW_BYTES bytes) from DRAM, either through the job's flat page table
+// (docs/architecture.md 1.2) or, for ring entries, at a physical address. A row that crosses a
+// 64 KiB page is split in two pieces; both pieces are translated (and checked) before any byte
+// moves. LOAD and STORE have their own pipelined paths (npu_ldq, npu_stq).
 //
-// Memory port: one request per burst. Reads carry a beat count and are answered by that many
-// response beats (in order, no back-pressure on responses). Writes are one request per beat
-// with a byte strobe (posted; no response). Addresses are beat aligned.
+// Memory port: one request per burst; a read carries a beat count and is answered by that many
+// response beats (in order, no back-pressure on responses). Addresses are beat aligned.
 //
-// Translation cache: two single-entry TLBs (index 0 data, 1 instruction fetch). They are flushed
-// at every EXEC and whenever this unit writes into the page-table range, so the observable
-// behaviour is identical to walking the table on every access.
+// Translation cache: two single-entry TLBs (index 0 spare, 1 instruction fetch). They are
+// flushed at every EXEC and whenever a STORE writes into the page table (tlb_flush_i), so the
+// observable behaviour is identical to walking the table on every access.
 module npu_dma
   import npu_config_pkg::*;
 #(
@@ -25,12 +24,10 @@ module npu_dma
 
   // Request from the controller (sampled when start_i is high and busy_o is low).
   input  logic                      start_i,
-  input  logic                      write_i,
   input  logic                      phys_i,       // physical access (ring entries), read only
   input  logic                      ifetch_i,     // use the instruction TLB entry
   input  logic [31:0]               addr_i,       // VA, or PA when phys_i
   input  logic [7:0]                len_i,        // bytes, 1..ROW_BYTES
-  input  logic [ROW_BYTES*8-1:0]    wdata_i,      // row to write (byte j = bits 8j+7:8j)
   input  logic [31:0]               pt_base_i,
   input  logic                      tlb_flush_i,
   input  logic [32:0]               dram_bytes_i,
@@ -42,15 +39,11 @@ module npu_dma
   output logic [31:0]               err_addr_o,
   output logic [ROW_BYTES*8-1:0]    rdata_o,      // valid with done_o for reads
   output logic                      stall_o,      // waiting on a read response
-  output logic                      pt_write_o,   // pulse: a write hit the page table
 
   output logic                      mem_req_valid_o,
   input  logic                      mem_req_ready_i,
-  output logic                      mem_req_write_o,
   output logic [31:0]               mem_req_addr_o,
   output logic [7:0]                mem_req_beats_o,
-  output logic [BEAT_BYTES*8-1:0]   mem_req_wdata_o,
-  output logic [BEAT_BYTES-1:0]     mem_req_wstrb_o,
   input  logic                      mem_rsp_valid_i,
   input  logic [BEAT_BYTES*8-1:0]   mem_rsp_data_i
 );
@@ -60,23 +53,20 @@ module npu_dma
   localparam int unsigned BUFB = MAXBEATS * BB;              // burst buffer bits
   localparam int unsigned OFFW = $clog2(BEAT_BYTES);
   localparam int unsigned BCW = $clog2(MAXBEATS + 1);
-  // Page-table extent: one 32-bit PTE per page of the 32-bit VA space.
-  localparam longint unsigned PT_BYTES = (64'd1 << VA_BITS) / PAGE_BYTES * 4;
 
   typedef enum logic [3:0] {
-    D_IDLE, D_XL, D_PTE_WAIT, D_CHK, D_RD_REQ, D_RD_WAIT, D_RD_PUT, D_WR_SETUP, D_WR_BEAT
+    D_IDLE, D_XL, D_PTE_WAIT, D_CHK, D_RD_REQ, D_RD_WAIT, D_RD_PUT
   } dstate_e;
 
   dstate_e st_q;
-  logic wr_q, ifetch_q, two_q, piece_q;
+  logic ifetch_q, two_q, piece_q;
   logic [31:0] va_q, va1_q;
   logic [OFFW-3:0] pte_word_q;            // 32-bit word of the PTE within its beat
   logic [8:0] len0_q, len1_q;
   logic [31:0] pa0_q, pa1_q;
   logic [31:0] pte_q;
-  logic [RB-1:0] row_q;                 // write source / read result
-  logic [BUFB-1:0] buf_q;               // burst assembly (reads) or beat source (writes)
-  logic [BUFB/8-1:0] strb_q;
+  logic [RB-1:0] row_q;                 // read result
+  logic [BUFB-1:0] buf_q;               // burst assembly
   logic [BCW-1:0] beat_q, nbeats_q;
 
   logic       tlb_v_q [2];
@@ -112,21 +102,16 @@ module npu_dma
       st_q <= D_IDLE;
       done_o <= 1'b0;
       err_o <= 1'b0;
-      pt_write_o <= 1'b0;
       err_code_o <= ERR_NONE;
       err_addr_o <= '0;
       mem_req_valid_o <= 1'b0;
-      mem_req_write_o <= 1'b0;
       mem_req_addr_o <= '0;
       mem_req_beats_o <= '0;
-      mem_req_wdata_o <= '0;
-      mem_req_wstrb_o <= '0;
       tlb_v_q[0] <= 1'b0;
       tlb_v_q[1] <= 1'b0;
     end else if (!hold_i) begin
       done_o <= 1'b0;
       err_o <= 1'b0;
-      pt_write_o <= 1'b0;
       if (tlb_flush_i) begin
         tlb_v_q[0] <= 1'b0;
         tlb_v_q[1] <= 1'b0;
@@ -134,11 +119,10 @@ module npu_dma
       unique case (st_q)
         D_IDLE: begin
           if (start_i) begin
-            wr_q <= write_i;
             ifetch_q <= ifetch_i;
             va_q <= addr_i;
             piece_q <= 1'b0;
-            row_q <= write_i ? wdata_i : '0;
+            row_q <= '0;
             if (phys_i) begin
               two_q <= 1'b0;
               len0_q <= 9'(len_i);
@@ -182,7 +166,6 @@ module npu_dma
               err_addr_o <= pa[31:0];
             end else begin
               mem_req_valid_o <= 1'b1;
-              mem_req_write_o <= 1'b0;
               mem_req_addr_o <= {pa[31:OFFW], OFFW'(0)};
               mem_req_beats_o <= 8'd1;
               st_q <= D_PTE_WAIT;
@@ -206,7 +189,7 @@ module npu_dma
         D_CHK: begin
           logic [31:0] pa;
           pa = {pte_q[31:16], cur_va[15:0]};
-          if (!pte_q[0] || (wr_q && !pte_q[1])) begin
+          if (!pte_q[0]) begin
             st_q <= D_IDLE;
             done_o <= 1'b1;
             err_o <= 1'b1;
@@ -225,14 +208,13 @@ module npu_dma
               st_q <= D_XL;
             end else begin
               piece_q <= 1'b0;
-              st_q <= wr_q ? D_WR_SETUP : D_RD_REQ;
+              st_q <= D_RD_REQ;
             end
           end
         end
 
         D_RD_REQ: begin
           mem_req_valid_o <= 1'b1;
-          mem_req_write_o <= 1'b0;
           mem_req_addr_o <= {cur_pa[31:OFFW], OFFW'(0)};
           mem_req_beats_o <= 8'(beats_for(cur_pa[OFFW-1:0], cur_len));
           nbeats_q <= beats_for(cur_pa[OFFW-1:0], cur_len);
@@ -260,51 +242,6 @@ module npu_dma
           end else begin
             st_q <= D_IDLE;
             done_o <= 1'b1;
-          end
-        end
-
-        D_WR_SETUP: begin
-          logic [RB-1:0] piece, mask;
-          logic [BUFB/8-1:0] bmask;
-          logic [33:0] pend;
-          mask = ~({RB{1'b1}} << {cur_len, 3'b000});
-          piece = (row_q >> {cur_off, 3'b000}) & mask;
-          buf_q <= BUFB'(piece) << {cur_pa[OFFW-1:0], 3'b000};
-          bmask = ~({(BUFB/8){1'b1}} << cur_len);
-          strb_q <= bmask << cur_pa[OFFW-1:0];
-          nbeats_q <= beats_for(cur_pa[OFFW-1:0], cur_len);
-          beat_q <= '0;
-          // A write into the page table invalidates the cached translations.
-          pend = {2'b00, cur_pa} + 34'(cur_len);
-          if (pend > {2'b00, pt_base_i} && {2'b00, cur_pa} < {2'b00, pt_base_i} + 34'(PT_BYTES)) begin
-            tlb_v_q[0] <= 1'b0;
-            tlb_v_q[1] <= 1'b0;
-            pt_write_o <= 1'b1;
-          end
-          st_q <= D_WR_BEAT;
-        end
-
-        D_WR_BEAT: begin
-          if (!mem_req_valid_o || mem_req_ready_i) begin
-            if (mem_req_valid_o && beat_q == nbeats_q) begin
-              // Last beat accepted.
-              mem_req_valid_o <= 1'b0;
-              if (!piece_q && two_q) begin
-                piece_q <= 1'b1;
-                st_q <= D_WR_SETUP;
-              end else begin
-                st_q <= D_IDLE;
-                done_o <= 1'b1;
-              end
-            end else begin
-              mem_req_valid_o <= 1'b1;
-              mem_req_write_o <= 1'b1;
-              mem_req_addr_o <= {cur_pa[31:OFFW], OFFW'(0)} + 32'({beat_q, OFFW'(0)});
-              mem_req_beats_o <= 8'd1;
-              mem_req_wdata_o <= buf_q[beat_q*BB +: BB];
-              mem_req_wstrb_o <= strb_q[beat_q*BEAT_BYTES +: BEAT_BYTES];
-              beat_q <= beat_q + 1'b1;
-            end
           end
         end
 

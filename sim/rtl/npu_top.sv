@@ -107,7 +107,7 @@ module npu_top
   // ------------------------------------------------------------------------------------------
   typedef enum logic [5:0] {
     S_IDLE, S_RING_WAIT, S_RING_DEC, S_FETCH, S_FETCH_WAIT, S_DECODE, S_RANGE,
-    S_LD_ROW, S_ST_RD, S_ST_WAIT,
+    S_LD_ROW, S_ST_RUN,
     S_G_BLK, S_G_WLOAD, S_G_RUN,
     S_V_P1, S_V_P2, S_V_P3, S_V_RUN,
     S_COMPLETE
@@ -126,6 +126,7 @@ module npu_top
   logic [16:0] ly_n, lx_n;           // LOAD padded extents
   logic [31:0] row_q;                // scratchpad row of the LOAD/STORE
   logic        ld_done_q;            // LOAD: every row has been generated
+  logic        st_done_q;            // STORE: every row has been handed to npu_stq
   logic [7:0]  len_q;                // bytes per DRAM row
   logic [1:0]  sp_q;
   logic [N*N*8-1:0] wtile_q;         // weight tile held in the array, row k at bits k*N*8
@@ -137,16 +138,14 @@ module npu_top
   logic [AAW-1:0] v_dst_o_q, v_dst_q;
 
   // DMA
-  logic        dma_start_q, dma_write_q, dma_phys_q, dma_ifetch_q, tlb_flush_q;
+  logic        dma_start_q, dma_phys_q, dma_ifetch_q, tlb_flush_q;
   logic [31:0] dma_addr_q;
   logic [7:0]  dma_len_q;
-  logic [RB-1:0] dma_wdata_q;
   logic        dma_busy, dma_done, dma_err, dma_stall;
   logic [7:0]  dma_err_code;
   logic [31:0] dma_err_addr;
   logic [RB-1:0] dma_rdata;
-  logic        dma_pt_write;
-  logic        dma_req_valid, dma_req_write;
+  logic        dma_req_valid;
   logic [31:0] dma_req_addr;
   logic [7:0]  dma_req_beats;
 
@@ -157,15 +156,13 @@ module npu_top
 
   npu_dma #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_dma (
     .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst),
-    .start_i(dma_start_q), .write_i(dma_write_q), .phys_i(dma_phys_q), .ifetch_i(dma_ifetch_q),
-    .addr_i(dma_addr_q), .len_i(dma_len_q), .wdata_i(dma_wdata_q), .pt_base_i(pt_base_q),
-    .tlb_flush_i(tlb_flush_q), .dram_bytes_i,
+    .start_i(dma_start_q), .phys_i(dma_phys_q), .ifetch_i(dma_ifetch_q),
+    .addr_i(dma_addr_q), .len_i(dma_len_q), .pt_base_i(pt_base_q),
+    .tlb_flush_i(tlb_flush_q || stq_pt_write), .dram_bytes_i,
     .busy_o(dma_busy), .done_o(dma_done), .err_o(dma_err), .err_code_o(dma_err_code),
     .err_addr_o(dma_err_addr), .rdata_o(dma_rdata), .stall_o(dma_stall),
-    .pt_write_o(dma_pt_write),
-    .mem_req_valid_o(dma_req_valid), .mem_req_ready_i, .mem_req_write_o(dma_req_write),
-    .mem_req_addr_o(dma_req_addr), .mem_req_beats_o(dma_req_beats), .mem_req_wdata_o,
-    .mem_req_wstrb_o, .mem_rsp_valid_i, .mem_rsp_data_i
+    .mem_req_valid_o(dma_req_valid), .mem_req_ready_i, .mem_req_addr_o(dma_req_addr),
+    .mem_req_beats_o(dma_req_beats), .mem_rsp_valid_i, .mem_rsp_data_i
   );
 
   // LOAD's pipelined read path.
@@ -180,7 +177,7 @@ module npu_top
   logic [31:0]   ldq_mem_addr;
   logic [7:0]    ldq_mem_beats;
   npu_ldq #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES), .DEPTH(LDQ_DEPTH)) u_ldq (
-    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q || dma_pt_write),
+    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q || stq_pt_write),
     .pt_base_i(pt_base_q), .dram_bytes_i,
     .req_valid_i(ldq_req_valid_q), .req_ready_o(ldq_req_ready), .req_va_i(ldq_req_va_q),
     .req_len_i(len_q), .req_row_i(ldq_req_row_q),
@@ -191,12 +188,36 @@ module npu_top
     .mem_req_beats_o(ldq_mem_beats), .mem_rsp_valid_i, .mem_rsp_data_i
   );
 
-  // One memory port: npu_dma and npu_ldq never have requests in flight at the same time
-  // (LOAD waits for the queue to drain before the next instruction).
-  assign mem_req_valid_o = dma_req_valid || ldq_mem_valid;
-  assign mem_req_write_o = !ldq_mem_valid && dma_req_write;
-  assign mem_req_addr_o = ldq_mem_valid ? ldq_mem_addr : dma_req_addr;
-  assign mem_req_beats_o = ldq_mem_valid ? ldq_mem_beats : dma_req_beats;
+  // STORE's write path.
+  logic          stq_req_valid_q, stq_req_ready;
+  logic [31:0]   stq_req_va_q;
+  logic [RB-1:0] stq_req_data_q;
+  logic          stq_row_done, stq_idle, stq_err, stq_pt_write, stq_stall;
+  logic [7:0]    stq_row_len, stq_err_code;
+  logic [31:0]   stq_err_addr;
+  logic          stq_mem_valid, stq_mem_write;
+  logic [31:0]   stq_mem_addr;
+  npu_stq #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_stq (
+    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q),
+    .pt_base_i(pt_base_q), .dram_bytes_i,
+    .req_valid_i(stq_req_valid_q), .req_ready_o(stq_req_ready), .req_va_i(stq_req_va_q),
+    .req_len_i(len_q), .req_data_i(stq_req_data_q),
+    .row_done_o(stq_row_done), .row_len_o(stq_row_len), .idle_o(stq_idle), .err_o(stq_err),
+    .err_code_o(stq_err_code), .err_addr_o(stq_err_addr), .pt_write_o(stq_pt_write),
+    .stall_o(stq_stall),
+    .mem_req_valid_o(stq_mem_valid), .mem_req_ready_i, .mem_req_write_o(stq_mem_write),
+    .mem_req_addr_o(stq_mem_addr), .mem_req_wdata_o, .mem_req_wstrb_o, .mem_rsp_valid_i,
+    .mem_rsp_data_i
+  );
+
+  // One memory port: npu_dma, npu_ldq and npu_stq never have requests in flight at the same
+  // time (the controller runs one instruction at a time and LOAD/STORE drain their queues
+  // before completing).
+  assign mem_req_valid_o = dma_req_valid || ldq_mem_valid || stq_mem_valid;
+  assign mem_req_write_o = stq_mem_valid && stq_mem_write;
+  assign mem_req_addr_o = stq_mem_valid ? stq_mem_addr :
+                          ldq_mem_valid ? ldq_mem_addr : dma_req_addr;
+  assign mem_req_beats_o = stq_mem_valid ? 8'd1 : ldq_mem_valid ? ldq_mem_beats : dma_req_beats;
 
   // ------------------------------------------------------------------------------------------
   // Ring selection, status, interrupt
@@ -439,6 +460,7 @@ module npu_top
       in_job_q <= 1'b0;
       wl_run_q <= 1'b0;
       ldq_req_valid_q <= 1'b0;
+      stq_req_valid_q <= 1'b0;
     end else begin
       logic [8:0] irq_next;
       logic       raise;
@@ -503,10 +525,11 @@ module npu_top
         if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_P1, S_V_P2, S_V_P3, S_V_RUN} ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
           cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
-        if (st_q inside {S_ST_RD, S_ST_WAIT} ||
+        if (st_q == S_ST_RUN ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
           cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
-        if (dma_stall || (st_q == S_LD_ROW && ldq_stall && !ldq_row_valid)) cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
+        if (dma_stall || stq_stall || (st_q == S_LD_ROW && ldq_stall && !ldq_row_valid))
+          cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
 
         unique case (st_q)
           // ------------------------------------------------------------ command processor
@@ -533,8 +556,7 @@ module npu_top
                 r_addr = pa[31:0];
               end else begin
                 dma_start_q <= 1'b1;
-                dma_write_q <= 1'b0;
-                dma_phys_q <= 1'b1;
+                  dma_phys_q <= 1'b1;
                 dma_ifetch_q <= 1'b0;
                 dma_addr_q <= pa[31:0];
                 dma_len_q <= 8'd32;
@@ -596,7 +618,6 @@ module npu_top
           // ------------------------------------------------------------ fetch and dispatch
           S_FETCH: begin
             dma_start_q <= 1'b1;
-            dma_write_q <= 1'b0;
             dma_phys_q <= 1'b0;
             dma_ifetch_q <= 1'b1;
             dma_addr_q <= cb_va_q + pc_q;
@@ -711,7 +732,9 @@ module npu_top
                   act_ra_q <= AAW'(iw[2]);
                   wgt_ra_q <= WAW'(iw[2]);
                   acc_ra_q <= CAW'(iw[2]);
-                  st_q <= S_ST_RD;
+                  st_done_q <= 1'b0;
+                  stq_req_valid_q <= 1'b0;
+                  st_q <= S_ST_RUN;
                 end
                 OP_GEMM:  st_q <= S_G_BLK;
                 OP_VEC: begin
@@ -802,50 +825,50 @@ module npu_top
           end
         end
 
-        // ------------------------------------------------------------ STORE
-          S_ST_RD: begin
-            // Read data of row_q is on the scratchpad port now.
-            unique case (sp_q)
-              SP_ACT[1:0]: dma_wdata_q <= RB'(act_rd);
-              SP_WGT[1:0]: dma_wdata_q <= RB'(wgt_rd);
-              default: dma_wdata_q <= acc_rd;
-            endcase
-            dma_start_q <= 1'b1;
-            dma_write_q <= 1'b1;
-            dma_phys_q <= 1'b0;
-            dma_ifetch_q <= 1'b0;
-            dma_addr_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(ly_q) * iw[6] + 32'(lx_q) * iw[5];
-            dma_len_q <= len_q;
-            st_q <= S_ST_WAIT;
-          end
-
-          S_ST_WAIT: begin
-            if (dma_done) begin
-              if (dma_err) begin
-                raise = 1'b1;
-                r_code = dma_err_code;
-                r_addr = dma_err_addr;
-              end else begin
-                logic [31:0] nrow;
-                nrow = row_q + 32'd1;
-                cnt_q[CNT_DMA_WR_BYTES] <= cnt_q[CNT_DMA_WR_BYTES] + 64'(len_q);
-                row_q <= nrow;
-                act_ra_q <= AAW'(nrow);
-                wgt_ra_q <= WAW'(nrow);
-                acc_ra_q <= CAW'(nrow);
-                st_q <= S_ST_RD;
-                if (17'(lx_q) + 1 == lx_n) begin
-                  lx_q <= '0;
-                  if (17'(ly_q) + 1 == ly_n) begin
-                    ly_q <= '0;
-                    lz_q <= lz_q + 16'd1;
-                    if (lz_q + 1 == iw[4][15:0]) st_q <= S_COMPLETE;
-                  end else begin
-                    ly_q <= ly_q + 16'd1;
-                  end
+          // ------------------------------------------------------------ STORE
+          // One row per request to npu_stq, in (z, y, x) order. The scratchpad read address
+          // runs one row ahead, so the row for the next request is always on the read port.
+          S_ST_RUN: begin
+            logic accepted;
+            accepted = stq_req_valid_q && stq_req_ready;
+            if (accepted) stq_req_valid_q <= 1'b0;
+            if (stq_row_done)
+              cnt_q[CNT_DMA_WR_BYTES] <= cnt_q[CNT_DMA_WR_BYTES] + 64'(stq_row_len);
+            if (!st_done_q && (!stq_req_valid_q || accepted) && !stq_err) begin
+              logic [31:0] nrow;
+              unique case (sp_q)
+                SP_ACT[1:0]: stq_req_data_q <= RB'(act_rd);
+                SP_WGT[1:0]: stq_req_data_q <= RB'(wgt_rd);
+                default: stq_req_data_q <= acc_rd;
+              endcase
+              stq_req_valid_q <= 1'b1;
+              stq_req_va_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(ly_q) * iw[6] + 32'(lx_q) * iw[5];
+              nrow = row_q + 32'd1;
+              row_q <= nrow;
+              act_ra_q <= AAW'(nrow);
+              wgt_ra_q <= WAW'(nrow);
+              acc_ra_q <= CAW'(nrow);
+              if (17'(lx_q) + 1 == lx_n) begin
+                lx_q <= '0;
+                if (17'(ly_q) + 1 == ly_n) begin
+                  ly_q <= '0;
+                  lz_q <= lz_q + 16'd1;
+                  if (lz_q + 16'd1 == iw[4][15:0]) st_done_q <= 1'b1;
                 end else begin
-                  lx_q <= lx_q + 16'd1;
+                  ly_q <= ly_q + 16'd1;
                 end
+              end else begin
+                lx_q <= lx_q + 16'd1;
+              end
+            end
+            if (stq_idle && (stq_err || (st_done_q && !stq_req_valid_q))) begin
+              stq_req_valid_q <= 1'b0;
+              if (stq_err) begin
+                raise = 1'b1;
+                r_code = stq_err_code;
+                r_addr = stq_err_addr;
+              end else begin
+                st_q <= S_COMPLETE;
               end
             end
           end

@@ -95,6 +95,39 @@ struct LoadPipeModel {
   }
 };
 
+// Reference model of STORE's write path (TIMING.md "STORE"): rows are handed over one at a
+// time; `tlb_page` is the store queue's one-entry TLB (-1 = empty). Returns engine cycles.
+struct StorePipeModel {
+  int64_t L;
+  int64_t tlb_page = -1;
+
+  static int64_t beats(uint32_t pa, uint32_t len) { return (pa % 16 + len + 15) / 16; }
+
+  uint64_t run(const std::vector<LoadRow>& rows) {
+    int64_t a = 1, done = 0;
+    for (const LoadRow& r : rows) {
+      const uint32_t page = r.va >> 16;
+      const bool cross = (r.va & 0xFFFF) + r.len > 0x10000;
+      const uint32_t len0 = cross ? 0x10000 - (r.va & 0xFFFF) : r.len;
+      if (!cross && tlb_page == page) {
+        done = a + beats(r.va, r.len);                 // beats start on the accept edge
+      } else {
+        int64_t c = a + 1;
+        const uint32_t pages[2] = {page, (page + 1) & 0xFFFF};
+        for (int p = 0; p < (cross ? 2 : 1); ++p) {
+          const int64_t chk = tlb_page == pages[p] ? c + 1 : c + L + 2;
+          tlb_page = pages[p];
+          c = chk + 1;
+        }
+        done = c + beats(r.va, len0);
+        if (cross) done += 1 + beats(r.va + len0, r.len - len0);
+      }
+      a = done + 1;
+    }
+    return static_cast<uint64_t>(done + 2);
+  }
+};
+
 struct Timing {
   uint64_t L;  // DRAM first-beat latency
   uint64_t n;  // array dim
@@ -107,8 +140,9 @@ struct Timing {
     LoadPipeModel m{static_cast<int64_t>(L)};
     return m.run(rows);
   }
-  uint64_t store_row(uint64_t pa, uint64_t len, bool dtlb_miss) const {
-    return 7 + beats(pa, len) + (dtlb_miss ? L + 1 : 0);
+  uint64_t store(const std::vector<LoadRow>& rows) const {
+    StorePipeModel m{static_cast<int64_t>(L)};
+    return m.run(rows);
   }
   // First block: setup + tile load + rows; later blocks overlap the next tile's load with the
   // current block's rows (weight double buffering).
@@ -196,9 +230,8 @@ TEST_P(RtlTiming, PageCrossingRows) {
   // One LOAD row and one STORE row, each straddling a 64 KiB page: both pieces are
   // translated (both miss the one-entry data TLB), then moved as two bursts.
   const uint32_t va = kDataVa + kPageBytes - 4;  // 4 bytes on the first page, N - 4 on the next
-  const uint64_t b0 = Timing::beats(va, 4), b1 = Timing::beats(va + 4, n - 4);
   const uint64_t load_row = t.load({{.va = va, .len = n}});
-  const uint64_t store_row = 11 + b0 + b1 + 2 * (t.L + 1);
+  const uint64_t store_row = t.store({{.va = va, .len = n}});
   EXPECT_EQ(run_job({load({.va = va, .x = 1}), store({.va = va, .x = 1})}),
             t.ring_entry() + t.instr_overhead(true) + load_row + t.instr_overhead(false) +
                 store_row);
@@ -207,9 +240,14 @@ TEST_P(RtlTiming, PageCrossingRows) {
 TEST_P(RtlTiming, StoreRowsAccElements) {
   std::vector<Instr> prog = {store({.sp = hw::Scratchpad::kAcc, .va = kDataVa, .x = 4,
                                     .xs = 4 * n, .row_elems = 3})};
-  uint64_t engine = 0;
-  for (uint32_t x = 0; x < 4; ++x) engine += t.store_row(kDataVa + x * 4 * n, 12, x == 0);
-  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + engine);
+  std::vector<LoadRow> rows;
+  for (uint32_t x = 0; x < 4; ++x) rows.push_back({.va = kDataVa + x * 4 * n, .len = 12});
+  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + t.store(rows));
+  // Misaligned rows spanning two beats, one of them crossing a page.
+  std::vector<Instr> prog2 = {store({.va = kDataVa + kPageBytes - 3 * n - 8, .x = 4, .xs = n})};
+  std::vector<LoadRow> rows2;
+  for (uint32_t x = 0; x < 4; ++x) rows2.push_back({.va = kDataVa + kPageBytes - 3 * n - 8 + x * n, .len = n});
+  EXPECT_EQ(run_job(prog2), t.ring_entry() + t.instr_overhead(true) + t.store(rows2));
 }
 
 TEST_P(RtlTiming, GemmAndVec) {
