@@ -1,0 +1,397 @@
+// npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise] [--seed S]
+//               [--trace FILE.fst] [--itrace FILE]
+// Runs the benchmark kernels of sim/bench on the functional model and on the RTL through
+// npu::sim::BareMetal, verifies them (model against a scalar C++ reference, RTL against the
+// model, bit for bit) and reports cycles, the model's cycle prediction, MAC utilisation and
+// simulation speed. With --json the last stdout line is one JSON object.
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "npu/sim/bare_metal.h"
+#include "npu/sim/program_generator.h"
+#include "npu/sim/rtl_device.h"
+
+namespace {
+
+using namespace npu;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Forwards to a device and prints a progress line on stderr every couple of seconds while a
+// long run() is in flight (run() is sliced; the result is the same as one call).
+class ProgressDevice final : public sim::Device {
+ public:
+  ProgressDevice(sim::Device& inner, std::string label) : inner_(inner), label_(std::move(label)) {}
+  std::string_view kind() const override { return inner_.kind(); }
+  const sim::DeviceConfig& config() const override { return inner_.config(); }
+  uint32_t read_reg(uint32_t offset) override { return inner_.read_reg(offset); }
+  void write_reg(uint32_t offset, uint32_t value) override { inner_.write_reg(offset, value); }
+  uint64_t cycle() const override { return inner_.cycle(); }
+  void set_trace(sim::TraceSink sink) override { inner_.set_trace(std::move(sink)); }
+  sim::StopReason run(uint64_t max_cycles) override {
+    const auto start = Clock::now();
+    const uint64_t c0 = inner_.cycle();
+    for (;;) {
+      const uint64_t done = inner_.cycle() - c0;
+      if (done >= max_cycles) return sim::StopReason::kCycleLimit;
+      const sim::StopReason why = inner_.run(std::min<uint64_t>(max_cycles - done, kSlice));
+      if (why != sim::StopReason::kCycleLimit) return why;
+      if (Clock::now() - last_report_ > std::chrono::seconds(2)) {
+        last_report_ = Clock::now();
+        const double s = seconds_since(start);
+        std::fprintf(stderr, "npu-bench: %s: %.2f M cycles so far, %.2f M cycles/s\n", label_.c_str(),
+                     static_cast<double>(inner_.cycle() - c0) / 1e6,
+                     s > 0 ? static_cast<double>(inner_.cycle() - c0) / s / 1e6 : 0.0);
+      }
+    }
+  }
+  void set_label(std::string label) { label_ = std::move(label); }
+
+ private:
+  static constexpr uint64_t kSlice = 1u << 18;
+  sim::Device& inner_;
+  std::string label_;
+  Clock::time_point last_report_ = Clock::now();
+};
+
+struct Options {
+  bool json = false;
+  uint32_t dim = hw::kDefaultArrayDim;
+  std::vector<std::string> kernels = sim::bench::kernel_short_names();
+  uint64_t seed = 1;
+  std::string fst_path;
+  std::string itrace_path;
+};
+
+int usage(const char* why) {
+  if (why != nullptr) std::fprintf(stderr, "npu-bench: error: %s\n", why);
+  std::fprintf(stderr,
+               "usage: npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise]\n"
+               "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n");
+  return 2;
+}
+
+struct Row {
+  std::string name;
+  bool model_ok = false;
+  std::string model_problem;
+  bool rtl_supported = true;
+  std::string rtl_status;  // "match", "MISMATCH ...", "unsupported: ..."
+  bool rtl_ok = false;
+  uint64_t rtl_cycles = 0, model_cycles = 0, macs = 0, instructions = 0;
+  double rtl_seconds = 0, model_seconds = 0;
+  std::vector<uint64_t> rtl_counters;
+};
+
+std::vector<uint64_t> counters(sim::Device& d) {
+  std::vector<uint64_t> v;
+  for (uint32_t c = 0; c < hw::kNumCounters; ++c) v.push_back(sim::read_counter(d, static_cast<hw::Counter>(c)));
+  return v;
+}
+
+std::string describe(const sim::BareMetalResult& r) {
+  if (r.completed) return "completed";
+  if (r.cycle_limit) return "hit the cycle limit";
+  if (r.error_code != 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "device error %s (ERROR_ADDR 0x%x, instruction +0x%x)",
+                  std::string(hw::error_name(static_cast<hw::ErrorCode>(r.error_code))).c_str(), r.error_addr,
+                  r.error_instr);
+    return buf;
+  }
+  return "stopped without its fence";
+}
+
+// Whether the RTL accepts VEC mode DWCONV: a one-instruction probe (ILLEGAL_INSTRUCTION if not).
+std::optional<std::string> rtl_dwconv_unsupported(const sim::DeviceConfig& dc) {
+  sim::BareMetal bm(1u << 20);
+  const uint32_t cmd = bm.allocate(32, false);
+  sim::bench::VecOp v;
+  v.mode = hw::VecMode::kDwconv;
+  v.dst = 1;
+  v.kw = v.kh = 1;
+  const isa::Words w = sim::bench::encode_vec(v);
+  std::memcpy(bm.view(cmd, 32).data(), w.data(), 32);
+  auto dev = sim::make_rtl_device(dc, bm.dram());
+  const auto r = bm.run(*dev, cmd, 32, 1'000'000);
+  if (r.completed) return std::nullopt;
+  return "the RTL rejects VEC mode DWCONV (" + describe(r) + "): not implemented in sim/rtl yet";
+}
+
+std::string fmt_count(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%" PRIu64, v);
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "sim") return usage(argc < 2 ? nullptr : "the only mode is 'sim'");
+  Options opt;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    if (a == "--json") {
+      opt.json = true;
+    } else if (a == "--array" || a == "--seed") {
+      const auto v = value();
+      char* end = nullptr;
+      const unsigned long long n = v ? std::strtoull(v->c_str(), &end, 0) : 0;
+      if (!v || v->empty() || *end != '\0') return usage((a + " needs a number").c_str());
+      if (a == "--array") {
+        if (n != 8 && n != 16 && n != 32) return usage("--array must be 8, 16 or 32");
+        opt.dim = static_cast<uint32_t>(n);
+      } else {
+        opt.seed = n;
+      }
+    } else if (a == "--kernels") {
+      const auto v = value();
+      if (!v || v->empty()) return usage("--kernels needs a list, e.g. conv,matmul,depthwise");
+      opt.kernels.clear();
+      std::stringstream ss(*v);
+      std::string k;
+      while (std::getline(ss, k, ',')) {
+        const auto names = sim::bench::kernel_short_names();
+        if (std::find(names.begin(), names.end(), k) == names.end())
+          return usage(("unknown kernel '" + k + "': use conv, matmul or depthwise").c_str());
+        opt.kernels.push_back(k);
+      }
+    } else if (a == "--trace") {
+      const auto v = value();
+      if (!v || v->empty()) return usage("--trace needs a file name (FILE.fst)");
+      opt.fst_path = *v;
+    } else if (a == "--itrace") {
+      const auto v = value();
+      if (!v || v->empty()) return usage("--itrace needs a file name");
+      opt.itrace_path = *v;
+    } else {
+      return usage(("unknown option '" + a + "'").c_str());
+    }
+  }
+
+  std::vector<sim::bench::Kernel> kernels;
+  uint64_t dram_bytes = 0;
+  for (const auto& name : opt.kernels) {
+    kernels.push_back(sim::bench::make_kernel(name, opt.dim, opt.seed));
+    dram_bytes += sim::bench::dram_bytes_needed(kernels.back());
+  }
+  FILE* itrace = nullptr;
+  if (!opt.itrace_path.empty()) {
+    itrace = std::fopen(opt.itrace_path.c_str(), "w");
+    if (itrace == nullptr) {
+      std::fprintf(stderr, "npu-bench: error: cannot write the instruction trace '%s': %s\n",
+                   opt.itrace_path.c_str(), std::strerror(errno));
+      return 2;
+    }
+  }
+
+  // One image per device, all kernels placed side by side, so one RTL device (and one FST
+  // file) covers the whole run.
+  sim::DeviceConfig dc;
+  dc.array_dim = opt.dim;
+  sim::BareMetal bm_f(dram_bytes), bm_r(dram_bytes);
+  std::unique_ptr<sim::Device> fdev = sim::make_functional_device(dc, bm_f.dram());
+  std::unique_ptr<sim::Device> rdev;
+  std::optional<std::string> dwconv_unsupported;
+  try {
+    sim::RtlOptions ro;
+    ro.fst_path = opt.fst_path;
+    rdev = sim::make_rtl_device(dc, bm_r.dram(), ro);
+    dwconv_unsupported = rtl_dwconv_unsupported(dc);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "npu-bench: error: %s (configure with -DNPU_RTL_ALL_DIMS=ON for 8/16/32)\n", e.what());
+    return 2;
+  }
+  ProgressDevice rtl(*rdev, "rtl");
+  std::string trace_label;
+  auto sink_for = [&](const char* dev) -> sim::TraceSink {
+    if (itrace == nullptr) return {};
+    return [itrace, dev, &trace_label](const sim::TraceEvent& ev) {
+      isa::Words w;
+      std::copy(std::begin(ev.words), std::end(ev.words), w.begin());
+      std::fprintf(itrace, "%s %s cycle=%" PRIu64 " q=%u +0x%05x %s\n", trace_label.c_str(), dev, ev.cycle, ev.queue,
+                   ev.cmd_offset, sim::disassemble(w).c_str());
+    };
+  };
+
+  std::vector<Row> rows;
+  bool all_ok = true;
+  for (const auto& k : kernels) {
+    Row row;
+    row.name = k.name;
+    row.macs = k.macs;
+    trace_label = k.name;
+    const auto pf = sim::bench::place(k, bm_f);
+    const auto pr = sim::bench::place(k, bm_r);
+    row.instructions = pf.instructions;
+
+    // Functional model: correctness against the scalar reference, then timing.
+    fdev->set_trace(sink_for("model"));
+    auto t0 = Clock::now();
+    const auto rf = bm_f.run(*fdev, pf.cmd_va, pf.cmd_bytes);
+    double best = seconds_since(t0);
+    fdev->set_trace({});
+    row.model_cycles = rf.cycles;
+    if (!rf.completed) {
+      row.model_problem = "functional model: " + describe(rf);
+    } else {
+      const int64_t d = sim::bench::first_difference(sim::bench::output_of(bm_f, pf, k), k.expected);
+      if (d >= 0) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "functional model output differs from the scalar reference at byte %" PRId64
+                      " (model %d, reference %d)", d, sim::bench::output_of(bm_f, pf, k)[static_cast<size_t>(d)],
+                      k.expected[static_cast<size_t>(d)]);
+        row.model_problem = buf;
+      } else {
+        row.model_ok = true;
+      }
+    }
+    double total = best;
+    for (int rep = 0; rep < 10 && total < 0.5 && row.model_ok; ++rep) {
+      t0 = Clock::now();
+      bm_f.run(*fdev, pf.cmd_va, pf.cmd_bytes);
+      const double s = seconds_since(t0);
+      best = std::min(best, s);
+      total += s;
+    }
+    row.model_seconds = best;
+
+    // RTL: bit-identical with the model.
+    if (k.uses_vec_dwconv && dwconv_unsupported) {
+      row.rtl_supported = false;
+      row.rtl_status = "unsupported: " + *dwconv_unsupported;
+    } else {
+      rtl.set_label(k.name + " on rtl");
+      rtl.set_trace(sink_for("rtl"));
+      t0 = Clock::now();
+      const auto rr = bm_r.run(rtl, pr.cmd_va, pr.cmd_bytes);
+      row.rtl_seconds = seconds_since(t0);
+      rtl.set_trace({});
+      row.rtl_cycles = rr.cycles;
+      row.rtl_counters = counters(rtl);
+      const auto fc = counters(*fdev);
+      if (!rr.completed) {
+        row.rtl_status = "RTL " + describe(rr);
+      } else {
+        const auto df = bm_f.dram(), dr = bm_r.dram();
+        const auto it = std::mismatch(df.begin(), df.end(), dr.begin()).first;
+        std::string diff;
+        if (it != df.end()) {
+          const auto off = static_cast<uint64_t>(it - df.begin());
+          char buf[200];
+          std::snprintf(buf, sizeof buf, "MISMATCH: DRAM byte 0x%" PRIx64 " (output byte %" PRId64 "): model 0x%02x, rtl 0x%02x",
+                        off, static_cast<int64_t>(off) - pr.output_va, static_cast<unsigned>(*it),
+                        static_cast<unsigned>(dr[off]));
+          diff = buf;
+        }
+        for (uint32_t c = 0; c < hw::kNumCounters && diff.empty(); ++c)
+          if (hw::kCounterArchitectural[c] && fc[c] != row.rtl_counters[c])
+            diff = "MISMATCH: counter " + std::string(hw::kCounterNames[c]) + ": model " + fmt_count(fc[c]) +
+                   ", rtl " + fmt_count(row.rtl_counters[c]);
+        row.rtl_ok = diff.empty();
+        row.rtl_status = diff.empty() ? "bit-identical with the model" : diff;
+      }
+    }
+    if (!row.model_ok || (row.rtl_supported && !row.rtl_ok)) all_ok = false;
+    rows.push_back(std::move(row));
+  }
+  if (itrace != nullptr) std::fclose(itrace);
+  rdev.reset();  // closes the FST file
+
+  const double n2 = static_cast<double>(opt.dim) * opt.dim;
+  uint64_t rtl_cycles_total = 0;
+  double rtl_seconds_total = 0;
+  std::printf("npu-bench sim: array %ux%u, DRAM latency %u cycles, seed %" PRIu64 "\n", opt.dim, opt.dim,
+              dc.dram_latency_cycles, opt.seed);
+  std::printf("%-26s %12s %12s %9s %8s %12s %13s\n", "kernel", "RTL cycles", "model cycles", "model/RTL",
+              "MAC util", "model MAC/s", "RTL cycles/s");
+  for (const Row& r : rows) {
+    const double model_macs_s = r.model_seconds > 0 ? static_cast<double>(r.macs) / r.model_seconds : 0;
+    char model_rate[32];
+    std::snprintf(model_rate, sizeof model_rate, "%.2f G", model_macs_s / 1e9);
+    if (r.rtl_supported && r.rtl_cycles > 0) {
+      rtl_cycles_total += r.rtl_cycles;
+      rtl_seconds_total += r.rtl_seconds;
+      std::printf("%-26s %12" PRIu64 " %12" PRIu64 " %9.4f %8.3f %12s %11.2f M\n", r.name.c_str(), r.rtl_cycles,
+                  r.model_cycles, static_cast<double>(r.model_cycles) / static_cast<double>(r.rtl_cycles),
+                  static_cast<double>(r.macs) / (static_cast<double>(r.rtl_cycles) * n2), model_rate,
+                  static_cast<double>(r.rtl_cycles) / r.rtl_seconds / 1e6);
+    } else {
+      std::printf("%-26s %12s %12" PRIu64 " %9s %8s %12s %13s\n", r.name.c_str(), "unsupported", r.model_cycles, "-",
+                  "-", model_rate, "-");
+    }
+  }
+  for (const Row& r : rows) {
+    std::printf("%s: %" PRIu64 " MACs, %" PRIu64 " instructions; model: %s; rtl: %s\n", r.name.c_str(), r.macs,
+                r.instructions, r.model_ok ? "matches the scalar reference" : r.model_problem.c_str(),
+                r.rtl_status.c_str());
+    if (!r.rtl_counters.empty() && r.rtl_cycles > 0) {
+      auto c = [&](hw::Counter x) { return r.rtl_counters[static_cast<size_t>(x)]; };
+      const uint64_t busiest = std::max({c(hw::Counter::kBusyLoad), c(hw::Counter::kBusyCompute), c(hw::Counter::kBusyStore)});
+      const double cyc = static_cast<double>(r.rtl_cycles);
+      std::printf("  rtl busy: LOAD %.1f%%, COMPUTE %.1f%%, STORE %.1f%%, fetch/ring %.1f%%; MAC util if LOAD/STORE "
+                  "overlapped COMPUTE: %.3f\n",
+                  100.0 * static_cast<double>(c(hw::Counter::kBusyLoad)) / cyc,
+                  100.0 * static_cast<double>(c(hw::Counter::kBusyCompute)) / cyc,
+                  100.0 * static_cast<double>(c(hw::Counter::kBusyStore)) / cyc,
+                  100.0 * (cyc - static_cast<double>(c(hw::Counter::kBusyLoad) + c(hw::Counter::kBusyCompute) +
+                                                     c(hw::Counter::kBusyStore))) / cyc,
+                  static_cast<double>(r.macs) / (static_cast<double>(busiest) * n2));
+    }
+  }
+  const double rtl_rate = rtl_seconds_total > 0 ? static_cast<double>(rtl_cycles_total) / rtl_seconds_total : 0;
+  std::printf("RTL simulation speed: %.0f cycles/s over %" PRIu64 " cycles (%.2f s wall clock)\n", rtl_rate,
+              rtl_cycles_total, rtl_seconds_total);
+  if (!opt.fst_path.empty()) std::printf("waveform: %s\n", opt.fst_path.c_str());
+  if (!opt.itrace_path.empty()) std::printf("instruction trace: %s\n", opt.itrace_path.c_str());
+  if (opt.json) {
+    std::string j = "{\"array_dim\":" + std::to_string(opt.dim);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f", rtl_rate);
+    j += ",\"rtl_cycles_per_s\":" + std::string(buf) + ",\"kernels\":[";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      j += i ? "," : "";
+      j += "{\"name\":\"" + r.name + "\"";
+      const bool have_rtl = r.rtl_supported && r.rtl_cycles > 0;
+      j += ",\"rtl_cycles\":" + (have_rtl ? fmt_count(r.rtl_cycles) : std::string("null"));
+      j += ",\"model_cycles\":" + fmt_count(r.model_cycles);
+      std::snprintf(buf, sizeof buf, "%.4f", have_rtl ? static_cast<double>(r.macs) / (static_cast<double>(r.rtl_cycles) * n2) : 0.0);
+      j += ",\"mac_utilization\":" + (have_rtl ? std::string(buf) : std::string("null"));
+      std::snprintf(buf, sizeof buf, "%.0f", r.model_seconds > 0 ? static_cast<double>(r.macs) / r.model_seconds : 0.0);
+      j += ",\"model_macs_per_s\":" + std::string(buf);
+      j += ",\"macs\":" + fmt_count(r.macs);
+      j += std::string(",\"rtl_supported\":") + (r.rtl_supported ? "true" : "false");
+      j += ",\"rtl_status\":\"" + json_escape(r.rtl_status) + "\"";
+      j += std::string(",\"verified\":") + (r.model_ok && (!r.rtl_supported || r.rtl_ok) ? "true" : "false");
+      j += "}";
+    }
+    j += "]}";
+    std::printf("%s\n", j.c_str());
+  }
+  return all_ok ? 0 : 1;
+}
