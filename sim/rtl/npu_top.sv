@@ -137,32 +137,31 @@ module npu_top
   logic [CAW-1:0] v_src_o_q;
   logic [AAW-1:0] v_dst_o_q, v_dst_q;
 
-  // DMA
-  logic        dma_start_q, dma_phys_q, dma_ifetch_q, tlb_flush_q;
-  logic [31:0] dma_addr_q;
-  logic [7:0]  dma_len_q;
-  logic        dma_busy, dma_done, dma_err, dma_stall;
-  logic [7:0]  dma_err_code;
-  logic [31:0] dma_err_addr;
-  logic [RB-1:0] dma_rdata;
-  logic        dma_req_valid;
-  logic [31:0] dma_req_addr;
-  logic [7:0]  dma_req_beats;
+  // Fetch unit (ring entries and instructions)
+  logic         ifu_start_q, ifu_phys_q, tlb_flush_q;
+  logic [31:0]  ifu_addr_q;
+  logic         ifu_busy, ifu_done, ifu_err, ifu_stall;
+  logic [7:0]   ifu_err_code;
+  logic [31:0]  ifu_err_addr;
+  logic [255:0] ifu_data;
+  logic         ifu_req_valid;
+  logic [31:0]  ifu_req_addr;
+  logic [7:0]   ifu_req_beats;
 
   // Soft reset: a CONTROL write with the RESET bit takes effect on this edge.
   logic soft_rst;
   assign soft_rst = reg_valid_i && reg_write_i && reg_addr_i == REG_CONTROL &&
                     (reg_wdata_i & CONTROL_RESET) != 0;
 
-  npu_dma #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_dma (
-    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst),
-    .start_i(dma_start_q), .phys_i(dma_phys_q), .ifetch_i(dma_ifetch_q),
-    .addr_i(dma_addr_q), .len_i(dma_len_q), .pt_base_i(pt_base_q),
-    .tlb_flush_i(tlb_flush_q || stq_pt_write), .dram_bytes_i,
-    .busy_o(dma_busy), .done_o(dma_done), .err_o(dma_err), .err_code_o(dma_err_code),
-    .err_addr_o(dma_err_addr), .rdata_o(dma_rdata), .stall_o(dma_stall),
-    .mem_req_valid_o(dma_req_valid), .mem_req_ready_i, .mem_req_addr_o(dma_req_addr),
-    .mem_req_beats_o(dma_req_beats), .mem_rsp_valid_i, .mem_rsp_data_i
+  npu_ifu #(.BEAT_BYTES(BEAT_BYTES)) u_ifu (
+    .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .flush_i(tlb_flush_q || stq_pt_write),
+    .inval_i(stq_wr), .inval_pa_i(stq_wr_pa), .inval_len_i(stq_wr_len),
+    .pt_base_i(pt_base_q), .dram_bytes_i,
+    .start_i(ifu_start_q), .phys_i(ifu_phys_q), .addr_i(ifu_addr_q), .limit_i(cb_len_q - pc_q),
+    .busy_o(ifu_busy), .done_o(ifu_done), .err_o(ifu_err), .err_code_o(ifu_err_code),
+    .err_addr_o(ifu_err_addr), .data_o(ifu_data), .stall_o(ifu_stall),
+    .mem_req_valid_o(ifu_req_valid), .mem_req_ready_i, .mem_req_addr_o(ifu_req_addr),
+    .mem_req_beats_o(ifu_req_beats), .mem_rsp_valid_i, .mem_rsp_data_i
   );
 
   // LOAD's pipelined read path.
@@ -195,7 +194,9 @@ module npu_top
   logic          stq_row_done, stq_idle, stq_err, stq_pt_write, stq_stall;
   logic [7:0]    stq_row_len, stq_err_code;
   logic [31:0]   stq_err_addr;
-  logic          stq_mem_valid, stq_mem_write;
+  logic          stq_mem_valid, stq_mem_write, stq_wr;
+  logic [31:0]   stq_wr_pa;
+  logic [8:0]    stq_wr_len;
   logic [31:0]   stq_mem_addr;
   npu_stq #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_stq (
     .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q),
@@ -204,20 +205,21 @@ module npu_top
     .req_len_i(len_q), .req_data_i(stq_req_data_q),
     .row_done_o(stq_row_done), .row_len_o(stq_row_len), .idle_o(stq_idle), .err_o(stq_err),
     .err_code_o(stq_err_code), .err_addr_o(stq_err_addr), .pt_write_o(stq_pt_write),
+    .wr_o(stq_wr), .wr_pa_o(stq_wr_pa), .wr_len_o(stq_wr_len),
     .stall_o(stq_stall),
     .mem_req_valid_o(stq_mem_valid), .mem_req_ready_i, .mem_req_write_o(stq_mem_write),
     .mem_req_addr_o(stq_mem_addr), .mem_req_wdata_o, .mem_req_wstrb_o, .mem_rsp_valid_i,
     .mem_rsp_data_i
   );
 
-  // One memory port: npu_dma, npu_ldq and npu_stq never have requests in flight at the same
+  // One memory port: npu_ifu, npu_ldq and npu_stq never have requests in flight at the same
   // time (the controller runs one instruction at a time and LOAD/STORE drain their queues
   // before completing).
-  assign mem_req_valid_o = dma_req_valid || ldq_mem_valid || stq_mem_valid;
+  assign mem_req_valid_o = ifu_req_valid || ldq_mem_valid || stq_mem_valid;
   assign mem_req_write_o = stq_mem_valid && stq_mem_write;
   assign mem_req_addr_o = stq_mem_valid ? stq_mem_addr :
-                          ldq_mem_valid ? ldq_mem_addr : dma_req_addr;
-  assign mem_req_beats_o = stq_mem_valid ? 8'd1 : ldq_mem_valid ? ldq_mem_beats : dma_req_beats;
+                          ldq_mem_valid ? ldq_mem_addr : ifu_req_addr;
+  assign mem_req_beats_o = stq_mem_valid ? 8'd1 : ldq_mem_valid ? ldq_mem_beats : ifu_req_beats;
 
   // ------------------------------------------------------------------------------------------
   // Ring selection, status, interrupt
@@ -454,7 +456,7 @@ module npu_top
       end
       for (int c = 0; c < NUM_COUNTERS; c++) cnt_q[c] <= '0;
       for (int t = 0; t < 4; t++) tok_q[t] <= '0;
-      dma_start_q <= 1'b0;
+      ifu_start_q <= 1'b0;
       tlb_flush_q <= 1'b0;
       trace_valid_o <= 1'b0;
       in_job_q <= 1'b0;
@@ -505,7 +507,7 @@ module npu_top
       end
 
       if (!hold_i) begin
-        dma_start_q <= 1'b0;
+        ifu_start_q <= 1'b0;
         tlb_flush_q <= 1'b0;
         trace_valid_o <= 1'b0;
 
@@ -528,13 +530,13 @@ module npu_top
         if (st_q == S_ST_RUN ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
           cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
-        if (dma_stall || stq_stall || (st_q == S_LD_ROW && ldq_stall && !ldq_row_valid))
+        if (ifu_stall || stq_stall || (st_q == S_LD_ROW && ldq_stall && !ldq_row_valid))
           cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
 
         unique case (st_q)
           // ------------------------------------------------------------ command processor
           S_IDLE: begin
-            if (enable_q && !halted && pending && !dma_busy) begin
+            if (enable_q && !halted && pending && !ifu_busy) begin
               logic [32:0] pa;
               logic [31:0] size;
               q_q <= pick;
@@ -555,24 +557,22 @@ module npu_top
                 r_code = ERR_BUS_ERROR;
                 r_addr = pa[31:0];
               end else begin
-                dma_start_q <= 1'b1;
-                  dma_phys_q <= 1'b1;
-                dma_ifetch_q <= 1'b0;
-                dma_addr_q <= pa[31:0];
-                dma_len_q <= 8'd32;
+                ifu_start_q <= 1'b1;
+                  ifu_phys_q <= 1'b1;
+                ifu_addr_q <= pa[31:0];
                 st_q <= S_RING_WAIT;
               end
             end
           end
 
           S_RING_WAIT: begin
-            if (dma_done) begin
-              if (dma_err) begin
+            if (ifu_done) begin
+              if (ifu_err) begin
                 raise = 1'b1;
-                r_code = dma_err_code;
-                r_addr = dma_err_addr;
+                r_code = ifu_err_code;
+                r_addr = ifu_err_addr;
               end else begin
-                for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
+                for (int i = 0; i < 8; i++) iw[i] <= ifu_data[i*32 +: 32];
                 st_q <= S_RING_DEC;
               end
             end
@@ -617,22 +617,20 @@ module npu_top
 
           // ------------------------------------------------------------ fetch and dispatch
           S_FETCH: begin
-            dma_start_q <= 1'b1;
-            dma_phys_q <= 1'b0;
-            dma_ifetch_q <= 1'b1;
-            dma_addr_q <= cb_va_q + pc_q;
-            dma_len_q <= 8'd32;
+            ifu_start_q <= 1'b1;
+            ifu_phys_q <= 1'b0;
+            ifu_addr_q <= cb_va_q + pc_q;
             st_q <= S_FETCH_WAIT;
           end
 
           S_FETCH_WAIT: begin
-            if (dma_done) begin
-              if (dma_err) begin
+            if (ifu_done) begin
+              if (ifu_err) begin
                 raise = 1'b1;
-                r_code = dma_err_code;
-                r_addr = dma_err_addr;
+                r_code = ifu_err_code;
+                r_addr = ifu_err_addr;
               end else begin
-                for (int i = 0; i < 8; i++) iw[i] <= dma_rdata[i*32 +: 32];
+                for (int i = 0; i < 8; i++) iw[i] <= ifu_data[i*32 +: 32];
                 st_q <= S_DECODE;
               end
             end

@@ -400,6 +400,40 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
          b.doorbell(0);
          b.run_to_idle();
        }},
+      {"store rewrites a later instruction of its own job", [n](Bench& b) {
+         b.setup_rings();
+         // Instruction 3 is a NOP in DRAM; instruction 1 overwrites it (in its own buffered
+         // block) with the LOAD kept at data VA + 0x100, which then runs.
+         Instr ld = load({.va = kDataVa, .sp_row = 7, .x = 2, .xs = n});
+         for (int k = 0; k < 8; ++k) b.w32(kDataVa + 0x100 + 4 * k, ld.w[k]);
+         b.run_program({load({.va = kDataVa + 0x100, .sp_row = 20, .x = 32 / n > 0 ? 32 / n : 1,
+                              .xs = n}),
+                        store({.va = kCmdVa + 3 * 32, .sp_row = 20, .x = 32 / n > 0 ? 32 / n : 1,
+                               .xs = n}),
+                        nop(), nop(),
+                        store({.va = kDataVa + 0x200, .sp_row = 7, .x = 2, .xs = n})});
+         EXPECT_EQ(b.r32(kDataVa + 0x200), b.r32(kDataVa)) << "the rewritten LOAD did not run";
+       }},
+      {"store remaps a page mid-job", [n](Bench& b) {
+         b.setup_rings();
+         // A STORE writes a new PTE for data page 5 (pointing at data page 6), then a LOAD
+         // reads through it; the old translation must not be used.
+         const uint32_t page5 = kDataVa + 5 * kPageBytes, page6 = kDataVa + 6 * kPageBytes;
+         b.w32(page6, 0x66666666);
+         b.w32(page5, 0x55555555);
+         std::vector<uint32_t> pte_row(n / 4 > 0 ? n / 4 : 1, 0);
+         pte_row[0] = (page6 & 0xFFFF0000u) | 3u;
+         b.write(kDataVa + 0x300, pte_row.data(), 4 * pte_row.size());
+         b.run_program({load({.va = page5, .sp_row = 1, .x = 1, .xs = n}),
+                        load({.va = kDataVa + 0x300, .sp_row = 2, .x = 1, .xs = n}),
+                        store({.va = kPtBase + 4 * (page5 >> 16), .sp_row = 2, .x = 1,
+                               .row_elems = 4}),
+                        load({.va = page5, .sp_row = 3, .x = 1, .xs = n}),
+                        store({.va = kDataVa + 0x400, .sp_row = 1, .x = 1}),
+                        store({.va = kDataVa + 0x500, .sp_row = 3, .x = 1})});
+         EXPECT_EQ(b.r32(kDataVa + 0x400), 0x55555555u);
+         EXPECT_EQ(b.r32(kDataVa + 0x500), 0x66666666u) << "the old translation was used";
+       }},
       {"reset and recover", [n](Bench& b) {
          b.setup_rings();
          Instr bad;

@@ -132,9 +132,32 @@ struct Timing {
   uint64_t L;  // DRAM first-beat latency
   uint64_t n;  // array dim
 
-  uint64_t ring_entry() const { return L + 8; }
-  uint64_t fetch(bool itlb_miss) const { return L + 9 + (itlb_miss ? L + 1 : 0); }
-  uint64_t instr_overhead(bool itlb_miss) const { return fetch(itlb_miss) + 3; }
+  uint64_t ring_entry() const { return L + 8 - 1; }
+
+  // A job of instructions with the given engine cycles, its command buffer at kCmdVa: ring
+  // entry, then per instruction fetch (block fetch or buffer hit) + 3 + engine.
+  uint64_t job(const std::vector<uint64_t>& engines) const {
+    const uint32_t cb_len = static_cast<uint32_t>(32 * engines.size());
+    int64_t buf_lo = -1, buf_hi = -1, tlb = -1;
+    uint64_t total = ring_entry();
+    for (size_t i = 0; i < engines.size(); ++i) {
+      const uint32_t pc = static_cast<uint32_t>(32 * i), va = kCmdVa + pc;
+      uint64_t fetch = 4;
+      if (va < buf_lo || va >= buf_hi) {
+        fetch = L + 6;
+        if (tlb != (va >> 16)) {
+          fetch += L + 1;
+          tlb = va >> 16;
+        }
+        const uint32_t len = std::min({256u, 0x10000u - (va & 0xFFFF), cb_len - pc}) & ~31u;
+        fetch += len / 16;
+        buf_lo = va;
+        buf_hi = va + len;
+      }
+      total += fetch + 3 + engines[i];
+    }
+    return total;
+  }
   static uint64_t beats(uint64_t pa, uint64_t len) { return (pa % 16 + len + 15) / 16; }
   uint64_t load(const std::vector<LoadRow>& rows) const {
     LoadPipeModel m{static_cast<int64_t>(L)};
@@ -178,9 +201,10 @@ class RtlTiming : public ::testing::TestWithParam<std::tuple<uint32_t, uint32_t>
 };
 
 TEST_P(RtlTiming, RingEntriesAndFetch) {
-  EXPECT_EQ(run_job({nop()}), t.ring_entry() + t.instr_overhead(true));
-  EXPECT_EQ(run_job({nop(), sync(0, 0), nop()}),
-            t.ring_entry() + t.instr_overhead(true) + 2 * t.instr_overhead(false));
+  EXPECT_EQ(run_job({nop()}), t.job({0}));
+  EXPECT_EQ(run_job({nop(), sync(0, 0), nop()}), t.job({0, 0, 0}));
+  // 20 instructions: blocks of 8, 8 and 4.
+  EXPECT_EQ(run_job(std::vector<Instr>(20, nop())), t.job(std::vector<uint64_t>(20, 0)));
   b.fence(0, 3);
   b.doorbell(0);
   const uint64_t c0 = b.dev().cycle();
@@ -202,7 +226,7 @@ TEST_P(RtlTiming, LoadRowsPaddingAndAlignment) {
       }
     }
   }
-  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + t.load(rows));
+  EXPECT_EQ(run_job(prog), t.job({t.load(rows)}));
 }
 
 TEST_P(RtlTiming, LoadStreamsRows) {
@@ -222,8 +246,7 @@ TEST_P(RtlTiming, LoadStreamsRows) {
   LoadPipeModel m2{static_cast<int64_t>(t.L)};
   m2.tlb_page = m.tlb_page;
   const uint64_t e2 = m2.run(second);
-  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + e1 +
-                               t.instr_overhead(false) + e2);
+  EXPECT_EQ(run_job(prog), t.job({e1, e2}));
 }
 
 TEST_P(RtlTiming, PageCrossingRows) {
@@ -233,8 +256,7 @@ TEST_P(RtlTiming, PageCrossingRows) {
   const uint64_t load_row = t.load({{.va = va, .len = n}});
   const uint64_t store_row = t.store({{.va = va, .len = n}});
   EXPECT_EQ(run_job({load({.va = va, .x = 1}), store({.va = va, .x = 1})}),
-            t.ring_entry() + t.instr_overhead(true) + load_row + t.instr_overhead(false) +
-                store_row);
+            t.job({load_row, store_row}));
 }
 
 TEST_P(RtlTiming, StoreRowsAccElements) {
@@ -242,24 +264,23 @@ TEST_P(RtlTiming, StoreRowsAccElements) {
                                     .xs = 4 * n, .row_elems = 3})};
   std::vector<LoadRow> rows;
   for (uint32_t x = 0; x < 4; ++x) rows.push_back({.va = kDataVa + x * 4 * n, .len = 12});
-  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + t.store(rows));
+  EXPECT_EQ(run_job(prog), t.job({t.store(rows)}));
   // Misaligned rows spanning two beats, one of them crossing a page.
   std::vector<Instr> prog2 = {store({.va = kDataVa + kPageBytes - 3 * n - 8, .x = 4, .xs = n})};
   std::vector<LoadRow> rows2;
   for (uint32_t x = 0; x < 4; ++x) rows2.push_back({.va = kDataVa + kPageBytes - 3 * n - 8 + x * n, .len = n});
-  EXPECT_EQ(run_job(prog2), t.ring_entry() + t.instr_overhead(true) + t.store(rows2));
+  EXPECT_EQ(run_job(prog2), t.job({t.store(rows2)}));
 }
 
 TEST_P(RtlTiming, GemmAndVec) {
   std::vector<Instr> prog = {gemm({.r = 5, .o = 2, .i = 3}), vec({.r = 3, .o = 2})};
-  EXPECT_EQ(run_job(prog), t.ring_entry() + t.instr_overhead(true) + t.gemm(2, 3, 5) +
-                               t.instr_overhead(false) + t.vec(2, 3));
+  EXPECT_EQ(run_job(prog), t.job({t.gemm(2, 3, 5), t.vec(2, 3)}));
   // Long R: the next tile is loaded while the rows stream, so blocks cost R each.
   const uint32_t r = 3 * n;
   EXPECT_EQ(run_job({gemm({.r = r, .o = 3, .i = 2, .asr = 1, .csr = 1})}),
-            t.ring_entry() + t.instr_overhead(true) + t.gemm(3, 2, r));
+            t.job({t.gemm(3, 2, r)}));
   EXPECT_EQ(run_job({gemm({.r = n, .o = 1, .i = 4})}),
-            t.ring_entry() + t.instr_overhead(true) + t.gemm(1, 4, n));
+            t.job({t.gemm(1, 4, n)}));
 }
 
 INSTANTIATE_TEST_SUITE_P(
