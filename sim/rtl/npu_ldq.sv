@@ -151,7 +151,7 @@ module npu_ldq
       if (mem_req_valid_o && mem_req_ready_i) mem_req_valid_o <= 1'b0;
 
       // ------------------------------------------------------------ receive
-      // Beats for other units (npu_dma) pass by while nothing of ours is in flight.
+      // Beats for other units (npu_ifu) pass by while nothing of ours is in flight.
       if (mem_rsp_valid_i && count_q != 0) begin
         desc_t d;
         logic [BUFB-1:0] full;

@@ -1,13 +1,22 @@
 // npu_top: the NPU (docs/architecture.md section 1).
 //
-// Register bus (combinational read, write on the clock edge), one memory master port (through
-// npu_dma), an interrupt line and an instruction-trace port. Offsets, opcodes, sizes and error
-// codes all come from the generated package npu_config_pkg.
+// Register bus (combinational read, write on the clock edge), one memory master port shared by
+// three units, an interrupt line and an instruction-trace port. Offsets, opcodes, sizes and
+// error codes all come from the generated package npu_config_pkg.
+//
+//   npu_ifu  ring entries and instruction fetch (block buffer of 8 instructions)
+//   npu_ldq  LOAD's pipelined reads (up to 128 bursts in flight, rows return in order)
+//   npu_stq  STORE's posted writes
+//   here     command processor, dispatcher (token rule, checks), GEMM array, VEC unit,
+//            scratchpads, registers, counters
 //
 // Execution: the command processor picks the lowest-numbered ring with HEAD != TAIL, reads the
 // entry and, for an EXEC, fetches and executes the command buffer one instruction at a time in
 // program order. The token rule makes program order the architectural result, so tokens are
-// only counted and checked here (pops before, pushes after each instruction).
+// only counted and checked here (pops before, pushes after each instruction). Within an
+// instruction the units pipeline (rows stream through LOAD/STORE, GEMM overlaps the next weight
+// tile with the current rows); faults stay precise (architecture.md 1.4). Cycle costs are in
+// TIMING.md.
 //
 // Scratchpads are arrays of rows read through registered addresses (synchronous-read SRAM
 // behaviour). A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs
