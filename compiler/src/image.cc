@@ -16,11 +16,37 @@ Status corrupt(const std::string& origin, const std::string& what) {
                     origin + ": invalid model image (" + what + "); recompile it with npu-compile");
 }
 
+size_t image_dtype_size(image::DType dtype) {
+  switch (dtype) {
+    case image::DType::I8: case image::DType::U8: return 1;
+    case image::DType::F32: case image::DType::I32: return 4;
+    case image::DType::I64: return 8;
+  }
+  return 0;
+}
+
+// A value's host-side description: name, dtype and a bounded static shape.
+Status check_desc(const std::string& origin, const image::IoBinding* io, const std::string& where,
+                  uint64_t* out_elements) {
+  if (!io || !io->desc() || !io->desc()->name() || !io->desc()->shape())
+    return corrupt(origin, where + " lacks a name or shape");
+  if (image_dtype_size(io->desc()->dtype()) == 0) return corrupt(origin, where + " has an unknown dtype");
+  uint64_t elements = 1;
+  for (int64_t d : *io->desc()->shape()) {
+    if (d < 0 || d > (1 << 24)) return corrupt(origin, where + " has an out-of-range dimension");
+    elements *= static_cast<uint64_t>(d);
+    if (elements > (1ull << 28)) return corrupt(origin, where + " is too large");
+  }
+  *out_elements = elements;
+  return Status::ok();
+}
+
 Status check_view(const std::string& origin, const image::IoBinding* io, uint64_t act_bytes,
                   const char* kind, size_t index) {
   const std::string where = std::string(kind) + " " + std::to_string(index);
-  if (!io || !io->desc() || !io->desc()->name() || !io->desc()->shape() || !io->device())
-    return corrupt(origin, where + " lacks a name, shape or device view");
+  uint64_t unused = 0;
+  NPU_RETURN_IF_ERROR(check_desc(origin, io, where, &unused));
+  if (!io->device()) return Status::ok();  // a value only the host touches
   const auto* shape = io->desc()->shape();
   const auto* view = io->device();
   if (!view->strides() || view->strides()->size() != shape->size())
@@ -88,6 +114,34 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
     NPU_RETURN_IF_ERROR(check_view(origin, m->outputs()->Get(i), act_bytes, "output", i));
   if (!m->steps() || m->steps()->size() == 0) return corrupt(origin, "no steps");
   const uint32_t host_values = m->host_values() ? m->host_values()->size() : 0;
+  for (uint32_t v = 0; v < host_values; ++v)
+    NPU_RETURN_IF_ERROR(check_view(origin, m->host_values()->Get(v), act_bytes, "value", v));
+  auto has_view = [&](uint32_t v) { return v < host_values && m->host_values()->Get(v)->device() != nullptr; };
+  const bool mapped = m->input_values() && m->output_values();
+  if (mapped) {
+    if (m->input_values()->size() != m->inputs()->size() || m->output_values()->size() != m->outputs()->size())
+      return corrupt(origin, "input/output value maps do not match the inputs and outputs");
+    for (uint32_t v : *m->input_values())
+      if (v >= host_values) return corrupt(origin, "an input maps to an unknown value");
+    for (uint32_t v : *m->output_values())
+      if (v >= host_values) return corrupt(origin, "an output maps to an unknown value");
+  } else {
+    for (const image::IoBinding* io : *m->inputs())
+      if (!io->device()) return corrupt(origin, "an input has neither a device view nor a value map");
+    for (const image::IoBinding* io : *m->outputs())
+      if (!io->device()) return corrupt(origin, "an output has neither a device view nor a value map");
+  }
+  if (m->host_constants()) {
+    for (const image::HostConstant* c : *m->host_constants()) {
+      if (!c || c->value() >= host_values || !c->data())
+        return corrupt(origin, "a host constant names an unknown value");
+      const image::IoBinding* io = m->host_values()->Get(c->value());
+      uint64_t elements = 0;
+      NPU_RETURN_IF_ERROR(check_desc(origin, io, "constant " + std::to_string(c->value()), &elements));
+      if (c->data()->size() != elements * image_dtype_size(io->desc()->dtype()))
+        return corrupt(origin, "host constant " + io->desc()->name()->str() + " has the wrong size");
+    }
+  }
   for (uint32_t s = 0; s < m->steps()->size(); ++s) {
     const image::Step* step = m->steps()->Get(s);
     const std::string where = "step " + std::to_string(s);
@@ -112,11 +166,16 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
             return corrupt(origin, where + " has a relocation pointing past its buffer");
         }
       }
+      for (const auto* list : {npu->inputs(), npu->outputs()})
+        if (list)
+          for (uint32_t v : *list)
+            if (!has_view(v)) return corrupt(origin, where + " exchanges a value without a device view");
     } else if (const auto* host = step->segment_as_HostSegment()) {
       if (!host->op_type() || !host->inputs() || !host->outputs())
         return corrupt(origin, where + " is a host step without op type, inputs or outputs");
-      for (uint32_t v : *host->inputs())
-        if (v >= host_values) return corrupt(origin, where + " reads an unknown host value");
+      if (!mapped) return corrupt(origin, where + " is a host step in an image without value maps");
+      for (uint32_t v : *host->inputs())  // UINT32_MAX marks an omitted optional input
+        if (v >= host_values && v != UINT32_MAX) return corrupt(origin, where + " reads an unknown host value");
       for (uint32_t v : *host->outputs())
         if (v >= host_values) return corrupt(origin, where + " writes an unknown host value");
     } else {

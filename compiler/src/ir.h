@@ -9,19 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "npu/compiler/attribute.h"
 #include "npu/compiler/tensor.h"
 
 namespace npu::compiler {
-
-struct Attribute {
-  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kTensor } kind = Kind::kInt;
-  int64_t i = 0;
-  float f = 0;
-  std::vector<int64_t> ints;
-  std::vector<float> floats;
-  std::string s;
-  Tensor t;
-};
 
 struct Value {
   std::string name;
@@ -36,6 +27,7 @@ struct Node {
   std::vector<int> inputs;   // value indices; -1 for an omitted optional input
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;
+  std::string proto;  // the serialised ONNX NodeProto (host steps carry it into the image)
 
   int64_t attr_int(const std::string& key, int64_t fallback) const {
     auto it = attrs.find(key);

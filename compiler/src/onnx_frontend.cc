@@ -8,86 +8,10 @@
 #include <set>
 
 #include "ir.h"
+#include "onnx_tensor.h"
 
 namespace npu::compiler {
 namespace {
-
-Result<DType> dtype_from_onnx(int32_t type, const std::string& what) {
-  switch (type) {
-    case onnx::TensorProto::FLOAT: return DType::kF32;
-    case onnx::TensorProto::DOUBLE: return DType::kF32;  // converted on load
-    case onnx::TensorProto::INT8: return DType::kI8;
-    case onnx::TensorProto::UINT8: return DType::kU8;
-    case onnx::TensorProto::INT32: return DType::kI32;
-    case onnx::TensorProto::INT64: return DType::kI64;
-    default:
-      return make_error(StatusCode::kUnsupported,
-                        what + " has ONNX element type " + std::to_string(type) +
-                            ", which this compiler does not support (float, double, int8, uint8, int32, int64 are)");
-  }
-}
-
-template <typename T, typename Src>
-void copy_elements(const Src& src, Tensor* t) {
-  auto dst = t->as<T>();
-  for (size_t i = 0; i < dst.size() && i < static_cast<size_t>(src.size()); ++i)
-    dst[i] = static_cast<T>(src.Get(static_cast<int>(i)));
-}
-
-Result<Tensor> tensor_from_proto(const onnx::TensorProto& p) {
-  const std::string what = "tensor '" + p.name() + "'";
-  NPU_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(p.data_type(), what));
-  if (p.data_location() == onnx::TensorProto::EXTERNAL)
-    return make_error(StatusCode::kUnsupported,
-                      what + " uses external data; save the model with all tensors embedded");
-  std::vector<int64_t> shape(p.dims().begin(), p.dims().end());
-  Tensor t = Tensor::zeros(dtype, shape);
-  const size_t count = static_cast<size_t>(t.element_count());
-  if (!p.raw_data().empty()) {
-    const std::string& raw = p.raw_data();
-    if (p.data_type() == onnx::TensorProto::DOUBLE) {
-      if (raw.size() != count * 8) return make_error(StatusCode::kCorruptData, what + ": raw data size mismatch");
-      auto dst = t.as<float>();
-      for (size_t i = 0; i < count; ++i) {
-        double v;
-        std::memcpy(&v, raw.data() + i * 8, 8);
-        dst[i] = static_cast<float>(v);
-      }
-    } else {
-      if (raw.size() != t.data.size()) return make_error(StatusCode::kCorruptData, what + ": raw data size mismatch");
-      std::memcpy(t.data.data(), raw.data(), raw.size());
-    }
-    return t;
-  }
-  switch (p.data_type()) {
-    case onnx::TensorProto::FLOAT:
-      if (static_cast<size_t>(p.float_data_size()) != count) break;
-      copy_elements<float>(p.float_data(), &t);
-      return t;
-    case onnx::TensorProto::DOUBLE:
-      if (static_cast<size_t>(p.double_data_size()) != count) break;
-      copy_elements<float>(p.double_data(), &t);
-      return t;
-    case onnx::TensorProto::INT64:
-      if (static_cast<size_t>(p.int64_data_size()) != count) break;
-      copy_elements<int64_t>(p.int64_data(), &t);
-      return t;
-    case onnx::TensorProto::INT8:
-      if (static_cast<size_t>(p.int32_data_size()) != count) break;
-      copy_elements<int8_t>(p.int32_data(), &t);
-      return t;
-    case onnx::TensorProto::UINT8:
-      if (static_cast<size_t>(p.int32_data_size()) != count) break;
-      copy_elements<uint8_t>(p.int32_data(), &t);
-      return t;
-    case onnx::TensorProto::INT32:
-      if (static_cast<size_t>(p.int32_data_size()) != count) break;
-      copy_elements<int32_t>(p.int32_data(), &t);
-      return t;
-    default: break;
-  }
-  return make_error(StatusCode::kCorruptData, what + ": element count does not match its shape");
-}
 
 Status value_from_info(const onnx::ValueInfoProto& info, Value* v, bool require_shape) {
   v->name = info.name();
@@ -111,31 +35,6 @@ Status value_from_info(const onnx::ValueInfoProto& info, Value* v, bool require_
     }
   }
   return Status::ok();
-}
-
-Attribute attribute_from_proto(const onnx::AttributeProto& a) {
-  Attribute out;
-  switch (a.type()) {
-    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
-    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
-    case onnx::AttributeProto::INTS:
-      out.kind = Attribute::Kind::kInts;
-      out.ints.assign(a.ints().begin(), a.ints().end());
-      break;
-    case onnx::AttributeProto::FLOATS:
-      out.kind = Attribute::Kind::kFloats;
-      out.floats.assign(a.floats().begin(), a.floats().end());
-      break;
-    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
-    case onnx::AttributeProto::TENSOR: {
-      out.kind = Attribute::Kind::kTensor;
-      auto t = tensor_from_proto(a.t());
-      if (t) out.t = std::move(t.value());
-      break;
-    }
-    default: break;
-  }
-  return out;
 }
 
 }  // namespace
@@ -225,6 +124,7 @@ Result<Graph> load_onnx(const std::string& path,
                         "operator " + np.domain() + "::" + node.op + " (node '" + node.name +
                             "') is from a custom domain that neither the NPU nor the host fallback supports");
     for (const auto& a : np.attribute()) node.attrs[a.name()] = attribute_from_proto(a);
+    node.proto = np.SerializeAsString();
     for (const auto& in_name : np.input()) {
       if (in_name.empty()) {
         node.inputs.push_back(-1);

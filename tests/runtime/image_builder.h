@@ -93,9 +93,11 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
   std::vector<flatbuffers::Offset<image::Step>> steps;
   auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr);
   steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, seg.Union()));
-  std::vector<flatbuffers::Offset<image::TensorDesc>> host_values;
+  std::vector<flatbuffers::Offset<image::IoBinding>> host_values;
+  const std::vector<uint32_t> input_values{1}, output_values{0};
   if (o.host_step) {
-    host_values.push_back(image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC"));
+    host_values.push_back(image::CreateIoBinding(fb, image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC")));
+    host_values.push_back(image::CreateIoBinding(fb, image::CreateTensorDescDirect(fb, "x", image::DType::F32, &shape, "NC")));
     const std::vector<uint32_t> io{0};
     auto host = image::CreateHostSegmentDirect(fb, "FancyOp", "fancy_1", &io, &io, nullptr);
     steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host.Union()));
@@ -104,7 +106,9 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
   auto model = image::CreateModelDirect(fb, compiler::kImageSchemaVersion, o.fingerprint,
                                         o.array_dim, hw::kIsaVersion, "image_builder", "test",
                                         &inputs, &outputs, &weights, 512, &steps,
-                                        o.host_step ? &host_values : nullptr);
+                                        o.host_step ? &host_values : nullptr,
+                                        o.host_step ? &input_values : nullptr,
+                                        o.host_step ? &output_values : nullptr);
   image::FinishModelBuffer(fb, model);
   return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
 }
