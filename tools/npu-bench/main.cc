@@ -353,6 +353,9 @@ int main(int argc, char** argv) {
       auto c = [&](hw::Counter x) { return r.rtl_counters[static_cast<size_t>(x)]; };
       const uint64_t busiest = std::max({c(hw::Counter::kBusyLoad), c(hw::Counter::kBusyCompute), c(hw::Counter::kBusyStore)});
       const double cyc = static_cast<double>(r.rtl_cycles);
+      if (c(hw::Counter::kMacs) != 0)  // GEMM MACs only (VEC DWCONV does not count)
+        std::printf("  rtl: MACS counter %" PRIu64 "; MAC util by that counter %.3f\n", c(hw::Counter::kMacs),
+                    static_cast<double>(c(hw::Counter::kMacs)) / (static_cast<double>(r.rtl_cycles) * n2));
       std::printf("  rtl busy: LOAD %.1f%%, COMPUTE %.1f%%, STORE %.1f%%, fetch/ring %.1f%%; MAC util if LOAD/STORE "
                   "overlapped COMPUTE: %.3f\n",
                   100.0 * static_cast<double>(c(hw::Counter::kBusyLoad)) / cyc,
