@@ -75,6 +75,8 @@ module npu_top
   localparam logic [8:0] IRQ_BITS = 9'(IRQ_ERROR) | 9'((1 << Q) - 1);
   // Bursts LOAD keeps in flight: enough for one-beat rows at full bus rate up to L ~ 120.
   localparam int unsigned LDQ_DEPTH = 128;
+  // ACT rows holding the 256-entry VEC LUT table.
+  localparam int unsigned LUT_ROWS = 256 / N;
 
   // ------------------------------------------------------------------------------------------
   // Scratchpads
@@ -118,7 +120,7 @@ module npu_top
     S_IDLE, S_RING_WAIT, S_RING_DEC, S_FETCH, S_FETCH_WAIT, S_DECODE, S_RANGE,
     S_LD_ROW, S_ST_RUN,
     S_G_BLK, S_G_WLOAD, S_G_RUN,
-    S_V_P1, S_V_P2, S_V_P3, S_V_RUN,
+    S_V_SETUP, S_V_RUN,
     S_COMPLETE
   } state_e;
   state_e st_q;
@@ -142,9 +144,16 @@ module npu_top
   logic [N*N*8-1:0] wnext_q;         // tile being loaded for the next block
   logic           wl_run_q;          // weight loader active
   logic [15:0]    k_q;               // rows the loader has delivered
-  logic [N*32-1:0] v_bias_q, v_mul_q, v_shift_q;
-  logic [CAW-1:0] v_src_o_q;
-  logic [AAW-1:0] v_dst_o_q, v_dst_q;
+  logic [N*32-1:0] v_bias_q, v_mul_q, v_shift_q;   // REQUANT / DWCONV per-lane parameters
+  logic [159:0]    v_par_q;          // scalars of ACC row P (lanes 0..4) for the other modes
+  logic [2047:0]   v_table_q;        // LUT table, entry e at bits 8e+7:8e
+  logic [N*32-1:0] v_accum_q;        // window accumulators
+  logic [N*8-1:0]  v_a_q;            // ADD/MUL: operand a of the current row
+  logic            v_ph_q;           // ADD/MUL: reading operand b
+  logic [7:0]      v_ky_q, v_kx_q;   // window element
+  logic [31:0]     v_so_q, v_base_q, v_line_q;      // src row of this o, this (o, r), window line
+  logic [31:0]     v_ao_q, v_ab_q;   // ADD/MUL aux rows of this o, this (o, r)
+  logic [AAW-1:0]  v_dst_o_q, v_dst_q;
 
   // Fetch unit (ring entries and instructions)
   logic         ifu_start_q, ifu_phys_q, tlb_flush_q;
@@ -343,9 +352,22 @@ module npu_top
       end
       OP_GEMM: bad |= (w[0][31:17] != 0) || (w[2][31:16] == 0) || (w[3][15:0] == 0) ||
                       (w[3][31:16] == 0);
-      OP_VEC: bad |= (w[0][31:21] != 0) || (w[0][19:16] != 4'(VEC_REQUANT)) ||
-                     (w[3][31:24] != 0) || (w[6][31:16] != 0) || (w[7] != 0) ||
-                     (w[2][31:16] == 0) || (w[3][15:0] == 0);
+      OP_VEC: begin
+        // Fields a mode does not use must be zero; window modes need kw, kh >= 1.
+        logic [3:0] md;
+        md = w[0][19:16];
+        bad |= (w[0][31:21] != 0) || (w[3][31:24] != 0) || (w[2][31:16] == 0) ||
+               (w[3][15:0] == 0) || (md > VEC_DWCONV[3:0]);
+        bad |= vec_window(md) ? (w[7][7:0] == 0 || w[7][15:8] == 0) : (w[7] != 0);
+        unique case (md)
+          VEC_REQUANT[3:0]: bad |= (w[6][31:16] != 0);
+          VEC_LUT[3:0]:     bad |= (w[6][31:16] != 0) || w[0][20];
+          VEC_ADD[3:0], VEC_MUL[3:0]: bad |= w[0][20];
+          VEC_MAXPOOL[3:0]: bad |= (w[6][31:16] != 0) || w[0][20] || (w[2][15:0] != 0);
+          VEC_AVGPOOL[3:0]: bad |= (w[6][31:16] != 0) || w[0][20];
+          default: ;
+        endcase
+      end
       default: bad = 1'b1;
     endcase
     return bad;
@@ -371,6 +393,98 @@ module npu_top
       SP_WGT[1:0]: return 64'(WGT_ROWS);
       default: return 64'(ACC_ROWS);
     endcase
+  endfunction
+
+  function automatic logic vec_window(input logic [3:0] md);
+    return md == VEC_MAXPOOL[3:0] || md == VEC_AVGPOOL[3:0] || md == VEC_DWCONV[3:0];
+  endfunction
+
+  // Setup cycles of a VEC mode before its first row (parameter / table reads).
+  function automatic logic [15:0] vec_setup(input logic [3:0] md);
+    if (md == VEC_LUT[3:0]) return 16'(1 + LUT_ROWS);
+    if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) return 16'd2;
+    return 16'd3;
+  endfunction
+
+  // The VEC rounding shift (64-bit two's complement) and clamp (low bound first).
+  function automatic logic signed [63:0] vec_rq(input logic signed [63:0] t, input logic [5:0] s);
+    return (s != 0) ? (t + (64'sd1 <<< (s - 6'd1))) >>> s : t;
+  endfunction
+  function automatic logic [7:0] vec_clamp(input logic signed [63:0] t, input logic [7:0] lo,
+                                           input logic [7:0] hi);
+    if (t < 64'($signed(lo))) return lo;
+    if (t > 64'($signed(hi))) return hi;
+    return t[7:0];
+  endfunction
+
+  // LUT: table entry x + 128 of the 256-entry table (entry e at bits 8e+7:8e).
+  function automatic logic [N*8-1:0] lut_row(input logic [N*8-1:0] x, input logic [2047:0] tbl,
+                                             input logic [7:0] lo, input logic [7:0] hi);
+    logic [N*8-1:0] out;
+    for (int n = 0; n < N; n++) begin
+      logic [7:0] e;
+      e = x[n*8 +: 8] ^ 8'h80;
+      out[n*8 +: 8] = vec_clamp(64'($signed(tbl[e*8 +: 8])), lo, hi);
+    end
+    return out;
+  endfunction
+
+  // ADD / MUL with the scalars of ACC row P: lane 0 m0, 1 m1, 2 s, 3 za, 4 zb.
+  function automatic logic [N*8-1:0] addmul_row(input logic mul, input logic [N*8-1:0] a,
+                                                input logic [N*8-1:0] b, input logic [159:0] par,
+                                                input logic [7:0] zp, input logic [7:0] lo,
+                                                input logic [7:0] hi);
+    logic [N*8-1:0] out;
+    logic signed [63:0] m0, m1, za, zb;
+    m0 = 64'($signed(par[31:0]));
+    m1 = 64'($signed(par[63:32]));
+    za = 64'($signed(par[127:96]));
+    zb = 64'($signed(par[159:128]));
+    for (int n = 0; n < N; n++) begin
+      logic signed [63:0] av, bv, t;
+      av = 64'($signed(a[n*8 +: 8])) - za;
+      bv = 64'($signed(b[n*8 +: 8])) - zb;
+      t = mul ? av * bv * m0 : av * m0 + bv * m1;
+      out[n*8 +: 8] = vec_clamp(vec_rq(t, par[69:64]) + 64'($signed(zp)), lo, hi);
+    end
+    return out;
+  endfunction
+
+  // One window element into the per-lane accumulators (MAXPOOL max, AVGPOOL sum, DWCONV sum of
+  // products; all fit int32).
+  function automatic logic [N*32-1:0] window_step(input logic [3:0] md, input logic first,
+                                                  input logic [N*32-1:0] acc,
+                                                  input logic [N*8-1:0] x,
+                                                  input logic [N*8-1:0] w);
+    logic [N*32-1:0] out;
+    for (int n = 0; n < N; n++) begin
+      logic signed [31:0] xv, av;
+      xv = 32'($signed(x[n*8 +: 8]));
+      av = $signed(acc[n*32 +: 32]);
+      if (md == VEC_MAXPOOL[3:0]) out[n*32 +: 32] = (first || xv > av) ? xv : av;
+      else if (md == VEC_AVGPOOL[3:0]) out[n*32 +: 32] = (first ? 32'sd0 : av) + xv;
+      else out[n*32 +: 32] = (first ? 32'sd0 : av) + xv * 32'($signed(w[n*8 +: 8]));
+    end
+    return out;
+  endfunction
+
+  // MAXPOOL / AVGPOOL result of a finished window (DWCONV goes through requant_row).
+  function automatic logic [N*8-1:0] pool_row(input logic [3:0] md, input logic [N*32-1:0] acc,
+                                              input logic [159:0] par, input logic [15:0] khkw,
+                                              input logic [7:0] zp, input logic [7:0] lo,
+                                              input logic [7:0] hi);
+    logic [N*8-1:0] out;
+    logic signed [63:0] m0, za;
+    m0 = 64'($signed(par[31:0]));
+    za = 64'($signed(par[127:96]));
+    for (int n = 0; n < N; n++) begin
+      logic signed [63:0] v;
+      v = 64'($signed(acc[n*32 +: 32]));
+      if (md == VEC_MAXPOOL[3:0]) out[n*8 +: 8] = vec_clamp(v, lo, hi);
+      else out[n*8 +: 8] = vec_clamp(vec_rq((v - 64'(khkw) * za) * m0, par[69:64]) +
+                                     64'($signed(zp)), lo, hi);
+    end
+    return out;
   endfunction
 
   // p[n] = sum_k a[k] * W[k][n], int8 x int8 -> int32.
@@ -533,7 +647,7 @@ module npu_top
         if (st_q == S_LD_ROW ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd0))
           cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
-        if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_P1, S_V_P2, S_V_P3, S_V_RUN} ||
+        if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_SETUP, S_V_RUN} ||
             (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
           cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
         if (st_q == S_ST_RUN ||
@@ -670,10 +784,10 @@ module npu_top
           S_RANGE: begin
             // Largest scratchpad index of each range the instruction touches, checked in field
             // order; then the engine's loop registers are set up.
-            logic [63:0] m0, m1, m2;
-            logic [63:0] lim0, lim1, lim2;
-            m0 = '0; m1 = '0; m2 = '0;
-            lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1;
+            logic [63:0] m0, m1, m2, m3;
+            logic [63:0] lim0, lim1, lim2, lim3;
+            m0 = '0; m1 = '0; m2 = '0; m3 = '0;
+            lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1; lim3 = 64'd1;
             lz_q <= '0;
             ly_q <= '0;
             lx_q <= '0;
@@ -708,22 +822,45 @@ module npu_top
                 lim2 = 64'(ACC_ROWS);
               end
               OP_VEC: begin
-                logic [63:0] o1, r1;
+                // src (window included), aux, dst, then the parameter rows.
+                logic [63:0] o1, r1, kw, kh, ext;
+                logic [3:0]  md;
+                md = iw[0][19:16];
                 o1 = 64'(iw[3][15:0]) - 64'd1;
                 r1 = 64'(iw[2][31:16]) - 64'd1;
-                m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + r1 * 64'(iw[4][31:16]);
-                m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[5][15:0]) + r1 * 64'(iw[5][31:16]);
-                m2 = 64'(iw[2][15:0]) + 64'd2;
-                lim0 = 64'(ACC_ROWS);
-                lim1 = 64'(ACT_ROWS);
-                lim2 = 64'(ACC_ROWS);
+                kw = vec_window(md) ? 64'(iw[7][7:0]) : 64'd1;
+                kh = vec_window(md) ? 64'(iw[7][15:8]) : 64'd1;
+                ext = o1 * 64'(iw[4][15:0]) + r1 * 64'(iw[4][31:16]) +
+                      (kh - 64'd1) * 64'(iw[7][31:16]) + (kw - 64'd1);
+                m0 = 64'(iw[1][15:0]) + ext;
+                lim0 = (md == VEC_REQUANT[3:0]) ? 64'(ACC_ROWS) : 64'(ACT_ROWS);
+                if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) begin
+                  m1 = 64'(iw[6][31:16]) + ext;
+                  lim1 = 64'(ACT_ROWS);
+                end else if (md == VEC_DWCONV[3:0]) begin
+                  m1 = 64'(iw[6][31:16]) + kh * kw - 64'd1;
+                  lim1 = 64'(WGT_ROWS);
+                end
+                m2 = 64'(iw[1][31:16]) + o1 * 64'(iw[5][15:0]) + r1 * 64'(iw[5][31:16]);
+                lim2 = 64'(ACT_ROWS);
+                if (md == VEC_REQUANT[3:0] || md == VEC_DWCONV[3:0]) begin
+                  m3 = 64'(iw[2][15:0]) + 64'd2;
+                  lim3 = 64'(ACC_ROWS);
+                end else if (md == VEC_LUT[3:0]) begin
+                  m3 = 64'(iw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
+                  lim3 = 64'(ACT_ROWS);
+                end else if (md != VEC_MAXPOOL[3:0]) begin
+                  m3 = 64'(iw[2][15:0]);
+                  lim3 = 64'(ACC_ROWS);
+                end
               end
               default: ;
             endcase
-            if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2) begin
+            if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2 || m3 >= lim3) begin
               raise = 1'b1;
               r_code = ERR_SP_RANGE;
-              r_addr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] : m2[31:0];
+              r_addr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] :
+                       (m2 >= lim2) ? m2[31:0] : m3[31:0];
             end else begin
               sp_q <= iw[0][17:16];
               row_q <= iw[2];
@@ -746,7 +883,9 @@ module npu_top
                 OP_GEMM:  st_q <= S_G_BLK;
                 OP_VEC: begin
                   acc_ra_q <= CAW'(iw[2][15:0]);
-                  st_q <= S_V_P1;
+                  act_ra_q <= AAW'(iw[2][15:0]);
+                  k_q <= '0;
+                  st_q <= S_V_SETUP;
                 end
                 default:  st_q <= S_COMPLETE;   // NOP, SYNC
               endcase
@@ -921,46 +1060,132 @@ module npu_top
             end
           end
 
-          // ------------------------------------------------------------ VEC (REQUANT)
-          // lz_q = o, lx_q = r. acc_ra_q = P on entry.
-          S_V_P1: begin
-            v_bias_q <= iw[0][20] ? acc_rd : '0;
-            acc_ra_q <= acc_ra_q + 1'b1;
-            st_q <= S_V_P2;
+          // ------------------------------------------------------------ VEC
+          // Setup: REQUANT/DWCONV read the bias, multiplier and shift rows P..P+2; ADD, MUL,
+          // AVGPOOL read the scalars of row P; LUT reads its 256/N table rows. Then one source
+          // element per cycle: REQUANT and LUT one row per output row, ADD/MUL rows a and b,
+          // window modes kh*kw rows. lz_q = o, lx_q = r.
+          S_V_SETUP: begin
+            logic [3:0] md;
+            md = iw[0][19:16];
+            k_q <= k_q + 16'd1;
+            if (md == VEC_REQUANT[3:0] || md == VEC_DWCONV[3:0]) begin
+              if (k_q == 16'd0) v_bias_q <= iw[0][20] ? acc_rd : '0;
+              if (k_q == 16'd1) v_mul_q <= acc_rd;
+              if (k_q == 16'd2) v_shift_q <= acc_rd;
+              acc_ra_q <= acc_ra_q + 1'b1;
+            end else if (md == VEC_LUT[3:0]) begin
+              if (k_q < 16'(LUT_ROWS)) begin
+                v_table_q <= {act_rd, v_table_q[2047:N*8]};
+                act_ra_q <= act_ra_q + 1'b1;
+              end
+            end else if (k_q == 16'd0) begin
+              v_par_q <= acc_rd[159:0];
+            end
+            if (k_q + 16'd1 == vec_setup(md)) begin
+              // First element of the first row.
+              v_so_q <= 32'(iw[1][15:0]);
+              v_base_q <= 32'(iw[1][15:0]);
+              v_line_q <= 32'(iw[1][15:0]);
+              v_ao_q <= 32'(iw[6][31:16]);
+              v_ab_q <= 32'(iw[6][31:16]);
+              v_dst_o_q <= AAW'(iw[1][31:16]);
+              v_dst_q <= AAW'(iw[1][31:16]);
+              v_ky_q <= '0;
+              v_kx_q <= '0;
+              v_ph_q <= 1'b0;
+              if (md == VEC_REQUANT[3:0]) acc_ra_q <= CAW'(iw[1][15:0]);
+              else act_ra_q <= AAW'(iw[1][15:0]);
+              wgt_ra_q <= WAW'(iw[6][31:16]);
+              st_q <= S_V_RUN;
+            end
           end
-          S_V_P2: begin
-            v_mul_q <= acc_rd;
-            acc_ra_q <= acc_ra_q + 1'b1;
-            st_q <= S_V_P3;
-          end
-          S_V_P3: begin
-            v_shift_q <= acc_rd;
-            acc_ra_q <= CAW'(iw[1][15:0]);
-            v_src_o_q <= CAW'(iw[1][15:0]);
-            v_dst_o_q <= AAW'(iw[1][31:16]);
-            v_dst_q <= AAW'(iw[1][31:16]);
-            st_q <= S_V_RUN;
-          end
+
           S_V_RUN: begin
-            act_mem[v_dst_q] <= requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
-                                            iw[6][7:0], iw[6][15:8]);
-            act_tag[v_dst_q] <= epoch_q;
-            if (lx_q + 16'd1 == iw[2][31:16]) begin
-              logic [CAW-1:0] so;
-              logic [AAW-1:0] dn;
-              so = v_src_o_q + CAW'(iw[4][15:0]);
-              dn = v_dst_o_q + AAW'(iw[5][15:0]);
-              lx_q <= '0;
-              lz_q <= lz_q + 16'd1;
-              v_src_o_q <= so;
-              v_dst_o_q <= dn;
-              acc_ra_q <= so;
-              v_dst_q <= dn;
-              if (lz_q + 16'd1 == iw[3][15:0]) st_q <= S_COMPLETE;
-            end else begin
-              lx_q <= lx_q + 16'd1;
-              acc_ra_q <= acc_ra_q + CAW'(iw[4][31:16]);
-              v_dst_q <= v_dst_q + AAW'(iw[5][31:16]);
+            logic [3:0]     md;
+            logic           row_done;
+            logic [N*8-1:0] outrow;
+            md = iw[0][19:16];
+            row_done = 1'b0;
+            outrow = '0;
+            unique case (md)
+              VEC_REQUANT[3:0]: begin
+                outrow = requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
+                                     iw[6][7:0], iw[6][15:8]);
+                row_done = 1'b1;
+              end
+              VEC_LUT[3:0]: begin
+                outrow = lut_row(act_rd, v_table_q, iw[6][7:0], iw[6][15:8]);
+                row_done = 1'b1;
+              end
+              VEC_ADD[3:0], VEC_MUL[3:0]: begin
+                if (!v_ph_q) begin
+                  v_a_q <= act_rd;
+                  act_ra_q <= AAW'(v_ab_q);
+                  v_ph_q <= 1'b1;
+                end else begin
+                  outrow = addmul_row(md == VEC_MUL[3:0], v_a_q, act_rd, v_par_q, iw[3][23:16],
+                                      iw[6][7:0], iw[6][15:8]);
+                  v_ph_q <= 1'b0;
+                  row_done = 1'b1;
+                end
+              end
+              default: begin
+                logic [N*32-1:0] acc;
+                acc = window_step(md, v_ky_q == 0 && v_kx_q == 0, v_accum_q, act_rd, wgt_rd);
+                if (v_ky_q + 8'd1 == iw[7][15:8] && v_kx_q + 8'd1 == iw[7][7:0]) begin
+                  if (md == VEC_DWCONV[3:0])
+                    outrow = requant_row(acc, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
+                                         iw[6][7:0], iw[6][15:8]);
+                  else
+                    outrow = pool_row(md, acc, v_par_q, 16'(iw[7][15:8]) * 16'(iw[7][7:0]),
+                                      iw[3][23:16], iw[6][7:0], iw[6][15:8]);
+                  row_done = 1'b1;
+                end else begin
+                  v_accum_q <= acc;
+                  wgt_ra_q <= wgt_ra_q + 1'b1;
+                  if (v_kx_q + 8'd1 == iw[7][7:0]) begin
+                    v_kx_q <= '0;
+                    v_ky_q <= v_ky_q + 8'd1;
+                    v_line_q <= v_line_q + 32'(iw[7][31:16]);
+                    act_ra_q <= AAW'(v_line_q + 32'(iw[7][31:16]));
+                  end else begin
+                    v_kx_q <= v_kx_q + 8'd1;
+                    act_ra_q <= act_ra_q + 1'b1;
+                  end
+                end
+              end
+            endcase
+            if (row_done) begin
+              logic [31:0]    nb, na;
+              logic [AAW-1:0] nd;
+              act_mem[v_dst_q] <= outrow;
+              act_tag[v_dst_q] <= epoch_q;
+              if (lx_q + 16'd1 == iw[2][31:16]) begin
+                nb = v_so_q + 32'(iw[4][15:0]);
+                na = v_ao_q + 32'(iw[4][15:0]);
+                nd = v_dst_o_q + AAW'(iw[5][15:0]);
+                v_so_q <= nb;
+                v_ao_q <= na;
+                v_dst_o_q <= nd;
+                lx_q <= '0;
+                lz_q <= lz_q + 16'd1;
+                if (lz_q + 16'd1 == iw[3][15:0]) st_q <= S_COMPLETE;
+              end else begin
+                nb = v_base_q + 32'(iw[4][31:16]);
+                na = v_ab_q + 32'(iw[4][31:16]);
+                nd = v_dst_q + AAW'(iw[5][31:16]);
+                lx_q <= lx_q + 16'd1;
+              end
+              v_base_q <= nb;
+              v_line_q <= nb;
+              v_ab_q <= na;
+              v_dst_q <= nd;
+              v_ky_q <= '0;
+              v_kx_q <= '0;
+              if (md == VEC_REQUANT[3:0]) acc_ra_q <= CAW'(nb);
+              else act_ra_q <= AAW'(nb);
+              wgt_ra_q <= WAW'(iw[6][31:16]);
             end
           end
 

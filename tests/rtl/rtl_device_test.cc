@@ -275,7 +275,10 @@ TEST_P(RtlTest, IllegalInstructionVariants) {
   bads.push_back(load({.row_elems = n + 1}));                  // row_elems > N
   bads.push_back(sync(3, 0));                                  // no such engine
   Instr v = vec({});
-  v.w[0] |= 1u << 16;                                          // VEC mode 1
+  v.w[0] |= 7u << 16;                                          // VEC mode 7
+  bads.push_back(v);
+  v = vec({});
+  v.w[0] |= 4u << 16;                                          // MAXPOOL without a window
   bads.push_back(v);
   Instr r = nop();
   r.w[5] = 1;                                                  // reserved word

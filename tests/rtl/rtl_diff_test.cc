@@ -123,7 +123,51 @@ class Gen {
     }
   }
 
+  // A VEC of any mode (architecture.md 1.4), fields within the small scratchpad regions.
   Instr vec() {
+    const uint32_t mode = u(0, 6);
+    if (mode == 0) return requant();
+    for (;;) {
+      const bool window = mode >= 4;
+      VecArgs v;
+      v.o = u(1, 2);
+      v.r = u(1, 6);
+      v.src = u(0, 200);
+      v.dst = u(0, 300);
+      v.sso = u(0, 20);
+      v.ssr = u(0, 3);
+      v.dso = u(0, 20);
+      v.dsr = u(0, 2);
+      v.zp = static_cast<int8_t>(u(0, 255));
+      v.lo = static_cast<int8_t>(u(0, 255));
+      v.hi = static_cast<int8_t>(u(0, 255));
+      if (v.lo > v.hi && p(0.8)) std::swap(v.lo, v.hi);
+      uint32_t kw = 1, kh = 1, wys = 0, aux = 0, param = 0;
+      if (window) {
+        kw = u(1, 3);
+        kh = u(1, 3);
+        wys = u(0, 12);
+      }
+      if (mode == 1) param = u(0, act_region() - 256 / n_);        // LUT table rows (ACT)
+      else if (mode == 6) param = u(0, acc_region() - 3);
+      else if (mode != 4) param = u(0, acc_region() - 1);
+      if (mode == 2 || mode == 3) aux = u(0, 200);
+      if (mode == 6) aux = u(0, wgt_tiles() * n_ - kh * kw);
+      v.param = param;
+      v.bias = (mode == 6) && p(0.5);
+      Instr i = rtltest::vec(v);
+      i.w[0] = (i.w[0] & ~(0xFu << 16)) | (mode << 16);
+      i.w[6] |= aux << 16;
+      i.w[7] = window ? (kw | (kh << 8) | (wys << 16)) : 0;
+      const uint32_t ext = (v.o - 1) * v.sso + (v.r - 1) * v.ssr + (kh - 1) * wys + (kw - 1);
+      const uint32_t dmax = v.dst + (v.o - 1) * v.dso + (v.r - 1) * v.dsr;
+      if (v.src + ext < act_region() && dmax < act_region() &&
+          ((mode != 2 && mode != 3) || aux + ext < act_region()))
+        return i;
+    }
+  }
+
+  Instr requant() {
     for (;;) {
       VecArgs v;
       v.o = u(1, 2);
@@ -156,7 +200,7 @@ class Gen {
       case 4: { Instr i = store(); i.w[1] = kReadOnlyVa + u(0, 1000); return i; }
       case 5: { Instr i = load(); i.w[1] = kBeyondDramVa + u(0, 1000); return i; }
       case 6: { Instr i = gemm(); i.w[3] = (i.w[3] & 0xFFFF0000u) | 0x3000u; return i; }
-      case 7: { Instr i = vec(); i.w[2] = (i.w[2] & 0xFFFF0000u) | 0xFFF0u; return i; }
+      case 7: { Instr i = requant(); i.w[2] = (i.w[2] & 0xFFFF0000u) | 0xFFF0u; return i; }
       default: { Instr i = nop(); i.w[0] |= (1u << 12); return i; }            // reserved
     }
   }

@@ -283,6 +283,28 @@ TEST_P(RtlTiming, GemmAndVec) {
             t.job({t.gemm(1, 4, n)}));
 }
 
+TEST_P(RtlTiming, VecModes) {
+  // REQUANT 3 + rows; LUT 1 + 256/N + rows; ADD, MUL 2 + 2 rows; window modes 3 + rows kh kw.
+  const uint64_t rows = 2 * 3;
+  for (uint32_t mode = 0; mode <= 6; ++mode) {
+    Instr v = vec({.src = 0, .dst = 100, .param = mode == 4 ? 0u : 40u, .r = 3, .o = 2,
+                   .sso = 8, .ssr = 1, .dso = 3, .dsr = 1});
+    v.w[0] |= mode << 16;
+    uint64_t expect = 3 + rows;
+    if (mode == 1) expect = 1 + 256 / n + rows;
+    if (mode == 2 || mode == 3) {
+      v.w[6] |= 50u << 16;
+      expect = 2 + 2 * rows;
+    }
+    if (mode >= 4) {
+      v.w[7] = 2 | (3u << 8) | (4u << 16);  // kw 2, kh 3, wys 4
+      expect = 3 + rows * 6;
+    }
+    SCOPED_TRACE(mode);
+    EXPECT_EQ(run_job({v}), t.job({expect}));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Dims, RtlTiming,
     ::testing::Combine(::testing::ValuesIn(sim::rtl_supported_array_dims()),
