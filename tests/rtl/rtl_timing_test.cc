@@ -308,7 +308,7 @@ TEST_P(RtlTiming, VecModes) {
 INSTANTIATE_TEST_SUITE_P(
     Dims, RtlTiming,
     ::testing::Combine(::testing::ValuesIn(sim::rtl_supported_array_dims()),
-                       ::testing::Values(64u, 10u, 200u)),
+                       ::testing::Values(64u, 10u, 200u, 1u, 0u)),
     [](const auto& param_info) {
       char name[32];
       std::snprintf(name, sizeof(name), "N%u_L%u", std::get<0>(param_info.param),
