@@ -18,6 +18,7 @@
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/image.h"
 #include "npu/runtime/api.h"
+#include "test_data.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ constexpr const char* kUsage =
     "usage: npu-run MODEL_OR_IMAGE [--device sim|rtl|accel:N|/dev/accel/accelN]\n"
     "               [--input FILE.npy]... [--output-dir DIR] [--iterations N] [--json]\n"
     "               [--summary] [--trace FILE.json]\n"
+    "       npu-run --test-data DIR [--json] [--device ...]   (ONNX backend test; see --test-data --help)\n"
     "  MODEL_OR_IMAGE   an npu-compile image, or an .onnx model (compiled on the fly,\n"
     "                   calibrating on the inputs)\n"
     "  --device         default: $NPU_DEVICE, else sim (the functional model)\n"
@@ -394,6 +396,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   try {
+    if (npu_run::wants_test_data(argc, argv)) return npu_run::test_data_main(argc, argv);
     Args args;
     if (int rc = parse(argc, argv, &args)) return rc < 0 ? 0 : rc;
     return run(args);

@@ -1,0 +1,25 @@
+// An ONNX node attribute as the compiler's IR and the host-fallback kernels carry it.
+// Plain value type; no validation (kernels check the kinds they read).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "npu/compiler/tensor.h"
+
+namespace npu::compiler {
+
+struct Attribute {
+  // kOther: a type the IR does not carry (graphs, sparse tensors, string lists, tensors of an
+  // unsupported element type); `s` then says what it was, for error messages.
+  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kTensor, kOther } kind = Kind::kInt;
+  int64_t i = 0;
+  float f = 0;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string s;
+  Tensor t;
+};
+
+}  // namespace npu::compiler

@@ -1,0 +1,382 @@
+// Generators, index operators and quantisation: Range, EyeLike, Trilu, OneHot, CumSum,
+// NonZero, Compress, TopK, ScatterElements, ScatterND, QuantizeLinear, DequantizeLinear.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernel.h"
+
+namespace npu::compiler::host {
+namespace {
+
+Result<Outputs> range(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* start, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* limit, c.need(1));
+  NPU_ASSIGN_OR_RETURN(const Tensor* delta, c.need(2));
+  if (start->element_count() != 1 || limit->element_count() != 1 || delta->element_count() != 1)
+    return c.invalid("start, limit and delta must be scalars");
+  const double s = element_as_double(*start, 0), l = element_as_double(*limit, 0), d = element_as_double(*delta, 0);
+  if (d == 0) return c.invalid("delta is 0");
+  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((l - s) / d)));
+  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, start->dtype, {n}));
+  visit_dtype(start->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto po = out.as<T>();
+    const T st = start->as<T>()[0], dl = delta->as<T>()[0];
+    T v = st;
+    for (auto& o : po) {
+      o = v;
+      v = static_cast<T>(v + dl);
+    }
+  });
+  return one(std::move(out));
+}
+
+Result<Outputs> eye_like(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  if (x->shape.size() != 2) return c.invalid("input must be 2-D");
+  DType dtype = x->dtype;
+  if (c.attr("dtype")) {
+    NPU_ASSIGN_OR_RETURN(dtype, dtype_from_onnx_type(c, c.attr_int("dtype", 1)));
+  }
+  const int64_t k = c.attr_int("k", 0);
+  Tensor out = Tensor::zeros(dtype, x->shape);
+  visit_dtype(dtype, [&](auto tag) {
+    auto po = out.as<decltype(tag)>();
+    for (int64_t i = 0; i < x->shape[0]; ++i)
+      if (i + k >= 0 && i + k < x->shape[1]) po[static_cast<size_t>(i * x->shape[1] + i + k)] = 1;
+  });
+  return one(std::move(out));
+}
+
+Result<Outputs> trilu(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  if (x->shape.size() < 2) return c.invalid("input must have rank >= 2");
+  const int64_t k = c.in(1) && c.in(1)->element_count() > 0 ? element_as_int(*c.in(1), 0) : 0;
+  const bool upper = c.attr_int("upper", 1) != 0;
+  const int64_t R = x->shape[x->shape.size() - 2], C = x->shape.back();
+  Tensor out = *x;
+  const size_t es = dtype_size(x->dtype);
+  const int64_t mats = R * C != 0 ? x->element_count() / (R * C) : 0;
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j) {
+        const bool keep = upper ? j - i >= k : j - i <= k;
+        if (!keep) std::memset(out.data.data() + static_cast<size_t>((m * R + i) * C + j) * es, 0, es);
+      }
+  return one(std::move(out));
+}
+
+Result<Outputs> one_hot(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* idx, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* depth_t, c.need(1));
+  NPU_ASSIGN_OR_RETURN(const Tensor* values, c.need(2));
+  if (depth_t->element_count() != 1 || values->element_count() != 2)
+    return c.invalid("depth must be a scalar and values hold [off, on]");
+  const auto depth = static_cast<int64_t>(element_as_double(*depth_t, 0));
+  if (depth < 0) return c.invalid("depth is negative");
+  const auto rank = static_cast<int64_t>(idx->shape.size()) + 1;
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", -1), rank));
+  Shape shape = idx->shape;
+  shape.insert(shape.begin() + axis, depth);
+  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, values->dtype, shape));
+  const AxisSplit s = split_at(shape, axis);
+  const std::vector<int64_t> ids = to_int64_vector(*idx);
+  const size_t es = dtype_size(values->dtype);
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t k = 0; k < depth; ++k)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t id = ids[static_cast<size_t>(o * s.inner + i)];
+        if (id < 0) id += depth;
+        std::memcpy(out.data.data() + static_cast<size_t>((o * depth + k) * s.inner + i) * es,
+                    values->data.data() + (id == k ? es : 0), es);
+      }
+  return one(std::move(out));
+}
+
+Result<Outputs> cumsum(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* axis_t, c.need(1));
+  if (axis_t->element_count() != 1) return c.invalid("axis must be a scalar");
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, element_as_int(*axis_t, 0), static_cast<int64_t>(x->shape.size())));
+  const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
+  const AxisSplit s = split_at(x->shape, axis);
+  Tensor out = Tensor::zeros(x->dtype, x->shape);
+  visit_dtype(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto px = x->as<T>();
+    auto po = out.as<T>();
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        T acc{};
+        for (int64_t j = 0; j < s.n; ++j) {
+          const int64_t k = reverse ? s.n - 1 - j : j;
+          const auto at = static_cast<size_t>((o * s.n + k) * s.inner + i);
+          if (exclusive) {
+            po[at] = acc;
+            acc = static_cast<T>(acc + px[at]);
+          } else {
+            acc = static_cast<T>(acc + px[at]);
+            po[at] = acc;
+          }
+        }
+      }
+  });
+  return one(std::move(out));
+}
+
+Result<Outputs> non_zero(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  const size_t rank = x->shape.size();
+  std::vector<int64_t> hits;
+  for (size_t i = 0; i < static_cast<size_t>(x->element_count()); ++i)
+    if (element_as_double(*x, i) != 0) hits.push_back(static_cast<int64_t>(i));
+  const auto n = static_cast<int64_t>(hits.size());
+  Tensor out = Tensor::zeros(DType::kI64, {static_cast<int64_t>(rank), n});
+  const Shape st = strides_of(x->shape);
+  auto po = out.as<int64_t>();
+  for (int64_t j = 0; j < n; ++j)
+    for (size_t d = 0; d < rank; ++d)
+      po[static_cast<size_t>(static_cast<int64_t>(d) * n + j)] = hits[static_cast<size_t>(j)] / st[d] % x->shape[d];
+  return one(std::move(out));
+}
+
+Result<Outputs> compress(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* cond, c.need(1));
+  Tensor flat = *x;
+  int64_t axis = 0;
+  if (c.attr("axis")) {
+    NPU_ASSIGN_OR_RETURN(axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
+  } else {
+    flat.shape = {x->element_count()};
+  }
+  const AxisSplit s = split_at(flat.shape, axis);
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < std::min(s.n, cond->element_count()); ++i)
+    if (element_as_int(*cond, static_cast<size_t>(i)) != 0) keep.push_back(i);
+  Shape shape = flat.shape;
+  shape[static_cast<size_t>(axis)] = static_cast<int64_t>(keep.size());
+  Tensor out = Tensor::zeros(x->dtype, shape);
+  const size_t chunk = static_cast<size_t>(s.inner) * dtype_size(x->dtype);
+  size_t at = 0;
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t k : keep) {
+      std::memcpy(out.data.data() + at, flat.data.data() + static_cast<size_t>(o * s.n + k) * chunk, chunk);
+      at += chunk;
+    }
+  return one(std::move(out));
+}
+
+Result<Outputs> top_k(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  int64_t k = c.attr_int("k", -1);
+  if (c.opset >= 10) {
+    NPU_ASSIGN_OR_RETURN(const Tensor* kt, c.need(1));
+    if (kt->element_count() != 1) return c.invalid("K must hold one value");
+    k = element_as_int(*kt, 0);
+  }
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", -1), static_cast<int64_t>(x->shape.size())));
+  const bool largest = c.attr_int("largest", 1) != 0;
+  const AxisSplit s = split_at(x->shape, axis);
+  if (k < 0 || k > s.n) return c.invalid("K " + std::to_string(k) + " is out of range for an axis of " + std::to_string(s.n));
+  Shape shape = x->shape;
+  shape[static_cast<size_t>(axis)] = k;
+  Tensor values = Tensor::zeros(x->dtype, shape), indices = Tensor::zeros(DType::kI64, shape);
+  visit_dtype(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto px = x->as<T>();
+    auto pv = values.as<T>();
+    auto pi = indices.as<int64_t>();
+    std::vector<int64_t> order(static_cast<size_t>(s.n));
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        auto at = [&](int64_t j) { return px[static_cast<size_t>((o * s.n + j) * s.inner + i)]; };
+        std::iota(order.begin(), order.end(), 0);
+        // Ties keep the lower index first, as ONNX specifies.
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return largest ? at(a) > at(b) : at(a) < at(b);
+        });
+        for (int64_t j = 0; j < k; ++j) {
+          const auto dst = static_cast<size_t>((o * k + j) * s.inner + i);
+          pv[dst] = at(order[static_cast<size_t>(j)]);
+          pi[dst] = order[static_cast<size_t>(j)];
+        }
+      }
+  });
+  Outputs out;
+  out.push_back(std::move(values));
+  out.push_back(std::move(indices));
+  return out;
+}
+
+// Combines an updated element with the existing one (the `reduction` attribute, opset 16).
+template <typename T>
+T combine(const std::string& reduction, T old, T upd) {
+  if (reduction == "add") return static_cast<T>(old + upd);
+  if (reduction == "mul") return static_cast<T>(old * upd);
+  if (reduction == "max") return std::max(old, upd);
+  if (reduction == "min") return std::min(old, upd);
+  return upd;
+}
+
+Status check_reduction(const OpContext& c, const std::string& r) {
+  if (r == "none" || r == "add" || r == "mul" || r == "max" || r == "min") return Status::ok();
+  return c.unsupported("reduction '" + r + "'");
+}
+
+Result<Outputs> scatter_elements(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* idx, c.need(1));
+  NPU_ASSIGN_OR_RETURN(const Tensor* upd, c.need(2));
+  if (idx->shape != upd->shape || idx->shape.size() != x->shape.size() || upd->dtype != x->dtype)
+    return c.invalid("indices and updates must have one shape and data's rank and type");
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
+  const std::string reduction = c.attr_string("reduction", "none");
+  NPU_RETURN_IF_ERROR(check_reduction(c, reduction));
+  Tensor out = *x;
+  const Shape xs = strides_of(x->shape);
+  Shape st = xs;
+  st[static_cast<size_t>(axis)] = 0;
+  const std::vector<int64_t> ids = to_int64_vector(*idx);
+  const int64_t dim = x->shape[static_cast<size_t>(axis)];
+  Status bad = Status::ok();
+  visit_dtype(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto po = out.as<T>();
+    auto pu = upd->as<T>();
+    for_each_strided<1>(idx->shape, {&st}, [&](int64_t i, const std::array<int64_t, 1>& o) {
+      int64_t k = ids[static_cast<size_t>(i)];
+      if (k < -dim || k >= dim) {
+        bad = c.invalid("index " + std::to_string(k) + " is out of range");
+        return;
+      }
+      if (k < 0) k += dim;
+      T& dst = po[static_cast<size_t>(o[0] + k * xs[static_cast<size_t>(axis)])];
+      dst = combine(reduction, dst, pu[static_cast<size_t>(i)]);
+    });
+  });
+  NPU_RETURN_IF_ERROR(bad);
+  return one(std::move(out));
+}
+
+Result<Outputs> scatter_nd(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* idx, c.need(1));
+  NPU_ASSIGN_OR_RETURN(const Tensor* upd, c.need(2));
+  if (idx->shape.empty() || upd->dtype != x->dtype) return c.invalid("bad indices or updates");
+  const auto m = static_cast<size_t>(idx->shape.back());
+  if (m > x->shape.size()) return c.invalid("indices' last dim exceeds data's rank");
+  const std::string reduction = c.attr_string("reduction", "none");
+  NPU_RETURN_IF_ERROR(check_reduction(c, reduction));
+  const int64_t tuples = numel(std::span<const int64_t>(idx->shape).first(idx->shape.size() - 1));
+  const int64_t slice = numel(std::span<const int64_t>(x->shape).subspan(m));
+  if (upd->element_count() != tuples * slice) return c.invalid("updates have the wrong shape");
+  Tensor out = *x;
+  const Shape xs = strides_of(x->shape);
+  const std::vector<int64_t> ids = to_int64_vector(*idx);
+  Status bad = Status::ok();
+  visit_dtype(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto po = out.as<T>();
+    auto pu = upd->as<T>();
+    for (int64_t t = 0; t < tuples && bad.is_ok(); ++t) {
+      int64_t off = 0;
+      for (size_t j = 0; j < m; ++j) {
+        int64_t k = ids[static_cast<size_t>(t) * m + j];
+        const int64_t dim = x->shape[j];
+        if (k < -dim || k >= dim) bad = c.invalid("index " + std::to_string(k) + " is out of range");
+        if (k < 0) k += dim;
+        off += k * xs[j];
+      }
+      if (!bad.is_ok()) break;
+      for (int64_t e = 0; e < slice; ++e) {
+        T& dst = po[static_cast<size_t>(off + e)];
+        dst = combine(reduction, dst, pu[static_cast<size_t>(t * slice + e)]);
+      }
+    }
+  });
+  NPU_RETURN_IF_ERROR(bad);
+  return one(std::move(out));
+}
+
+// Per-tensor or per-axis (opset 13) scale and zero point, expanded to x's shape.
+struct QuantParams {
+  std::vector<float> scale;
+  std::vector<int64_t> zero;
+  AxisSplit split;
+};
+
+Result<QuantParams> quant_params(const OpContext& c, const Tensor& x, const Tensor& scale, const Tensor* zp) {
+  QuantParams q;
+  q.scale = to_float_vector(scale);
+  q.zero = zp ? to_int64_vector(*zp) : std::vector<int64_t>(q.scale.size(), 0);
+  if (q.zero.size() != q.scale.size()) return c.invalid("scale and zero point differ in size");
+  if (q.scale.size() == 1) {
+    q.split = {x.element_count(), 1, 1};
+    return q;
+  }
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 1), static_cast<int64_t>(x.shape.size())));
+  q.split = split_at(x.shape, axis);
+  if (static_cast<int64_t>(q.scale.size()) != q.split.n)
+    return c.invalid("per-axis scale has " + std::to_string(q.scale.size()) + " values for an axis of " + std::to_string(q.split.n));
+  return q;
+}
+
+Result<Outputs> quantize_linear(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* scale, c.need(1));
+  const Tensor* zp = c.in(2);
+  NPU_ASSIGN_OR_RETURN(QuantParams q, quant_params(c, *x, *scale, zp));
+  const DType out_type = zp ? zp->dtype : DType::kU8;
+  if (out_type != DType::kU8 && out_type != DType::kI8) return c.unsupported("zero point type " + std::string(dtype_name(out_type)));
+  Tensor out = Tensor::zeros(out_type, x->shape);
+  const std::vector<float> xv = to_float_vector(*x);
+  const double lo = out_type == DType::kU8 ? 0 : -128, hi = out_type == DType::kU8 ? 255 : 127;
+  for (int64_t o = 0; o < q.split.outer; ++o)
+    for (int64_t a = 0; a < q.split.n; ++a)
+      for (int64_t i = 0; i < q.split.inner; ++i) {
+        const auto at = static_cast<size_t>((o * q.split.n + a) * q.split.inner + i);
+        const auto k = static_cast<size_t>(a);
+        const double v = std::clamp(std::nearbyint(xv[at] / q.scale[k]) + static_cast<double>(q.zero[k]), lo, hi);
+        if (out_type == DType::kU8) out.as<uint8_t>()[at] = static_cast<uint8_t>(v);
+        else out.as<int8_t>()[at] = static_cast<int8_t>(v);
+      }
+  return one(std::move(out));
+}
+
+Result<Outputs> dequantize_linear(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* scale, c.need(1));
+  NPU_ASSIGN_OR_RETURN(QuantParams q, quant_params(c, *x, *scale, c.in(2)));
+  Tensor out = Tensor::zeros(DType::kF32, x->shape);
+  auto po = out.as<float>();
+  for (int64_t o = 0; o < q.split.outer; ++o)
+    for (int64_t a = 0; a < q.split.n; ++a)
+      for (int64_t i = 0; i < q.split.inner; ++i) {
+        const auto at = static_cast<size_t>((o * q.split.n + a) * q.split.inner + i);
+        const auto k = static_cast<size_t>(a);
+        po[at] = static_cast<float>(static_cast<double>(element_as_int(*x, at) - q.zero[k]) * q.scale[k]);
+      }
+  return one(std::move(out));
+}
+
+}  // namespace
+
+void register_misc(KernelTable& t) {
+  t["Range"] = range;
+  t["EyeLike"] = eye_like;
+  t["Trilu"] = trilu;
+  t["OneHot"] = one_hot;
+  t["CumSum"] = cumsum;
+  t["NonZero"] = non_zero;
+  t["Compress"] = compress;
+  t["TopK"] = top_k;
+  t["ScatterElements"] = scatter_elements;
+  t["Scatter"] = scatter_elements;
+  t["ScatterND"] = scatter_nd;
+  t["QuantizeLinear"] = quantize_linear;
+  t["DequantizeLinear"] = dequantize_linear;
+}
+
+}  // namespace npu::compiler::host

@@ -1,0 +1,52 @@
+// Whole ONNX models on the host kernels, for npu-run --test-data and tools.
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "ir.h"
+#include "kernel.h"
+#include "onnx_tensor.h"
+
+namespace npu::compiler {
+
+Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
+  std::ifstream in(onnx_path, std::ios::binary);
+  if (!in) return make_error(StatusCode::kNotFound, onnx_path + ": cannot open ONNX model (does it exist?)");
+  onnx::ModelProto model;
+  try {
+    if (!model.ParseFromIstream(&in))
+      return make_error(StatusCode::kInvalidArgument, onnx_path + ": not an ONNX model (protobuf parse failed)");
+  } catch (const std::exception& e) {
+    return make_error(StatusCode::kInvalidArgument, onnx_path + ": " + e.what());
+  }
+  OnnxModelInfo info;
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+  for (const auto& i : model.graph().input())
+    if (!initializers.count(i.name())) info.inputs.push_back(i.name());
+  for (const auto& o : model.graph().output()) info.outputs.push_back(o.name());
+  info.nodes = static_cast<size_t>(model.graph().node_size());
+  return info;
+}
+
+Result<HostRun> run_onnx_on_host(const std::string& onnx_path, const std::vector<Tensor>& inputs) {
+  NPU_ASSIGN_OR_RETURN(OnnxModelInfo info, inspect_onnx(onnx_path));
+  if (info.inputs.size() != inputs.size())
+    return make_error(StatusCode::kInvalidArgument,
+                      onnx_path + " has " + std::to_string(info.inputs.size()) + " input(s), got " +
+                          std::to_string(inputs.size()) + " tensor(s)");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) shapes[info.inputs[i]] = inputs[i].shape;
+  NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, shapes));
+  NPU_ASSIGN_OR_RETURN(std::vector<Tensor> env, run_reference(g, inputs));
+  HostRun run;
+  run.ops = g.nodes.size();
+  for (int o : g.outputs) run.outputs.push_back(std::move(env[static_cast<size_t>(o)]));
+  return run;
+}
+
+Result<Tensor> read_tensor_pb(const std::string& path) { return read_tensor_proto_file(path); }
+
+}  // namespace npu::compiler
