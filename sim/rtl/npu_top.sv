@@ -491,13 +491,14 @@ module npu_top
   function automatic logic [N*32-1:0] mac_row(input logic [N*8-1:0] a,
                                               input logic [N*N*8-1:0] w);
     logic [N*32-1:0] p;
-    for (int n = 0; n < N; n++) begin
-      logic [31:0] s;
-      s = '0;
-      for (int k = 0; k < N; k++) begin
-        s += 32'($signed(a[k*8 +: 8])) * 32'($signed(w[(k*N+n)*8 +: 8]));
+    // k outer, columns inner: the generated C++ updates consecutive words (vectorisable).
+    p = '0;
+    for (int k = 0; k < N; k++) begin
+      logic [31:0] ak;
+      ak = 32'($signed(a[k*8 +: 8]));
+      for (int n = 0; n < N; n++) begin
+        p[n*32 +: 32] = p[n*32 +: 32] + ak * 32'($signed(w[(k*N+n)*8 +: 8]));
       end
-      p[n*32 +: 32] = s;
     end
     return p;
   endfunction
