@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include <optional>
+
 #include "npu/runtime/host_ops.h"
 #include "npu/runtime/quantize.h"
 
@@ -12,6 +14,85 @@ double us_between(Clock::time_point a, Clock::time_point b) {
 
 int64_t us_since(const Runtime& rt, Clock::time_point t) {
   return rt.now_us() - std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
+}
+
+
+// The host values of one request (images with value maps).
+struct ValueEnv {
+  std::vector<std::optional<Tensor>> values;
+};
+
+std::string value_name(const Model& model, uint32_t v) {
+  return v < model.values().size() ? "'" + model.values()[v].name + "'" : std::to_string(v);
+}
+
+// Quantises the values an NPU segment reads, dequantises the values it writes, and runs host
+// operators, all on the scheduler's lane thread.
+scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shared_ptr<ValueEnv> env,
+                                   hal::ExecutableInstance* inst) {
+  return [model = std::move(model), env = std::move(env), inst](
+             size_t step, scheduler::StepPhase phase) -> Status {
+    const image::Step* st = model->image().model().steps()->Get(static_cast<uint32_t>(step));
+    hal::Buffer& act = inst->activations();
+    if (phase == scheduler::StepPhase::kHost) {
+      const image::HostSegment* host = st->segment_as_HostSegment();
+      const std::string op = host->op_type()->str();
+      const std::string what = "host operator " + op + " (node '" +
+                               (host->node_name() ? host->node_name()->str() : "?") + "')";
+      HostKernel kernel = find_host_kernel(op);
+      if (!kernel) return make_error(StatusCode::kUnsupported, what + " has no host kernel");
+      std::vector<Tensor> outputs;
+      HostOpContext ctx{model->image(), *host, step, {}, &outputs};
+      for (uint32_t v : *host->inputs()) {
+        if (v == UINT32_MAX) {
+          ctx.inputs.push_back(nullptr);
+          continue;
+        }
+        if (!env->values[v])
+          return make_error(StatusCode::kInternal,
+                            what + " reads value " + value_name(*model, v) + " before it is computed");
+        ctx.inputs.push_back(&*env->values[v]);
+      }
+      for (uint32_t v : *host->outputs())
+        outputs.push_back(Tensor::zeros(model->values()[v].dtype, model->values()[v].shape));
+      Status s = kernel(ctx);
+      if (!s.is_ok()) return Status(s.code(), what + ": " + s.message());
+      if (outputs.size() != host->outputs()->size())
+        return make_error(StatusCode::kInternal, what + " returned the wrong number of outputs");
+      for (uint32_t k = 0; k < host->outputs()->size(); ++k)
+        env->values[host->outputs()->Get(k)] = std::move(outputs[k]);
+      return Status::ok();
+    }
+    const image::NpuSegment* npu = st->segment_as_NpuSegment();
+    if (phase == scheduler::StepPhase::kBeforeDevice) {
+      if (!npu->inputs()) return Status::ok();
+      for (uint32_t v : *npu->inputs()) {
+        const TensorInfo& info = model->values()[v];
+        if (!env->values[v])
+          return make_error(StatusCode::kInternal, "NPU step " + std::to_string(step) +
+                                                       " reads value " + value_name(*model, v) +
+                                                       " before it is computed");
+        Status s = check_input(*env->values[v], info, v);
+        if (s.is_ok()) s = quantize_into(*env->values[v], info, act.host());
+        if (s.is_ok()) {
+          const auto [b, e] = view_extent(info);
+          s = act.sync_to_device(b, e - b);
+        }
+        if (!s.is_ok())
+          return Status(s.code(), "before NPU step " + std::to_string(step) + ": " + s.message());
+      }
+      return Status::ok();
+    }
+    if (!npu->outputs()) return Status::ok();
+    for (uint32_t v : *npu->outputs()) {
+      const TensorInfo& info = model->values()[v];
+      const auto [b, e] = view_extent(info);
+      NPU_RETURN_IF_ERROR(act.sync_from_device(b, e - b));
+      NPU_ASSIGN_OR_RETURN(Tensor t, dequantize_from(info, act.host()));
+      env->values[v] = std::move(t);
+    }
+    return Status::ok();
+  };
 }
 
 }  // namespace
@@ -128,15 +209,24 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
 
   const Clock::time_point t_copy = Clock::now();
   hal::Buffer& act = inst->activations();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Status st = quantize_into(inputs[i], infos[i], act.host());
-    if (st.is_ok()) {
-      const auto [b, e] = view_extent(infos[i]);
-      st = act.sync_to_device(b, e - b);
-    }
-    if (!st.is_ok()) {
-      backend.pool->release(std::move(inst), true);
-      return st;
+  std::shared_ptr<ValueEnv> env;
+  if (model_->mapped()) {
+    // Values move through a per-request environment; segments quantise what they read.
+    env = std::make_shared<ValueEnv>();
+    env->values.resize(model_->values().size());
+    for (const auto& [v, t] : model_->constants()) env->values[v] = t;
+    for (size_t i = 0; i < inputs.size(); ++i) env->values[model_->input_values()[i]] = inputs[i];
+  } else {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Status st = quantize_into(inputs[i], infos[i], act.host());
+      if (st.is_ok()) {
+        const auto [b, e] = view_extent(infos[i]);
+        st = act.sync_to_device(b, e - b);
+      }
+      if (!st.is_ok()) {
+        backend.pool->release(std::move(inst), true);
+        return st;
+      }
     }
   }
   const Clock::time_point t_copied = Clock::now();
@@ -145,20 +235,11 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
   spec.instance = inst;
   spec.priority = options_.priority;
   spec.request_id = request_id;
-  if (model_->host_steps() > 0) {
-    spec.host_step = [image = model_->shared_image(), raw = inst.get()](size_t step) -> Status {
-      const auto* host = image->model().steps()->Get(static_cast<uint32_t>(step))->segment_as_HostSegment();
-      HostKernel kernel = find_host_kernel(host->op_type()->str());
-      if (!kernel)
-        return make_error(StatusCode::kUnsupported,
-                          "no host kernel for operator '" + host->op_type()->str() + "'");
-      return kernel(HostStepContext{*image, *host, step, raw->activations()});
-    };
-  }
+  if (env) spec.step_hook = make_step_hook(model_, env, inst.get());
   const double copy_in_us = us_between(t_copy, t_copied);
   const uint32_t device_index = backend.index;
   spec.on_complete = [self = shared_from_this(), pool = backend.pool.get(), inst, device_index,
-                      request_id, t0, copy_in_us,
+                      request_id, t0, copy_in_us, env,
                       done = std::move(done)](scheduler::JobOutcome&& o) mutable {
     Runtime& rt = *self->runtime_;
     const Clock::time_point t_out = Clock::now();
@@ -167,16 +248,28 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
       Outputs out;
       hal::Buffer& a = inst->activations();
       Status st;
-      for (const TensorInfo& info : self->model_->outputs()) {
-        const auto [b, e] = view_extent(info);
-        st = a.sync_from_device(b, e - b);
-        if (!st.is_ok()) break;
-        Result<Tensor> t = dequantize_from(info, a.host());
-        if (!t.is_ok()) {
-          st = t.status();
-          break;
+      if (env) {
+        for (size_t k = 0; k < self->model_->outputs().size() && st.is_ok(); ++k) {
+          const uint32_t v = self->model_->output_values()[k];
+          if (!env->values[v]) {
+            st = make_error(StatusCode::kInternal,
+                            "output '" + self->model_->outputs()[k].name + "' was never computed");
+          } else {
+            out.tensors.push_back(std::move(*env->values[v]));
+          }
         }
-        out.tensors.push_back(std::move(t).value());
+      } else {
+        for (const TensorInfo& info : self->model_->outputs()) {
+          const auto [b, e] = view_extent(info);
+          st = a.sync_from_device(b, e - b);
+          if (!st.is_ok()) break;
+          Result<Tensor> t = dequantize_from(info, a.host());
+          if (!t.is_ok()) {
+            st = t.status();
+            break;
+          }
+          out.tensors.push_back(std::move(t).value());
+        }
       }
       const Clock::time_point t_done = Clock::now();
       out.stats.request_id = request_id;
@@ -202,7 +295,11 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
       rt.record({"copy-out", request_id, device_index, at(t_out), dur(t_out, Clock::now()), 0});
     }
     pool->release(std::move(inst), o.instance_reusable);
-    done(std::move(result));
+    // Drop our references before the caller can observe the result, so that the caller,
+    // not this completion thread, releases the session and runtime last.
+    DoneFn deliver = std::move(done);
+    self.reset();
+    deliver(std::move(result));
   };
   scheduler::Scheduler& sched = runtime_->scheduler(device_index);
   Result<scheduler::JobHandle> handle = sched.submit(std::move(spec), deadline);

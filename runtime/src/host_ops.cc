@@ -20,12 +20,17 @@ Registry& registry() {
 
 void register_host_kernel(std::string op_type, HostKernel kernel) {
   std::lock_guard lock(registry().mu);
-  registry().kernels[std::move(op_type)] = std::move(kernel);
+  if (kernel) {
+    registry().kernels[std::move(op_type)] = std::move(kernel);
+  } else {
+    registry().kernels.erase(op_type);
+  }
 }
 
 HostKernel find_host_kernel(std::string_view op_type) {
   std::lock_guard lock(registry().mu);
   auto it = registry().kernels.find(op_type);
+  if (it == registry().kernels.end()) it = registry().kernels.find(std::string_view("*"));
   return it == registry().kernels.end() ? HostKernel{} : it->second;
 }
 

@@ -1,6 +1,8 @@
 #include "npu/runtime/model.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "json.h"
@@ -36,6 +38,10 @@ TensorInfo info_from(const image::IoBinding& io) {
   t.shape.assign(d.shape()->begin(), d.shape()->end());
   t.layout = d.layout() ? d.layout()->str() : "";
   if (d.quant()) t.quant = quant_from(d.quant());
+  if (!io.device()) {
+    t.on_device = false;
+    return t;
+  }
   const image::DeviceView& v = *io.device();
   t.device_dtype = from_image(v.dtype());
   t.device_offset = v.offset();
@@ -58,7 +64,9 @@ std::string tensor_json(const TensorInfo& t) {
   std::string s = "{\"name\":" + json::quote(t.name) +
                   ",\"dtype\":" + json::quote(dtype_name(t.dtype)) + ",\"shape\":[";
   for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
-  s += "],\"layout\":" + json::quote(t.layout) + ",\"device\":{\"dtype\":" +
+  s += "],\"layout\":" + json::quote(t.layout);
+  if (!t.on_device) return s + ",\"device\":null}";
+  s += ",\"device\":{\"dtype\":" +
        json::quote(dtype_name(t.device_dtype)) + ",\"offset\":" + std::to_string(t.device_offset) +
        ",\"strides\":[";
   for (size_t i = 0; i < t.device_strides.size(); ++i)
@@ -89,8 +97,10 @@ int64_t TensorInfo::element_count() const {
 
 std::string TensorInfo::to_string() const {
   return name + ": " + std::string(dtype_name(dtype)) + shape_to_string(shape) +
-         (layout.empty() ? "" : " " + layout) + " (device " +
-         std::string(dtype_name(device_dtype)) + " " + quant_text(device_quant) + ")";
+         (layout.empty() ? "" : " " + layout) +
+         (on_device ? " (device " + std::string(dtype_name(device_dtype)) + " " +
+                          quant_text(device_quant) + ")"
+                    : " (host)");
 }
 
 Result<std::shared_ptr<const Model>> Model::load_file(const std::string& path) {
@@ -112,6 +122,21 @@ Result<std::shared_ptr<const Model>> Model::from_image(
   const image::Model& m = image->model();
   for (const image::IoBinding* io : *m.inputs()) model->inputs_.push_back(info_from(*io));
   for (const image::IoBinding* io : *m.outputs()) model->outputs_.push_back(info_from(*io));
+  if (m.input_values() && m.output_values()) {
+    model->mapped_ = true;
+    if (m.host_values())
+      for (const image::IoBinding* io : *m.host_values()) model->values_.push_back(info_from(*io));
+    model->input_values_.assign(m.input_values()->begin(), m.input_values()->end());
+    model->output_values_.assign(m.output_values()->begin(), m.output_values()->end());
+    if (m.host_constants()) {
+      for (const image::HostConstant* c : *m.host_constants()) {
+        const TensorInfo& info = model->values_[c->value()];  // verified index and size
+        Tensor t = Tensor::zeros(info.dtype, info.shape);
+        std::memcpy(t.data.data(), c->data()->data(), std::min<size_t>(t.data.size(), c->data()->size()));
+        model->constants_.emplace_back(c->value(), std::move(t));
+      }
+    }
+  }
   for (const image::Step* step : *m.steps()) {
     if (const auto* npu = step->segment_as_NpuSegment()) {
       ++model->npu_steps_;

@@ -76,7 +76,7 @@ Status check_input(const Tensor& t, const TensorInfo& info, size_t index) {
                           want + "; reshape the array or recompile with --input-shape");
   const bool ok_dtype = is_float(info.dtype)
                             ? t.dtype == DType::kF32
-                            : (t.dtype == info.dtype && t.dtype == info.device_dtype);
+                            : (t.dtype == info.dtype && (!info.on_device || t.dtype == info.device_dtype));
   if (!ok_dtype)
     return make_error(StatusCode::kInvalidArgument,
                       who + " has dtype " + std::string(dtype_name(t.dtype)) +
@@ -92,6 +92,8 @@ Status check_input(const Tensor& t, const TensorInfo& info, size_t index) {
 }
 
 Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byte> act) {
+  if (!info.on_device)
+    return make_error(StatusCode::kInternal, "value '" + info.name + "' has no device view");
   NPU_RETURN_IF_ERROR(check_input(t, info, 0));
   const auto [begin, end] = view_extent(info);
   if (end > act.size())
@@ -128,6 +130,8 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
 }
 
 Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte> act) {
+  if (!info.on_device)
+    return make_error(StatusCode::kInternal, "value '" + info.name + "' has no device view");
   const auto [begin, end] = view_extent(info);
   if (end > act.size())
     return make_error(StatusCode::kInternal, "output view of '" + info.name +

@@ -198,13 +198,14 @@ class Lane {
     for (size_t i = 0; i < steps.size(); ++i) {
       if (job.cancel_requested.load()) return core_.cancelled_outcome(job).status;
       if (steps[i].kind == hal::StepKind::kHost) {
-        if (!job.spec.host_step)
+        if (!job.spec.step_hook)
           return make_error(StatusCode::kUnsupported,
                             "host operator " + steps[i].op_type + " (node '" +
                                 steps[i].node_name + "') has no host kernel");
-        NPU_RETURN_IF_ERROR(job.spec.host_step(i));
+        NPU_RETURN_IF_ERROR(job.spec.step_hook(i, StepPhase::kHost));
         continue;
       }
+      if (job.spec.step_hook) NPU_RETURN_IF_ERROR(job.spec.step_hook(i, StepPhase::kBeforeDevice));
       NPU_ASSIGN_OR_RETURN(hal::CommandBuffer cb, inst.command_buffer(i));
       bool resubmitted = false;
       bool replaced_banned = false;
@@ -226,6 +227,8 @@ class Lane {
             fence->wait(Clock::now() + core_.options.step_timeout);
         if (r.is_ok()) {
           out.device_cycles += r->device_cycles;
+          if (job.spec.step_hook)
+            NPU_RETURN_IF_ERROR(job.spec.step_hook(i, StepPhase::kAfterDevice));
           break;
         }
         const StatusCode code = r.status().code();

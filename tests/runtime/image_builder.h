@@ -24,7 +24,7 @@ struct ImageOptions {
   uint32_t in_stride = 32;       // bytes between input rows (>= 16; the gap stays zero)
   bool fault = false;            // LOAD from an unmapped address: a PAGE_FAULT
   uint32_t fault_va = 0x00000040;
-  bool host_step = false;        // append a HostSegment "FancyOp" (node "fancy_1")
+  bool host_step = false;        // value maps + a HostSegment "FancyOp" (node "fancy_1")
   int repeat = 1;                // copy the rows this many times (longer jobs)
   bool store_to_weights = false;  // STORE into the (device read-only) weights buffer
 };
@@ -90,25 +90,50 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     }
     append(cmds, isa::encode(store));
   }
+  // With a host step the image has value maps: 0 = x (device), 1 = y (device, written by the
+  // NPU segment), 2 = z (host only, the model output), 3 = c (a host constant float32[16]);
+  // the host step "FancyOp" (node "fancy_1") computes z from y and c.
+  const std::vector<uint32_t> seg_in{0}, seg_out{1};
   std::vector<flatbuffers::Offset<image::Step>> steps;
-  auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr);
+  auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr,
+                                           o.host_step ? &seg_in : nullptr,
+                                           o.host_step ? &seg_out : nullptr);
   steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, seg.Union()));
   std::vector<flatbuffers::Offset<image::IoBinding>> host_values;
-  const std::vector<uint32_t> input_values{1}, output_values{0};
+  std::vector<flatbuffers::Offset<image::HostConstant>> constants;
+  const std::vector<uint32_t> input_values{0}, output_values{2};
   if (o.host_step) {
-    host_values.push_back(image::CreateIoBinding(fb, image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC")));
-    host_values.push_back(image::CreateIoBinding(fb, image::CreateTensorDescDirect(fb, "x", image::DType::F32, &shape, "NC")));
-    const std::vector<uint32_t> io{0};
-    auto host = image::CreateHostSegmentDirect(fb, "FancyOp", "fancy_1", &io, &io, nullptr);
+    const std::vector<int64_t> cshape{16};
+    auto z_desc = image::CreateTensorDescDirect(fb, "z", image::DType::F32, &shape, "NC");
+    outputs = {image::CreateIoBinding(fb, z_desc, 0)};
+    host_values.push_back(image::CreateIoBinding(
+        fb, image::CreateTensorDescDirect(fb, "x", image::DType::F32, &shape, "NC"),
+        image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 0, &in_strides,
+                                      image::DType::I8, quant())));
+    host_values.push_back(image::CreateIoBinding(
+        fb, image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC"),
+        image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, kOut, &out_strides,
+                                      image::DType::I8, quant())));
+    host_values.push_back(image::CreateIoBinding(
+        fb, image::CreateTensorDescDirect(fb, "z", image::DType::F32, &shape, "NC"), 0));
+    host_values.push_back(image::CreateIoBinding(
+        fb, image::CreateTensorDescDirect(fb, "c", image::DType::F32, &cshape, "C"), 0));
+    std::vector<uint8_t> cdata(16 * 4);
+    for (int k = 0; k < 16; ++k) {
+      const float f = 0.5f * static_cast<float>(k);
+      std::memcpy(cdata.data() + 4 * k, &f, 4);
+    }
+    constants.push_back(image::CreateHostConstantDirect(fb, 3, &cdata));
+    const std::vector<uint32_t> hin{1, 3}, hout{2};
+    auto host = image::CreateHostSegmentDirect(fb, "FancyOp", "fancy_1", &hin, &hout, nullptr, 13);
     steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host.Union()));
   }
   const std::vector<uint8_t> weights{1, 2, 3, 4};
-  auto model = image::CreateModelDirect(fb, compiler::kImageSchemaVersion, o.fingerprint,
-                                        o.array_dim, hw::kIsaVersion, "image_builder", "test",
-                                        &inputs, &outputs, &weights, 512, &steps,
-                                        o.host_step ? &host_values : nullptr,
-                                        o.host_step ? &input_values : nullptr,
-                                        o.host_step ? &output_values : nullptr);
+  auto model = image::CreateModelDirect(
+      fb, compiler::kImageSchemaVersion, o.fingerprint, o.array_dim, hw::kIsaVersion,
+      "image_builder", "test", &inputs, &outputs, &weights, 512, &steps,
+      o.host_step ? &host_values : nullptr, o.host_step ? &input_values : nullptr,
+      o.host_step ? &output_values : nullptr, o.host_step ? &constants : nullptr);
   image::FinishModelBuffer(fb, model);
   return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
 }

@@ -101,28 +101,48 @@ TEST_F(SessionTest, AHostStepWithoutAKernelIsUnsupportedNamingOpAndNode) {
   EXPECT_NE(s.status().message().find("fancy_1"), std::string::npos) << s.status().message();
 }
 
-TEST_F(SessionTest, ARegisteredHostKernelRunsBetweenDeviceSteps) {
+TEST_F(SessionTest, ARegisteredHostKernelRunsOnTheValuesOfItsRequest) {
   test::ImageOptions o;
   o.host_step = true;
   auto m = Model::from_image(test::identity_image(o));
-  ASSERT_TRUE(m.is_ok());
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  ASSERT_TRUE((*m)->mapped());
+  ASSERT_EQ((*m)->constants().size(), 1u);
+  EXPECT_FALSE((*m)->outputs()[0].on_device);
   std::atomic<int> calls{0};
-  register_host_kernel("FancyOp", [&](const HostStepContext& ctx) {
+  // z = c - y, elementwise with c broadcast over rows.
+  register_host_kernel("FancyOp", [&](HostOpContext& ctx) {
     ++calls;
-    EXPECT_EQ(ctx.step, 1u);
-    // Negate the output bytes in place: the kernel sees this request's activations.
-    auto bytes = ctx.activations.host();
-    for (int i = 0; i < 64; ++i) bytes[256 + i] = static_cast<std::byte>(-static_cast<int8_t>(bytes[256 + i]));
+    if (ctx.step != 1 || ctx.inputs.size() != 2 || ctx.outputs->size() != 1)
+      return make_error(StatusCode::kInternal, "unexpected call");
+    auto y = ctx.inputs[0]->as<float>();
+    auto c = ctx.inputs[1]->as<float>();
+    auto z = (*ctx.outputs)[0].as<float>();
+    for (size_t i = 0; i < z.size(); ++i) z[i] = c[i % 16] - y[i];
     return Status::ok();
   });
   auto s = Session::create(runtime_, *m);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
-  auto out = (*s)->run(input(1.0f));
-  register_host_kernel("FancyOp", {});
+  auto in = input(1.0f);
+  auto out = (*s)->run(in);
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   EXPECT_EQ(calls.load(), 1);
-  const int8_t q0 = quantize_int8(1.0f, 0.05f, 3);
-  EXPECT_FLOAT_EQ(out->tensors[0].as<float>()[0], dequantize(-q0, 0.05f, 3));
+  auto x = in[0].as<float>();
+  auto z = out->tensors[0].as<float>();
+  for (size_t i = 0; i < z.size(); ++i)
+    EXPECT_FLOAT_EQ(z[i], 0.5f * static_cast<float>(i % 16) -
+                              dequantize(quantize_int8(x[i], 0.05f, 3), 0.05f, 3))
+        << i;
+  // A failing kernel fails only its request, naming the operator and node.
+  register_host_kernel("FancyOp", [](HostOpContext&) {
+    return make_error(StatusCode::kInvalidArgument, "bad attribute");
+  });
+  auto bad = (*s)->run(in);
+  register_host_kernel("FancyOp", {});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("FancyOp (node 'fancy_1'): bad attribute"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 TEST_F(SessionTest, RunIsSafeFromManyThreads) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "npu/compiler/image.h"
@@ -31,7 +32,9 @@ struct TensorInfo {
   std::string layout;           // "NC", "NHWC", ...
   std::optional<QuantInfo> quant;  // for user-facing quantised tensors
   // Device side: `device_dtype` elements at `device_offset` bytes into the activation buffer,
-  // walked with byte `device_strides` in the order of `shape`.
+  // walked with byte `device_strides` in the order of `shape`. Absent (on_device false) for a
+  // value only the host touches.
+  bool on_device = true;
   DType device_dtype = DType::kI8;
   uint64_t device_offset = 0;
   std::vector<int64_t> device_strides;
@@ -65,6 +68,16 @@ class Model final {
   size_t npu_steps() const { return npu_steps_; }
   size_t host_steps() const { return host_steps_; }
 
+  // Value maps (images with host steps): every value a step exchanges with the host, with
+  // its device view when it has one; the value index of each model input and output; and
+  // the constants host operators read. mapped() is false for images without value maps,
+  // whose inputs and outputs all live in the activation buffer.
+  bool mapped() const { return mapped_; }
+  const std::vector<TensorInfo>& values() const { return values_; }
+  const std::vector<uint32_t>& input_values() const { return input_values_; }
+  const std::vector<uint32_t>& output_values() const { return output_values_; }
+  const std::vector<std::pair<uint32_t, Tensor>>& constants() const { return constants_; }
+
   // Human-readable description (several lines) and the same as one JSON object.
   std::string summary() const;
   std::string summary_json() const;
@@ -73,6 +86,10 @@ class Model final {
   Model() = default;
   std::shared_ptr<const compiler::ModelImage> image_;
   std::vector<TensorInfo> inputs_, outputs_;
+  bool mapped_ = false;
+  std::vector<TensorInfo> values_;
+  std::vector<uint32_t> input_values_, output_values_;
+  std::vector<std::pair<uint32_t, Tensor>> constants_;
   uint64_t macs_ = 0, predicted_cycles_ = 0;
   size_t npu_steps_ = 0, host_steps_ = 0;
 };

@@ -47,15 +47,19 @@ struct JobOutcome {
   Clock::time_point queued, started, finished;  // started == queued if it never ran
 };
 
-// Runs host step `step` (a HostSegment) of the job on a lane thread.
-using HostStepFn = std::function<Status(size_t step)>;
+// Per-step hook, run on the lane thread: kBeforeDevice before NPU step `step` is submitted
+// (e.g. quantise the values it reads), kAfterDevice after it completed successfully (e.g.
+// dequantise the values it writes), kHost to run host step `step` (a HostSegment). An error
+// ends the job with that status.
+enum class StepPhase : uint8_t { kBeforeDevice, kAfterDevice, kHost };
+using StepHook = std::function<Status(size_t step, StepPhase phase)>;
 using CompletionFn = std::function<void(JobOutcome&&)>;
 
 struct JobSpec {
   std::shared_ptr<hal::ExecutableInstance> instance;  // required
   Priority priority = Priority::kNormal;
   uint64_t request_id = 0;  // named in error messages
-  HostStepFn host_step;     // required when the executable has host steps
+  StepHook step_hook;       // optional; required when the executable has host steps
   CompletionFn on_complete; // required; called exactly once (see the file comment)
 };
 
