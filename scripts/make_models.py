@@ -55,12 +55,42 @@ def mlp(rng):
                              producer_name="npu make_models.py")
 
 
+def convnet(rng):
+    """Conv 3x3 (3->16, pad 1) + Relu, depthwise 3x3 stride 2 + Clip(0,6), conv 1x1 16->24."""
+    w1 = rng.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32)
+    b1 = rng.normal(0, 0.1, (16,)).astype(np.float32)
+    w2 = rng.normal(0, 0.3, (16, 1, 3, 3)).astype(np.float32)
+    b2 = rng.normal(0, 0.1, (16,)).astype(np.float32)
+    w3 = rng.normal(0, 0.2, (24, 16, 1, 1)).astype(np.float32)
+    b3 = rng.normal(0, 0.1, (24,)).astype(np.float32)
+    lo = numpy_helper.from_array(np.array(0, np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(6, np.float32), "hi")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="dw2", group=16, pads=[1, 1, 1, 1],
+                          strides=[2, 2]),
+         helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"], name="relu6"),
+         helper.make_node("Conv", ["r2", "w3", "b3"], ["y"], name="pw3")],
+        "convnet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 8, 8])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2"),
+         numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(b3, "b3"), lo, hi])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(2026)
     save(gemm_relu(rng), os.path.join(out, "gemm_relu.onnx"))
     save(mlp(rng), os.path.join(out, "mlp.onnx"))
+    save(convnet(np.random.default_rng(7)), os.path.join(out, "convnet.onnx"))
+    np.save(os.path.join(out, "convnet_input.npy"),
+            np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.
     calib = os.path.join(out, "calib")
     for s in range(8):

@@ -55,7 +55,7 @@ image::DType to_image_dtype(DType d) {
 struct Segment {
   Program prog;
   std::vector<LayerFacts> facts;
-  std::vector<const FcLayer*> layers;
+  std::vector<std::pair<std::string, std::string>> layers;  // name, op
   std::vector<uint32_t> layer_end;  // instruction count after each layer
   std::vector<uint64_t> layer_cycles;
   uint64_t cycles = 0;
@@ -143,7 +143,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::string host_list;
   for (const auto& s : steps) {
     if (s.on_npu) {
-      npu_layers += s.layers.size();
+      npu_layers += s.layers.size() + s.convs.size();
     } else {
       ++host_ops;
       const Node& n = g.nodes[static_cast<size_t>(s.node)];
@@ -190,20 +190,50 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   say("calibrated on " + std::to_string(samples.size()) + " sample(s)");
 
   // Quantisation and placement of every value an NPU layer reads or writes.
+  // A padded convolution's input must have zero point 0, so that the DMA's zero padding
+  // is the real value 0.
+  std::set<int> symmetric;
+  for (const auto& s : steps)
+    for (const ConvLayer& L : s.convs)
+      if (L.pad_t || L.pad_l || L.pad_b || L.pad_r) symmetric.insert(L.input);
   std::map<int, QParams> qp;
   std::map<int, uint64_t> act_offset;
+  std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   uint64_t act_bytes = 0;
-  auto place = [&](int v, uint64_t bytes) {
+  auto place = [&](int v) {
     if (act_offset.count(v)) return;
-    qp[v] = activation_qparams(ranges[v].first, ranges[v].second);
+    const auto [lo, hi] = ranges[v];
+    if (symmetric.count(v)) {
+      const float m = std::max({std::fabs(lo), std::fabs(hi), 1e-6f});
+      qp[v] = QParams{m / 127.0f, 0};
+    } else {
+      qp[v] = activation_qparams(lo, hi);
+    }
+    const std::vector<int64_t>& shape = g.value(v).shape;
+    std::vector<int64_t> strides(shape.size(), 1);
+    uint64_t bytes = 1;
+    if (shape.size() == 4) {  // NHWC, channels padded to the array dim
+      const int64_t cp = padded_channels(shape[1], N);
+      strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
+      bytes = static_cast<uint64_t>(shape[0] * shape[2] * shape[3] * cp);
+    } else {
+      for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+      for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+    }
+    act_strides[v] = strides;
     act_offset[v] = act_bytes;
     act_bytes = align_up(act_bytes + bytes);
   };
-  for (const auto& s : steps)
+  for (const auto& s : steps) {
     for (const FcLayer& L : s.layers) {
-      place(L.input, static_cast<uint64_t>(L.M * L.K));
-      place(L.output, static_cast<uint64_t>(L.M * L.N));
+      place(L.input);
+      place(L.output);
     }
+    for (const ConvLayer& L : s.convs) {
+      place(L.input);
+      place(L.output);
+    }
+  }
   if (act_bytes == 0) act_bytes = kAlign;
 
   // Values the host side handles: graph inputs/outputs, host operator operands, and the
@@ -225,14 +255,27 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     }
     Segment seg;
     std::set<int> inside;
+    auto note_input = [&](int v) {
+      if (!inside.count(v) && std::find(seg.inputs.begin(), seg.inputs.end(), v) == seg.inputs.end())
+        seg.inputs.push_back(v);
+    };
     for (const FcLayer& L : s.layers) {
-      if (!inside.count(L.input) && std::find(seg.inputs.begin(), seg.inputs.end(), L.input) == seg.inputs.end())
-        seg.inputs.push_back(L.input);
+      note_input(L.input);
       NPU_ASSIGN_OR_RETURN(LayerFacts facts,
                            lower_fc_layer(L, qp[L.input], qp[L.output], N, static_cast<uint32_t>(act_offset[L.input]),
                                           static_cast<uint32_t>(act_offset[L.output]), weights, seg.prog));
       seg.facts.push_back(facts);
-      seg.layers.push_back(&L);
+      seg.layers.emplace_back(L.name, L.op);
+      seg.layer_end.push_back(seg.prog.size());
+      inside.insert(L.output);
+    }
+    for (const ConvLayer& L : s.convs) {
+      note_input(L.input);
+      NPU_ASSIGN_OR_RETURN(LayerFacts facts,
+                           lower_conv_layer(L, qp[L.input], qp[L.output], N, static_cast<uint32_t>(act_offset[L.input]),
+                                            static_cast<uint32_t>(act_offset[L.output]), weights, seg.prog));
+      seg.facts.push_back(facts);
+      seg.layers.emplace_back(L.name, L.depthwise ? "DepthwiseConv" : "Conv");
       seg.layer_end.push_back(seg.prog.size());
       inside.insert(L.output);
     }
@@ -261,10 +304,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     flatbuffers::Offset<image::DeviceView> view = 0;
     flatbuffers::Offset<image::Quant> desc_quant = 0;
     if (act_offset.count(v)) {
-      std::vector<int64_t> strides(val.shape.size(), 1);
-      for (size_t d = val.shape.size(); d-- > 1;) strides[d - 1] = strides[d] * val.shape[d];
       desc_quant = quant(qp[v]);
-      view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(strides),
+      view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(act_strides[v]),
                                      image::DType::I8, quant(qp[v]));
     }
     auto desc = image::CreateTensorDesc(fb, fb.CreateString(val.name), to_image_dtype(val.dtype),
@@ -312,8 +353,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       uint64_t seg_macs = 0;
       for (size_t l = 0; l < seg.layers.size(); ++l) {
         seg_macs += seg.facts[l].macs;
-        infos.push_back(image::CreateLayerInfo(fb, fb.CreateString(seg.layers[l]->name),
-                                               fb.CreateString(seg.layers[l]->op), seg.facts[l].macs,
+        infos.push_back(image::CreateLayerInfo(fb, fb.CreateString(seg.layers[l].first),
+                                               fb.CreateString(seg.layers[l].second), seg.facts[l].macs,
                                                seg.layer_cycles[l], seg.facts[l].scratchpad_bytes));
       }
       std::vector<uint32_t> seg_in, seg_out;

@@ -152,4 +152,209 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   return facts;
 }
 
+namespace {
+
+// Per-output-channel symmetric int8 weights; returns the scales.
+std::vector<float> channel_scales(const std::vector<float>& w, int64_t channels, int64_t per_channel) {
+  std::vector<float> scales(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    float mx = 0;
+    for (int64_t k = 0; k < per_channel; ++k) mx = std::max(mx, std::fabs(w[static_cast<size_t>(c * per_channel + k)]));
+    scales[static_cast<size_t>(c)] = mx > 0 ? mx / 127.0f : 1.0f;
+  }
+  return scales;
+}
+
+int8_t qweight(float w, float scale) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(w / scale), -127.0f, 127.0f));
+}
+
+int8_t quantize_bound(float v, const QParams& q, int8_t fallback) {
+  if (!std::isfinite(v)) return fallback;
+  return static_cast<int8_t>(std::clamp(std::nearbyint(v / q.scale) + static_cast<float>(q.zero_point), -128.0f, 127.0f));
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                    uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                    Program& prog) {
+  using BK = image::BufferKind;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const int64_t Cp = CB * N, Coutp = NB * N;
+  const int64_t Wp = L.W + L.pad_l + L.pad_r;
+  const int64_t per_out = L.depthwise ? taps : L.C * taps;
+  const std::vector<float> sw = channel_scales(L.weights, L.Cout, per_out);
+
+  // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
+  // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
+  const uint64_t w_off = align_up(weights.size());
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  const uint64_t w_bytes = L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
+  const uint64_t p_off = align_up(w_off + w_bytes);
+  weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
+  for (int64_t co = 0; co < L.Cout; ++co) {
+    const float s = sw[static_cast<size_t>(co)];
+    for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
+      for (int64_t t = 0; t < taps; ++t) {
+        const int8_t q = qweight(L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)], s);
+        wsum[static_cast<size_t>(co)] += q;
+        uint64_t at;
+        if (L.depthwise) {
+          at = w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N);
+        } else {
+          const int64_t nb = co / N, cb = ci / N;
+          at = w_off + static_cast<uint64_t>((nb * taps + t) * CB + cb) * tile_bytes +
+               static_cast<uint64_t>(ci % N) * N + static_cast<uint64_t>(co % N);
+        }
+        weights[at] = static_cast<uint8_t>(q);
+      }
+  }
+  for (int64_t co = 0; co < L.Cout; ++co) {
+    const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(co)] / in_scale) -
+                           int64_t{qx.zero_point} * wsum[static_cast<size_t>(co)];
+    int32_t mult, shift;
+    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    const uint64_t row = p_off + static_cast<uint64_t>(co / N) * 3 * N * 4, lane = static_cast<uint64_t>(co % N) * 4;
+    put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
+    put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
+    put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
+  }
+  const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
+
+  // Output-row tiles: the padded input rows of a tile (all channel blocks) plus the tile's
+  // output rows must fit the ACT scratchpad, its accumulators the ACC scratchpad.
+  const uint32_t P = 0;  // parameter rows at the bottom of ACC
+  const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
+  int64_t OHt = L.OH;
+  auto in_rows_for = [&](int64_t oh) { return (oh - 1) * L.stride_h + L.KH; };
+  while (OHt > 1 && (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * L.OW + Cacc > acc_rows ||
+                     OHt * L.OW > 65535))
+    --OHt;
+  if (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * L.OW + Cacc > acc_rows)
+    return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' does not fit the scratchpads even one output row at a time");
+  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
+  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(taps * CB) * N > wgt_rows)
+    return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
+  if (!weights_fit && L.depthwise)
+    return make_error(StatusCode::kUnsupported, "depthwise conv '" + L.name + "' has too many taps for the weight scratchpad");
+  {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.sp_base = P;
+    ld.x = static_cast<uint16_t>(3 * NB);
+    ld.x_stride = 4 * N;
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
+  }
+  auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kWgt;
+    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(taps * CB) * N;
+    ld.x = static_cast<uint16_t>(rows_per_nb);
+    ld.x_stride = N;
+    ld.y = static_cast<uint16_t>(nb_count);
+    ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+  };
+  if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
+  LayerFacts facts;
+  for (int64_t b = 0; b < L.batch; ++b) {
+    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += OHt) {
+      const int64_t oh = std::min(OHt, L.OH - oy0);
+      // Input rows this tile reads, before padding: [iy0, iy1].
+      const int64_t first = oy0 * L.stride_h - L.pad_t, last = (oy0 + oh - 1) * L.stride_h - L.pad_t + L.KH - 1;
+      const int64_t iy0 = std::max<int64_t>(first, 0), iy1 = std::min<int64_t>(last, L.H - 1);
+      const int64_t ptile = iy0 - first, pbtile = last - iy1;
+      const int64_t Hp = ptile + (iy1 - iy0 + 1) + pbtile;
+      const uint32_t A = 0, B = static_cast<uint32_t>(CB * Hp * Wp), C0 = Cacc;
+      {
+        isa::Load ld;
+        ld.sp = hw::Scratchpad::kAct;
+        ld.sp_base = A;
+        ld.x = static_cast<uint16_t>(L.W);
+        ld.x_stride = static_cast<uint32_t>(Cp);
+        ld.y = static_cast<uint16_t>(iy1 - iy0 + 1);
+        ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+        ld.z = static_cast<uint16_t>(CB);
+        ld.z_stride = N;
+        ld.pad_l = static_cast<uint8_t>(L.pad_l);
+        ld.pad_r = static_cast<uint8_t>(L.pad_r);
+        ld.pad_t = static_cast<uint8_t>(ptile);
+        ld.pad_b = static_cast<uint8_t>(pbtile);
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp));
+      }
+      for (int64_t nb = 0; nb < NB; ++nb) {
+        const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
+        uint32_t vec_src = C0;
+        if (L.depthwise) {
+          // DWCONV reads ACT directly: channel block nb of the input is output block nb.
+          const isa::VecRequant base{.bias = true, .src = static_cast<uint16_t>(A + nb * Hp * Wp),
+                                     .dst = static_cast<uint16_t>(B), .param = static_cast<uint16_t>(P + 3 * nb),
+                                     .r = static_cast<uint16_t>(L.OW), .o = static_cast<uint16_t>(oh),
+                                     .zero_point = static_cast<int8_t>(qy.zero_point),
+                                     .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
+                                     .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+          isa::Words w = isa::encode(base);
+          w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
+          w[6] |= static_cast<uint32_t>(nb * taps) << 16;
+          w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
+          prog.vec_words(w);
+          facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
+        } else {
+          if (!weights_fit) load_weights(nb, 1);
+          const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
+          for (int64_t t = 0; t < taps; ++t) {
+            isa::Gemm gm;
+            gm.clear = t == 0;
+            gm.act = static_cast<uint16_t>(A + (t / L.KW) * Wp + (t % L.KW));
+            gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+            gm.acc = static_cast<uint16_t>(C0);
+            gm.o = static_cast<uint16_t>(oh);
+            gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
+            gm.acc_so = static_cast<uint16_t>(L.OW);
+            gm.i = static_cast<uint16_t>(CB);
+            gm.act_si = static_cast<uint16_t>(Hp * Wp);
+            gm.wgt_si = 1;
+            gm.r = static_cast<uint16_t>(L.OW);
+            gm.act_sr = static_cast<uint16_t>(L.stride_w);
+            gm.acc_sr = 1;
+            prog.gemm(gm);
+          }
+          facts.macs += static_cast<uint64_t>(oh * L.OW * taps * CB) * N * N;
+          isa::VecRequant vq;
+          vq.bias = true;
+          vq.src = static_cast<uint16_t>(vec_src);
+          vq.dst = static_cast<uint16_t>(B);
+          vq.param = static_cast<uint16_t>(P + 3 * nb);
+          vq.r = static_cast<uint16_t>(oh * L.OW);
+          vq.src_sr = 1;
+          vq.dst_sr = 1;
+          vq.zero_point = static_cast<int8_t>(qy.zero_point);
+          vq.clamp_lo = lo;
+          vq.clamp_hi = hi;
+          prog.vec(vq);
+        }
+        isa::Store st;
+        st.sp = hw::Scratchpad::kAct;
+        st.row_elems = static_cast<uint32_t>(cout_n);
+        st.sp_base = B;
+        st.x = static_cast<uint16_t>(L.OW);
+        st.x_stride = static_cast<uint32_t>(Coutp);
+        st.y = static_cast<uint16_t>(oh);
+        st.y_stride = static_cast<uint32_t>(L.OW * Coutp);
+        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
+      }
+    }
+  }
+  facts.scratchpad_bytes = static_cast<uint64_t>(CB * in_rows_for(OHt) * Wp + OHt * L.OW) * N +
+                           static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
+                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes);
+  return facts;
+}
+
 }  // namespace npu::compiler

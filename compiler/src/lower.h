@@ -23,4 +23,14 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                   Program& prog);
 
+// Channels padded to the array dim: the NHWC device layout of 4-D activations.
+inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n * n; }
+
+// Quantises one convolution and appends its instructions. Input and output live in the
+// activation buffer as NHWC with channels padded to N (see padded_channels). Zero padding
+// is exact only when qx.zero_point == 0; the caller guarantees that for padded convs.
+Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                    uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                    Program& prog);
+
 }  // namespace npu::compiler

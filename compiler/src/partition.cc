@@ -84,6 +84,98 @@ std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& use
   return L;
 }
 
+std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vector<int64_t> fallback) {
+  auto it = n.attrs.find(key);
+  return it == n.attrs.end() ? fallback : it->second.ints;
+}
+
+std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>& used) {
+  const Node& n = g.nodes[ni];
+  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || !g.is_constant(n.inputs[1]) ||
+      g.is_constant(n.inputs[0]))
+    return std::nullopt;
+  const Value& x = g.value(n.inputs[0]);
+  const Tensor Wt = to_float(*g.value(n.inputs[1]).constant);
+  if (x.shape.size() != 4 || Wt.shape.size() != 4) return std::nullopt;
+  auto it = n.attrs.find("auto_pad");
+  if (it != n.attrs.end() && it->second.s != "NOTSET" && !it->second.s.empty()) return std::nullopt;
+  for (int64_t d : ints_attr(n, "dilations", {1, 1}))
+    if (d != 1) return std::nullopt;
+  ConvLayer L;
+  L.name = n.name;
+  L.input = n.inputs[0];
+  L.batch = x.shape[0];
+  L.C = x.shape[1];
+  L.H = x.shape[2];
+  L.W = x.shape[3];
+  L.Cout = Wt.shape[0];
+  L.KH = Wt.shape[2];
+  L.KW = Wt.shape[3];
+  const int64_t group = n.attr_int("group", 1);
+  if (group == 1 && Wt.shape[1] == L.C) {
+    L.depthwise = false;
+  } else if (group == L.C && L.Cout == L.C && Wt.shape[1] == 1) {
+    L.depthwise = true;
+  } else {
+    return std::nullopt;
+  }
+  const auto strides = ints_attr(n, "strides", {1, 1});
+  const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || pads.size() != 4) return std::nullopt;
+  L.stride_h = strides[0];
+  L.stride_w = strides[1];
+  L.pad_t = pads[0];
+  L.pad_l = pads[1];
+  L.pad_b = pads[2];
+  L.pad_r = pads[3];
+  if (L.KH > 15 || L.KW > 15 || L.pad_t > 15 || L.pad_l > 15 || L.pad_b > 15 || L.pad_r > 15 ||
+      L.stride_h < 1 || L.stride_w < 1)
+    return std::nullopt;
+  L.OH = (L.H + L.pad_t + L.pad_b - L.KH) / L.stride_h + 1;
+  L.OW = (L.W + L.pad_l + L.pad_r - L.KW) / L.stride_w + 1;
+  if (L.OH <= 0 || L.OW <= 0) return std::nullopt;
+  L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
+  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    if (!g.is_constant(n.inputs[2])) return std::nullopt;
+    const Tensor b = to_float(*g.value(n.inputs[2]).constant);
+    if (b.element_count() != L.Cout) return std::nullopt;
+    L.bias.assign(b.as<float>().begin(), b.as<float>().end());
+  }
+  int out = n.outputs[0];
+  if (!is_graph_output(g, out)) {
+    auto c = consumers(g, out);
+    if (c.size() == 1) {
+      const Node& a = g.nodes[static_cast<size_t>(c[0])];
+      bool fused = false;
+      if (a.op == "Relu") {
+        L.act_lo = 0;
+        fused = true;
+      } else if (a.op == "Clip") {
+        float lo = a.attr_float("min", -INFINITY), hi = a.attr_float("max", INFINITY);
+        bool ok = true;
+        for (size_t k = 1; k < a.inputs.size() && k < 3; ++k) {
+          if (a.inputs[k] < 0) continue;
+          if (!g.is_constant(a.inputs[k])) ok = false;
+          else (k == 1 ? lo : hi) = to_float(*g.value(a.inputs[k]).constant).as<float>()[0];
+        }
+        if (ok) {
+          L.act_lo = lo;
+          L.act_hi = hi;
+          fused = true;
+        }
+      }
+      if (fused) {
+        used.insert(static_cast<size_t>(c[0]));
+        L.fused.push_back(a.name);
+        out = a.outputs[0];
+      }
+    }
+  }
+  L.output = out;
+  return L;
+}
+
 }  // namespace
 
 std::vector<PartitionStep> partition(const Graph& g) {
@@ -92,11 +184,18 @@ std::vector<PartitionStep> partition(const Graph& g) {
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     if (used.count(ni)) continue;
     if (auto layer = match_fc(g, ni, used)) {
-      if (steps.empty() || !steps.back().on_npu) steps.push_back(PartitionStep{true, {}, -1});
+      if (steps.empty() || !steps.back().on_npu || !steps.back().convs.empty())
+        steps.push_back(PartitionStep{true, {}, {}, -1});
       steps.back().layers.push_back(std::move(*layer));
       continue;
     }
-    steps.push_back(PartitionStep{false, {}, static_cast<int>(ni)});
+    if (auto conv = match_conv(g, ni, used)) {
+      if (steps.empty() || !steps.back().on_npu || !steps.back().layers.empty())
+        steps.push_back(PartitionStep{true, {}, {}, -1});
+      steps.back().convs.push_back(std::move(*conv));
+      continue;
+    }
+    steps.push_back(PartitionStep{false, {}, {}, static_cast<int>(ni)});
   }
   return steps;
 }

@@ -1,6 +1,7 @@
 // Partitioning: which nodes run on the NPU (as fused layers) and which on the host.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,28 @@ struct FcLayer {
   std::vector<std::string> fused;  // nodes folded into this layer
 };
 
+// A 2-D convolution on NHWC activations (channels padded to the array dim): regular
+// convolution as implicit GEMM on the MAC array, depthwise (group == C == Cout) on the VEC
+// unit's DWCONV. Dilation 1. A following Relu or constant Clip is fused.
+struct ConvLayer {
+  std::string name;
+  int input = -1, output = -1;
+  int64_t batch = 1, C = 0, H = 0, W = 0, Cout = 0, OH = 0, OW = 0;
+  int64_t KH = 1, KW = 1, stride_h = 1, stride_w = 1;
+  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
+  bool depthwise = false;
+  std::vector<float> weights;  // [Cout][C or 1][KH][KW]
+  std::vector<float> bias;     // [Cout]
+  float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
+  std::vector<std::string> fused;
+};
+
 // One step of the compiled model, in execution order: a run of NPU layers (one command
 // stream) or one host operator.
 struct PartitionStep {
   bool on_npu = false;
   std::vector<FcLayer> layers;  // on_npu
+  std::vector<ConvLayer> convs; // on_npu; a step holds either FC layers or conv layers
   int node = -1;                // !on_npu: index into graph.nodes
 };
 

@@ -37,6 +37,8 @@ class Program {
   }
   void gemm(const isa::Gemm& in) { add(isa::Engine::kCompute, isa::encode(in)); }
   void vec(const isa::VecRequant& in) { add(isa::Engine::kCompute, isa::encode(in)); }
+  // A VEC instruction whose mode-specific fields the caller encoded itself.
+  void vec_words(const isa::Words& w) { add(isa::Engine::kCompute, w); }
 
   uint32_t size() const { return static_cast<uint32_t>(words_.size()); }
   const std::vector<isa::Words>& words() const { return words_; }

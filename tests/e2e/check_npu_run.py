@@ -17,6 +17,30 @@ import onnx
 from onnx import numpy_helper
 
 
+def conv2d(x, w, b, attrs):
+    """NCHW convolution with groups, strides and pads (dilation 1), in float64."""
+    sh, sw = attrs.get("strides", [1, 1])
+    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+    group = attrs.get("group", 1)
+    n, c, h, wd = x.shape
+    co, cig, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (h + pt + pb - kh) // sh + 1
+    ow = (wd + pl + pr - kw) // sw + 1
+    y = np.zeros((n, co, oh, ow))
+    cog = co // group
+    for g in range(group):
+        xs = xp[:, g * cig:(g + 1) * cig]
+        ws = w[g * cog:(g + 1) * cog].astype(np.float64)
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky:ky + sh * oh:sh, kx:kx + sw * ow:sw]
+                y[:, g * cog:(g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, ws[:, :, ky, kx])
+    if b is not None:
+        y += b.reshape(1, -1, 1, 1)
+    return y
+
+
 def numpy_reference(model_path, x):
     model = onnx.load(model_path)
     env = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in model.graph.initializer}
@@ -36,6 +60,10 @@ def numpy_reference(model_path, x):
             y = ins[0] + ins[1]
         elif node.op_type == "Relu":
             y = np.maximum(ins[0], 0)
+        elif node.op_type == "Clip":
+            y = np.clip(ins[0], ins[1] if len(ins) > 1 else -np.inf, ins[2] if len(ins) > 2 else np.inf)
+        elif node.op_type == "Conv":
+            y = conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
         else:
             raise SystemExit(f"reference does not know {node.op_type}")
         env[node.output[0]] = y.astype(np.float32)
@@ -59,7 +87,8 @@ def main():
     with_rtl = "--rtl" in sys.argv
     os.makedirs(work, exist_ok=True)
     rng = np.random.default_rng(7)
-    x = rng.normal(0, 1, (4, 64)).astype(np.float32)
+    dims = [d.dim_value for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim]
+    x = rng.normal(0, 1, dims).astype(np.float32)
     inp = os.path.join(work, "input_0.npy")
     np.save(inp, x)
     ref = numpy_reference(model, x)
