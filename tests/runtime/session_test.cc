@@ -328,6 +328,29 @@ TEST_F(SessionTest, DestroyingEverythingWhileRequestsAreInFlightIsSafe) {
   SUCCEED();
 }
 
+TEST(MultiDevice, RequestsAreSpreadOverEveryDeviceOfTheRuntime) {
+  auto a = std::make_shared<test::FakeDevice>();
+  auto b = std::make_shared<test::FakeDevice>();
+  auto rt = Runtime::create({a, b});
+  ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+  EXPECT_EQ((*rt)->device_count(), 2u);
+  auto m = Model::from_image(test::identity_image());
+  ASSERT_TRUE(m.is_ok());
+  auto s = Session::create(*rt, *m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  std::vector<Tensor> in{Tensor::zeros(DType::kF32, {4, 16})};
+  uint32_t on_b = 0;
+  for (int k = 0; k < 10; ++k) {
+    auto out = (*s)->run(in);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    on_b += out->stats.device_index;
+  }
+  EXPECT_EQ(a->jobs().size() + b->jobs().size(), 10u);
+  EXPECT_EQ(b->jobs().size(), on_b);
+  EXPECT_GE(a->jobs().size(), 3u);
+  EXPECT_GE(b->jobs().size(), 3u);
+}
+
 TEST_F(SessionTest, ProfilingProducesChromeTraceSpans) {
   auto s = Session::create(runtime_, model_);
   ASSERT_TRUE(s.is_ok());
