@@ -222,7 +222,9 @@ class FunctionalDevice final : public Device {
   // A STORE into the job's page table flushes the translation caches (timing only).
   void note_store(uint32_t phys, uint32_t len) {
     const uint64_t pt_end = uint64_t{pt_base_} + 4ull * (1ull << (hw::kVaBits - kPageShift));
-    if (phys < pt_end && uint64_t{phys} + len > pt_base_) itlb_ = dtlb_ = Tlb{};
+    const bool into_page_table = phys < pt_end && uint64_t{phys} + len > pt_base_;
+    if (into_page_table) itlb_ = dtlb_ = Tlb{};
+    timing_.store_written(phys, len, into_page_table);
   }
 
   // --- ring processing ---------------------------------------------------------------------
@@ -282,13 +284,13 @@ class FunctionalDevice final : public Device {
     pt_base_ = pt_base;
     tokens_ = {0, 0, 0, 0};
     itlb_ = dtlb_ = Tlb{};
+    timing_.begin_job();
     for (uint32_t off = 0; off < cmd_bytes; off += hw::kInstructionBytes) {
       *fault_instr = off;
       const uint32_t va = cmd_va + off;
       Chunks chunks;
-      tlb_misses_ = 0;
       if (auto f = translate_range(va, hw::kInstructionBytes, false, itlb_, &chunks)) return f;
-      job_cycles_ += timing_.instruction(tlb_misses_);
+      job_cycles_ += timing_.instruction(va, chunks.phys[0], uint64_t{cmd_va} + cmd_bytes, dram_.size());
       isa::Words w;
       std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
       if (auto f = execute(w, va)) return f;
@@ -409,6 +411,7 @@ class FunctionalDevice final : public Device {
     const uint32_t row_bytes = elems * esize;
     uint32_t sp_row = w[2];
     uint64_t bytes = 0;
+    dma_rows_.clear();
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t yp = 0; yp < Yp; ++yp) {
         for (uint32_t xp = 0; xp < Xp; ++xp, ++sp_row) {
@@ -416,12 +419,11 @@ class FunctionalDevice final : public Device {
           const bool pad = yp < pt || yp >= pt + Y || xp < pl || xp >= pl + X;
           if (pad) {
             std::memset(dst, 0, static_cast<size_t>(n_) * esize);
-            job_cycles_ += timing_.pad_row();
+            dma_rows_.push_back(DmaRow{true, 0, 0});
             continue;
           }
           const uint32_t va = w[1] + z * w[7] + (yp - pt) * w[6] + (xp - pl) * w[5];
           Chunks c;
-          tlb_misses_ = 0;
           if (auto f = translate_range(va, row_bytes, false, dtlb_, &c)) {
             count(hw::Counter::kDmaRdBytes, bytes);
             return f;
@@ -430,11 +432,12 @@ class FunctionalDevice final : public Device {
           if (c.count == 2) std::memcpy(dst + c.len[0], dram_.data() + c.phys[1], c.len[1]);
           std::memset(dst + row_bytes, 0, static_cast<size_t>(n_) * esize - row_bytes);
           bytes += row_bytes;
-          job_cycles_ += timing_.dma_row(true, c.phys, c.len, c.count, tlb_misses_);
+          dma_rows_.push_back(DmaRow{false, va, row_bytes});
         }
       }
     }
     count(hw::Counter::kDmaRdBytes, bytes);
+    job_cycles_ += timing_.load(dma_rows_);
     return std::nullopt;
   }
 
@@ -448,12 +451,12 @@ class FunctionalDevice final : public Device {
     const uint32_t row_bytes = elems * esize;
     uint32_t sp_row = w[2];
     uint64_t bytes = 0;
+    dma_rows_.clear();
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t y = 0; y < Y; ++y) {
         for (uint32_t x = 0; x < X; ++x, ++sp_row) {
           const uint32_t va = w[1] + z * w[7] + y * w[6] + x * w[5];
           Chunks c;
-          tlb_misses_ = 0;
           if (auto f = translate_range(va, row_bytes, true, dtlb_, &c)) {
             count(hw::Counter::kDmaWrBytes, bytes);
             return f;
@@ -463,11 +466,12 @@ class FunctionalDevice final : public Device {
           if (c.count == 2) std::memcpy(dram_.data() + c.phys[1], src + c.len[0], c.len[1]);
           for (int k = 0; k < c.count; ++k) note_store(c.phys[k], c.len[k]);
           bytes += row_bytes;
-          job_cycles_ += timing_.dma_row(false, c.phys, c.len, c.count, tlb_misses_);
+          dma_rows_.push_back(DmaRow{false, va, row_bytes});
         }
       }
     }
     count(hw::Counter::kDmaWrBytes, bytes);
+    job_cycles_ += timing_.store(dma_rows_);
     return std::nullopt;
   }
 
@@ -677,6 +681,7 @@ class FunctionalDevice final : public Device {
   uint32_t pt_base_ = 0;
   Tlb itlb_, dtlb_;
   uint32_t tlb_misses_ = 0;
+  std::vector<DmaRow> dma_rows_;  // the current LOAD/STORE's rows, for the cycle predictor
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
 };
