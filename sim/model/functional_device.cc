@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cycle_model.h"
+#include "mac_kernels.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
 
@@ -501,33 +502,15 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(acc_max, acc_rows_)) return f;
     for (uint32_t o = 0; o < O; ++o) {
       for (uint32_t i = 0; i < I; ++i) {
-        const int8_t* tile = wgt_.data() + static_cast<size_t>(wgt + o * wso + i * wsi) * n_ * n_;
-        const bool overwrite = clear && i == 0;
-        for (uint32_t r = 0; r < R; ++r) {
-          const int8_t* a = act_.data() + static_cast<size_t>(act + o * aso + i * asi + r * asr) * n_;
-          int32_t* row = acc_.data() + static_cast<size_t>(acc + o * cso + i * csi + r * csr) * n_;
-          mac_row(a, tile, row, n_, overwrite);
-        }
+        pack_tile(wgt_.data() + static_cast<size_t>(wgt + o * wso + i * wsi) * n_ * n_, n_, &packed_);
+        mac_rows(packed_, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
+                 static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
+                 static_cast<ptrdiff_t>(csr) * n_, R, n_, clear && i == 0);
       }
     }
     job_cycles_ += timing_.gemm(O, I, R);
     count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
     return std::nullopt;
-  }
-
-  // p[n] = sum_k a[k] * W[k][n]; row = overwrite ? p : row + p (wrapping int32).
-  __attribute__((target_clones("avx2", "default"))) static void mac_row(
-      const int8_t* a, const int8_t* tile, int32_t* row, uint32_t n, bool overwrite) {
-    int32_t p[32] = {};
-    for (uint32_t k = 0; k < n; ++k) {
-      const int32_t ak = a[k];
-      const int8_t* wk = tile + static_cast<size_t>(k) * n;
-      for (uint32_t c = 0; c < n; ++c) p[c] += ak * wk[c];
-    }
-    // Wrapping add through unsigned arithmetic: int32 overflow is defined by the ISA.
-    for (uint32_t c = 0; c < n; ++c)
-      row[c] = overwrite ? p[c]
-                         : static_cast<int32_t>(static_cast<uint32_t>(row[c]) + static_cast<uint32_t>(p[c]));
   }
 
   // --- VEC ---------------------------------------------------------------------------------
@@ -681,7 +664,8 @@ class FunctionalDevice final : public Device {
   uint32_t pt_base_ = 0;
   Tlb itlb_, dtlb_;
   uint32_t tlb_misses_ = 0;
-  std::vector<DmaRow> dma_rows_;  // the current LOAD/STORE's rows, for the cycle predictor
+  std::vector<DmaRow> dma_rows_;
+  PackedTile packed_;  // the current LOAD/STORE's rows, for the cycle predictor
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
 };
