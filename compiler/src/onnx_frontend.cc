@@ -28,7 +28,7 @@ Status value_from_info(const onnx::ValueInfoProto& info, Value* v, bool require_
     return Status::ok();
   }
   for (const auto& d : tt.shape().dim()) {
-    if (d.has_dim_value() && d.dim_value() > 0) {
+    if (d.has_dim_value() && d.dim_value() >= 0) {
       v->shape.push_back(d.dim_value());
     } else {
       v->shape.push_back(-1);  // dynamic: must be overridden or inferred

@@ -218,6 +218,8 @@ const KernelTable& table() {
     register_shape_ops(k);
     register_resize(k);
     register_misc(k);
+    register_quant(k);
+    register_loss(k);
     return k;
   }();
   return t;

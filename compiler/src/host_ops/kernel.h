@@ -67,6 +67,8 @@ void register_reduce(KernelTable& table);
 void register_shape_ops(KernelTable& table);
 void register_resize(KernelTable& table);
 void register_misc(KernelTable& table);
+void register_quant(KernelTable& table);
+void register_loss(KernelTable& table);
 
 // ---- dtypes ----
 
@@ -178,6 +180,16 @@ AxisSplit split_at(std::span<const int64_t> shape, int64_t axis);
 Result<std::optional<std::vector<int64_t>>> axes_attr_or_input(const OpContext& c,
                                                                int64_t input_from_opset,
                                                                size_t input_index);
+
+// Shared between kernel families.
+// Numpy matmul of same-typed tensors (linalg.cc).
+Result<Tensor> matmul_tensors(const OpContext& c, const Tensor& a, const Tensor& b);
+// Convolution of same-typed (float or int32) X [N,C,...] and W [M,C/group,...], optional B [M],
+// with the node's strides/pads/dilations/group (spatial.cc).
+Result<Tensor> conv_tensors(const OpContext& c, const Tensor& x, const Tensor& w, const Tensor* b);
+// (x − zero_point) as int32; the zero point is a scalar or holds one value per position of
+// `axis` (negative counts from the end) (quant.cc).
+Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp, int64_t axis);
 
 template <typename T>
 Outputs one(T&& t) {

@@ -21,41 +21,6 @@ void matmul_2d(const T* a, int64_t am, int64_t ak, const T* b, int64_t bk, int64
   }
 }
 
-// Batched, broadcasting matmul of same-typed a and b (ranks >= 1, numpy rules).
-Result<Tensor> matmul_tensors(const OpContext& c, const Tensor& a, const Tensor& b) {
-  if (a.dtype != b.dtype)
-    return c.invalid("A is " + std::string(dtype_name(a.dtype)) + " and B " +
-                     std::string(dtype_name(b.dtype)) + "; they must have the same type");
-  if (a.shape.empty() || b.shape.empty()) return c.invalid("MatMul operands must have rank >= 1");
-  Shape as = a.shape, bs = b.shape;
-  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
-  if (a_vec) as.insert(as.begin(), 1);
-  if (b_vec) bs.push_back(1);
-  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  if (bs[bs.size() - 2] != K)
-    return c.invalid("inner dimensions differ: " + shape_to_string(a.shape) + " x " +
-                     shape_to_string(b.shape));
-  const Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  NPU_ASSIGN_OR_RETURN(Shape batch, broadcast_shapes(c, {&ab, &bb}));
-  Shape out_shape = batch;
-  if (!a_vec) out_shape.push_back(M);
-  if (!b_vec) out_shape.push_back(N);
-  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, a.dtype, out_shape));
-  Shape sa = broadcast_strides(ab, batch), sb = broadcast_strides(bb, batch);
-  for (auto& s : sa) s *= M * K;
-  for (auto& s : sb) s *= K * N;
-  visit_dtype(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.as<T>().data();
-    const T* pb = b.as<T>().data();
-    T* po = out.as<T>().data();
-    for_each_strided<2>(batch, {&sa, &sb}, [&](int64_t i, const std::array<int64_t, 2>& o) {
-      matmul_2d<T>(pa + o[0], K, 1, pb + o[1], N, 1, po + i * M * N, M, K, N);
-    });
-  });
-  return out;
-}
-
 Result<Outputs> matmul(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* a, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* b, c.need(1));
@@ -97,33 +62,12 @@ Result<Outputs> gemm(const OpContext& c) {
   return one(std::move(out));
 }
 
-// (x - zero_point) as int32; the zero point is a scalar or one value per `axis` position.
-Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp, int64_t axis) {
-  Tensor out = cast_tensor(x, DType::kI32);
-  if (!zp || zp->element_count() == 0) return out;
-  const std::vector<int64_t> z = to_int64_vector(*zp);
-  if (z.size() == 1) {
-    for (auto& v : out.as<int32_t>()) v -= static_cast<int32_t>(z[0]);
-    return out;
-  }
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (rank < 2) return c.invalid("a per-row/column zero point needs a 2-D operand");
-  const AxisSplit s = split_at(x.shape, rank - 2 + axis);
-  if (static_cast<int64_t>(z.size()) != s.n)
-    return c.invalid("zero point has " + std::to_string(z.size()) + " values, expected " + std::to_string(s.n));
-  auto v = out.as<int32_t>();
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.n; ++i)
-      for (int64_t j = 0; j < s.inner; ++j)
-        v[static_cast<size_t>((o * s.n + i) * s.inner + j)] -= static_cast<int32_t>(z[static_cast<size_t>(i)]);
-  return out;
-}
-
 Result<Outputs> matmul_integer(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* a, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* b, c.need(1));
-  NPU_ASSIGN_OR_RETURN(Tensor a32, minus_zero_point(c, *a, c.in(2), 0));
-  NPU_ASSIGN_OR_RETURN(Tensor b32, minus_zero_point(c, *b, c.in(3), 1));
+  // a's zero point may be per row (axis -2), b's per column (axis -1).
+  NPU_ASSIGN_OR_RETURN(Tensor a32, minus_zero_point(c, *a, c.in(2), -2));
+  NPU_ASSIGN_OR_RETURN(Tensor b32, minus_zero_point(c, *b, c.in(3), -1));
   NPU_ASSIGN_OR_RETURN(Tensor out, matmul_tensors(c, a32, b32));
   return one(std::move(out));
 }
@@ -230,6 +174,41 @@ Result<Outputs> einsum(const OpContext& c) {
 }
 
 }  // namespace
+
+// Batched, broadcasting matmul of same-typed a and b (ranks >= 1, numpy rules).
+Result<Tensor> matmul_tensors(const OpContext& c, const Tensor& a, const Tensor& b) {
+  if (a.dtype != b.dtype)
+    return c.invalid("A is " + std::string(dtype_name(a.dtype)) + " and B " +
+                     std::string(dtype_name(b.dtype)) + "; they must have the same type");
+  if (a.shape.empty() || b.shape.empty()) return c.invalid("MatMul operands must have rank >= 1");
+  Shape as = a.shape, bs = b.shape;
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K)
+    return c.invalid("inner dimensions differ: " + shape_to_string(a.shape) + " x " +
+                     shape_to_string(b.shape));
+  const Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  NPU_ASSIGN_OR_RETURN(Shape batch, broadcast_shapes(c, {&ab, &bb}));
+  Shape out_shape = batch;
+  if (!a_vec) out_shape.push_back(M);
+  if (!b_vec) out_shape.push_back(N);
+  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, a.dtype, out_shape));
+  Shape sa = broadcast_strides(ab, batch), sb = broadcast_strides(bb, batch);
+  for (auto& s : sa) s *= M * K;
+  for (auto& s : sb) s *= K * N;
+  visit_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.as<T>().data();
+    const T* pb = b.as<T>().data();
+    T* po = out.as<T>().data();
+    for_each_strided<2>(batch, {&sa, &sb}, [&](int64_t i, const std::array<int64_t, 2>& o) {
+      matmul_2d<T>(pa + o[0], K, 1, pb + o[1], N, 1, po + i * M * N, M, K, N);
+    });
+  });
+  return out;
+}
 
 void register_linalg(KernelTable& t) {
   t["MatMul"] = matmul;

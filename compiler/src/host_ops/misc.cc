@@ -1,5 +1,5 @@
 // Generators, index operators and quantisation: Range, EyeLike, Trilu, OneHot, CumSum,
-// NonZero, Compress, TopK, ScatterElements, ScatterND, QuantizeLinear, DequantizeLinear.
+// NonZero, Compress, TopK, ScatterElements, ScatterND.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -300,67 +300,6 @@ Result<Outputs> scatter_nd(const OpContext& c) {
   return one(std::move(out));
 }
 
-// Per-tensor or per-axis (opset 13) scale and zero point, expanded to x's shape.
-struct QuantParams {
-  std::vector<float> scale;
-  std::vector<int64_t> zero;
-  AxisSplit split;
-};
-
-Result<QuantParams> quant_params(const OpContext& c, const Tensor& x, const Tensor& scale, const Tensor* zp) {
-  QuantParams q;
-  q.scale = to_float_vector(scale);
-  q.zero = zp ? to_int64_vector(*zp) : std::vector<int64_t>(q.scale.size(), 0);
-  if (q.zero.size() != q.scale.size()) return c.invalid("scale and zero point differ in size");
-  if (q.scale.size() == 1) {
-    q.split = {x.element_count(), 1, 1};
-    return q;
-  }
-  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 1), static_cast<int64_t>(x.shape.size())));
-  q.split = split_at(x.shape, axis);
-  if (static_cast<int64_t>(q.scale.size()) != q.split.n)
-    return c.invalid("per-axis scale has " + std::to_string(q.scale.size()) + " values for an axis of " + std::to_string(q.split.n));
-  return q;
-}
-
-Result<Outputs> quantize_linear(const OpContext& c) {
-  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
-  NPU_ASSIGN_OR_RETURN(const Tensor* scale, c.need(1));
-  const Tensor* zp = c.in(2);
-  NPU_ASSIGN_OR_RETURN(QuantParams q, quant_params(c, *x, *scale, zp));
-  const DType out_type = zp ? zp->dtype : DType::kU8;
-  if (out_type != DType::kU8 && out_type != DType::kI8) return c.unsupported("zero point type " + std::string(dtype_name(out_type)));
-  Tensor out = Tensor::zeros(out_type, x->shape);
-  const std::vector<float> xv = to_float_vector(*x);
-  const double lo = out_type == DType::kU8 ? 0 : -128, hi = out_type == DType::kU8 ? 255 : 127;
-  for (int64_t o = 0; o < q.split.outer; ++o)
-    for (int64_t a = 0; a < q.split.n; ++a)
-      for (int64_t i = 0; i < q.split.inner; ++i) {
-        const auto at = static_cast<size_t>((o * q.split.n + a) * q.split.inner + i);
-        const auto k = static_cast<size_t>(a);
-        const double v = std::clamp(std::nearbyint(xv[at] / q.scale[k]) + static_cast<double>(q.zero[k]), lo, hi);
-        if (out_type == DType::kU8) out.as<uint8_t>()[at] = static_cast<uint8_t>(v);
-        else out.as<int8_t>()[at] = static_cast<int8_t>(v);
-      }
-  return one(std::move(out));
-}
-
-Result<Outputs> dequantize_linear(const OpContext& c) {
-  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
-  NPU_ASSIGN_OR_RETURN(const Tensor* scale, c.need(1));
-  NPU_ASSIGN_OR_RETURN(QuantParams q, quant_params(c, *x, *scale, c.in(2)));
-  Tensor out = Tensor::zeros(DType::kF32, x->shape);
-  auto po = out.as<float>();
-  for (int64_t o = 0; o < q.split.outer; ++o)
-    for (int64_t a = 0; a < q.split.n; ++a)
-      for (int64_t i = 0; i < q.split.inner; ++i) {
-        const auto at = static_cast<size_t>((o * q.split.n + a) * q.split.inner + i);
-        const auto k = static_cast<size_t>(a);
-        po[at] = static_cast<float>(static_cast<double>(element_as_int(*x, at) - q.zero[k]) * q.scale[k]);
-      }
-  return one(std::move(out));
-}
-
 }  // namespace
 
 void register_misc(KernelTable& t) {
@@ -375,8 +314,6 @@ void register_misc(KernelTable& t) {
   t["ScatterElements"] = scatter_elements;
   t["Scatter"] = scatter_elements;
   t["ScatterND"] = scatter_nd;
-  t["QuantizeLinear"] = quantize_linear;
-  t["DequantizeLinear"] = dequantize_linear;
 }
 
 }  // namespace npu::compiler::host

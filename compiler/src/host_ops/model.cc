@@ -24,9 +24,21 @@ Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
   OnnxModelInfo info;
   std::set<std::string> initializers;
   for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
-  for (const auto& i : model.graph().input())
-    if (!initializers.count(i.name())) info.inputs.push_back(i.name());
-  for (const auto& o : model.graph().output()) info.outputs.push_back(o.name());
+  auto check_tensor = [&](const onnx::ValueInfoProto& v, const char* what) -> Status {
+    if (v.type().has_tensor_type()) return Status::ok();
+    return make_error(StatusCode::kUnsupported, onnx_path + ": " + what + " '" + v.name() +
+                                                    "' is not a tensor (a sequence, map or optional), "
+                                                    "which neither the NPU nor the host fallback supports");
+  };
+  for (const auto& i : model.graph().input()) {
+    if (initializers.count(i.name())) continue;
+    NPU_RETURN_IF_ERROR(check_tensor(i, "input"));
+    info.inputs.push_back(i.name());
+  }
+  for (const auto& o : model.graph().output()) {
+    NPU_RETURN_IF_ERROR(check_tensor(o, "output"));
+    info.outputs.push_back(o.name());
+  }
   info.nodes = static_cast<size_t>(model.graph().node_size());
   return info;
 }

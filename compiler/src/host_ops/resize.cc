@@ -26,19 +26,19 @@ struct ResizeMode {
   bool exclude_outside = false;
 };
 
-Result<double> source_coordinate(const OpContext& c, const ResizeMode& m, int64_t x, int64_t in, int64_t out,
-                                 double scale, double roi_start, double roi_end) {
-  const double xd = static_cast<double>(x);
+// The input coordinate of output coordinate x. As in the ONNX reference, the resized length
+// is in·scale (not rounded), which matters for align_corners and downsampling.
+Result<double> source_coordinate(const OpContext& c, const ResizeMode& m, int64_t x, int64_t in, double scale,
+                                 double roi_start, double roi_end) {
+  const double xd = static_cast<double>(x), out = static_cast<double>(in) * scale, last = static_cast<double>(in - 1);
   if (m.coord == "half_pixel") return (xd + 0.5) / scale - 0.5;
-  if (m.coord == "pytorch_half_pixel") return out > 1 ? (xd + 0.5) / scale - 0.5 : 0.0;
-  if (m.coord == "align_corners")
-    return out == 1 ? 0.0 : xd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+  if (m.coord == "pytorch_half_pixel") return out > 1 ? (xd + 0.5) / scale - 0.5 : -0.5;
+  if (m.coord == "align_corners") return out == 1 ? 0.0 : xd * last / (out - 1);
   if (m.coord == "asymmetric") return xd / scale;
-  if (m.coord == "tf_half_pixel_for_nearest") return (xd + 0.5) / scale;
+  if (m.coord == "tf_half_pixel_for_nearest" || m.coord == "tf_half_pixel_for_nn") return (xd + 0.5) / scale;
   if (m.coord == "tf_crop_and_resize")
-    return out > 1 ? roi_start * static_cast<double>(in - 1) +
-                         xd * (roi_end - roi_start) * static_cast<double>(in - 1) / static_cast<double>(out - 1)
-                   : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
+    return out > 1 ? roi_start * last + xd * (roi_end - roi_start) * last / (out - 1)
+                   : 0.5 * (roi_start + roi_end) * last;
   return c.unsupported("coordinate_transformation_mode '" + m.coord + "'");
 }
 
@@ -48,7 +48,7 @@ Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, 
   a.taps.resize(static_cast<size_t>(out));
   auto clampi = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
   for (int64_t x = 0; x < out; ++x) {
-    NPU_ASSIGN_OR_RETURN(double s, source_coordinate(c, m, x, in, out, scale, roi_start, roi_end));
+    NPU_ASSIGN_OR_RETURN(double s, source_coordinate(c, m, x, in, scale, roi_start, roi_end));
     auto& taps = a.taps[static_cast<size_t>(x)];
     if (m.coord == "tf_crop_and_resize" && (s < 0 || s > static_cast<double>(in - 1))) continue;
     if (m.mode == "nearest") {

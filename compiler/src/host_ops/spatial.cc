@@ -147,48 +147,12 @@ void conv_kernel(const Tensor& x, const Tensor& w, const Tensor* b, const Geomet
     }
 }
 
-// Shared by Conv and ConvInteger once the operands have one type.
-Result<Outputs> conv_common(const OpContext& c, const Tensor& x, const Tensor& w, const Tensor* b) {
-  NPU_ASSIGN_OR_RETURN(Shape in, spatial_of(c, x));
-  if (w.shape.size() != x.shape.size())
-    return c.invalid("W " + shape_to_string(w.shape) + " must have the rank of X " + shape_to_string(x.shape));
-  const int64_t group = c.attr_int("group", 1);
-  const int64_t C = x.shape[1], M = w.shape[0];
-  if (group < 1 || C % group != 0 || M % group != 0 || w.shape[1] * group != C)
-    return c.invalid("X has " + std::to_string(C) + " channels, W " + shape_to_string(w.shape) +
-                     ", group " + std::to_string(group) + ": they do not agree");
-  if (b && (b->element_count() != M || b->dtype != x.dtype))
-    return c.invalid("B must have " + std::to_string(M) + " values of X's type");
-  NPU_ASSIGN_OR_RETURN(Shape kernel, kernel_shape(c, w, in.size()));
-  NPU_ASSIGN_OR_RETURN(Geometry g, window_geometry(c, in, kernel));
-  Shape out_shape{x.shape[0], M};
-  out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
-  NPU_ASSIGN_OR_RETURN(Tensor y, new_tensor(c, x.dtype, out_shape));
-  if (x.dtype == DType::kF32) conv_kernel<float>(x, w, b, g, group, y);
-  else conv_kernel<int32_t>(x, w, b, g, group, y);
-  return one(std::move(y));
-}
-
 Result<Outputs> conv(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* w, c.need(1));
   if (x->dtype != DType::kF32 || w->dtype != DType::kF32) return c.unsupported("non-float operands");
-  return conv_common(c, *x, *w, c.in(2));
-}
-
-// (x − zero_point) as int32; zero point scalar, or per output channel (axis 0) for W.
-Result<Tensor> to_i32_minus_zp(const OpContext& c, const Tensor& x, const Tensor* zp) {
-  Tensor out = cast_tensor(x, DType::kI32);
-  if (!zp || zp->element_count() == 0) return out;
-  const std::vector<int64_t> z = to_int64_vector(*zp);
-  const AxisSplit s = split_at(x.shape, 0);
-  if (z.size() != 1 && static_cast<int64_t>(z.size()) != s.n)
-    return c.invalid("zero point has " + std::to_string(z.size()) + " values for " + std::to_string(s.n) + " channels");
-  auto v = out.as<int32_t>();
-  for (int64_t i = 0; i < s.n; ++i)
-    for (int64_t j = 0; j < s.inner; ++j)
-      v[static_cast<size_t>(i * s.inner + j)] -= static_cast<int32_t>(z[z.size() == 1 ? 0 : static_cast<size_t>(i)]);
-  return out;
+  NPU_ASSIGN_OR_RETURN(Tensor y, conv_tensors(c, *x, *w, c.in(2)));
+  return one(std::move(y));
 }
 
 Result<Outputs> conv_integer(const OpContext& c) {
@@ -196,9 +160,10 @@ Result<Outputs> conv_integer(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* w, c.need(1));
   const Tensor* xzp = c.in(2);
   if (xzp && xzp->element_count() > 1) return c.unsupported("a per-channel x_zero_point");
-  NPU_ASSIGN_OR_RETURN(Tensor x32, to_i32_minus_zp(c, *x, xzp));
-  NPU_ASSIGN_OR_RETURN(Tensor w32, to_i32_minus_zp(c, *w, c.in(3)));
-  return conv_common(c, x32, w32, nullptr);
+  NPU_ASSIGN_OR_RETURN(Tensor x32, minus_zero_point(c, *x, xzp, 1));
+  NPU_ASSIGN_OR_RETURN(Tensor w32, minus_zero_point(c, *w, c.in(3), 0));
+  NPU_ASSIGN_OR_RETURN(Tensor y, conv_tensors(c, x32, w32, nullptr));
+  return one(std::move(y));
 }
 
 Result<Outputs> conv_transpose(const OpContext& c) {
@@ -377,6 +342,28 @@ Result<Outputs> global_pool(const OpContext& c) {
 }
 
 }  // namespace
+
+Result<Tensor> conv_tensors(const OpContext& c, const Tensor& x, const Tensor& w, const Tensor* b) {
+  NPU_ASSIGN_OR_RETURN(Shape in, spatial_of(c, x));
+  if (w.shape.size() != x.shape.size())
+    return c.invalid("W " + shape_to_string(w.shape) + " must have the rank of X " + shape_to_string(x.shape));
+  const int64_t group = c.attr_int("group", 1);
+  const int64_t C = x.shape[1], M = w.shape[0];
+  if (group < 1 || C % group != 0 || M % group != 0 || w.shape[1] * group != C)
+    return c.invalid("X has " + std::to_string(C) + " channels, W " + shape_to_string(w.shape) +
+                     ", group " + std::to_string(group) + ": they do not agree");
+  if (b && (b->element_count() != M || b->dtype != x.dtype))
+    return c.invalid("B must have " + std::to_string(M) + " values of X's type");
+  NPU_ASSIGN_OR_RETURN(Shape kernel, kernel_shape(c, w, in.size()));
+  NPU_ASSIGN_OR_RETURN(Geometry g, window_geometry(c, in, kernel));
+  Shape out_shape{x.shape[0], M};
+  out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
+  NPU_ASSIGN_OR_RETURN(Tensor y, new_tensor(c, x.dtype, out_shape));
+  if (x.dtype == DType::kF32) conv_kernel<float>(x, w, b, g, group, y);
+  else conv_kernel<int32_t>(x, w, b, g, group, y);
+  return y;
+}
+
 
 void register_spatial(KernelTable& t) {
   t["Conv"] = conv;

@@ -44,7 +44,8 @@ struct OnnxModelInfo {
   size_t nodes = 0;
 };
 
-// Parses `onnx_path` (no checker, no shape inference) and lists its interface.
+// Parses `onnx_path` (no checker, no shape inference) and lists its interface. UNSUPPORTED
+// when an input or output is not a tensor.
 Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path);
 
 struct HostRun {

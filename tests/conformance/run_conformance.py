@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""ONNX backend node tests through `npu-run --test-data DIR --json`.
+
+Runs every test directory (in parallel), prints the passed / failed / unsupported counts and
+fails only on unexpected results:
+  - a failure not listed in the expected-failures file,
+  - a listed test that now passes (remove it from the list),
+  - a crash, a timeout, or a run without the JSON line.
+An "unsupported" result (an operator, dtype or attribute that neither the NPU nor the host
+fallback supports) is counted and grouped by reason, never a failure.
+
+Exit status: 0 ok, 1 unexpected results, 77 skipped (no test data; ctest SKIP_RETURN_CODE).
+"""
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
+
+
+def read_expected(path):
+    """test name -> reason, from lines 'test_name  reason' ('#' starts a comment)."""
+    expected = {}
+    if not path or not os.path.exists(path):
+        return expected
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+            if not line:
+                continue
+            name, _, reason = line.partition(" ")
+            expected[name] = reason.strip()
+    return expected
+
+
+def run_one(npu_run, test_dir, device, timeout):
+    cmd = [npu_run, "--test-data", test_dir, "--json"]
+    if device:
+        cmd += ["--device", device]
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"result": "crash", "message": f"timed out after {timeout} s"}, time.monotonic() - start
+    lines = p.stdout.strip().splitlines()
+    try:
+        report = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        report = None
+    if report is None or p.returncode < 0 or p.returncode not in (0, 1, 4):
+        tail = (p.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        report = {"result": "crash", "message": f"exit status {p.returncode}, no JSON result: {tail}"}
+    return report, time.monotonic() - start
+
+
+def reason_key(message):
+    """Groups unsupported results: 'operator Loop', or the message without names and paths."""
+    m = re.search(r"operator (\S+) \(node", message)
+    if m:
+        return f"operator {m.group(1)}"
+    m = re.search(r"ONNX element type (\d+)", message)
+    if m:
+        return f"element type {m.group(1)}"
+    m = re.search(r"opset (\d+)", message)
+    if m:
+        return f"opset {m.group(1)}"
+    return re.sub(r"'[^']*'|/\S+", "...", message)[:100]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--npu-run", required=True, help="the npu-run binary")
+    ap.add_argument("--data", default=DEFAULT_DATA, help="directory of test_* directories")
+    ap.add_argument("--expected", help="expected-failures file")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--device", default="", help="passed to npu-run --device")
+    ap.add_argument("--filter", default="", help="regular expression on test names")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
+    ap.add_argument("--verbose", action="store_true", help="print every test's result")
+    ap.add_argument("--write-expected", metavar="FILE",
+                    help="write the current failures as an expected-failures file (keeps known reasons)")
+    args = ap.parse_args()
+
+    if not os.path.isdir(args.data):
+        print(f"SKIP: {args.data} does not exist; install the Debian package libonnx-testdata")
+        return 77
+    tests = sorted(d for d in os.listdir(args.data)
+                   if os.path.isfile(os.path.join(args.data, d, "model.onnx")) and re.search(args.filter, d))
+    if not tests:
+        print(f"SKIP: no test directories under {args.data} match '{args.filter}'")
+        return 77
+    expected = read_expected(args.expected)
+
+    start = time.monotonic()
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(run_one, args.npu_run, os.path.join(args.data, t), args.device, args.timeout): t
+                   for t in tests}
+        for fut in concurrent.futures.as_completed(futures):
+            results[futures[fut]] = fut.result()
+    elapsed = time.monotonic() - start
+
+    counts = collections.Counter()
+    host_only = npu = 0
+    unexpected = []
+    unsupported = collections.Counter()
+    for t in tests:
+        report, secs = results[t]
+        res = report.get("result", "crash")
+        msg = report.get("message", "")
+        counts[res] += 1
+        placement = report.get("placement", {})
+        if res in ("pass", "fail"):
+            if placement.get("npu_ops", 0) > 0:
+                npu += 1
+            else:
+                host_only += 1
+        if args.verbose:
+            print(f"{res:11s} {secs:6.2f}s {t}: {report.get('metric', '')} {placement} {msg}")
+        if res == "unsupported":
+            unsupported[reason_key(msg)] += 1
+        elif res == "fail" and t not in expected:
+            unexpected.append(f"FAIL  {t}: {msg}")
+        elif res == "pass" and t in expected:
+            unexpected.append(f"XPASS {t}: now passes; remove it from {args.expected}")
+        elif res == "crash":
+            unexpected.append(f"CRASH {t}: {msg}")
+    stale = sorted(set(expected) - set(tests))
+
+    print(f"ONNX node tests in {args.data}: {len(tests)} run in {elapsed:.1f} s with {args.jobs} job(s)")
+    print(f"  passed       {counts['pass']}")
+    print(f"  failed       {counts['fail']} ({sum(1 for t in tests if results[t][0].get('result') == 'fail' and t in expected)} expected)")
+    print(f"  unsupported  {counts['unsupported']}")
+    if counts["crash"]:
+        print(f"  crashed      {counts['crash']}")
+    print(f"  placement of the passed/failed ones: {host_only} host-only, {npu} with NPU operators")
+    if unsupported:
+        print("unsupported, by reason:")
+        for reason, n in unsupported.most_common():
+            print(f"  {n:4d}  {reason}")
+    for s in stale:
+        print(f"note: {s} is listed in {args.expected} but is not a test here")
+    if args.write_expected:
+        with open(args.write_expected, "w", encoding="utf-8") as f:
+            f.write("# ONNX backend node tests expected to FAIL through npu-run --test-data, with the reason.\n")
+            f.write("# Format: test_name  reason. Regenerate with run_conformance.py --write-expected.\n")
+            for t in tests:
+                report = results[t][0]
+                if report.get("result") == "fail":
+                    reason = expected.get(t) or report.get("message", "")
+                    f.write(f"{t}  {reason}\n")
+        print(f"wrote {args.write_expected}")
+    if unexpected:
+        print(f"{len(unexpected)} unexpected result(s):")
+        for u in unexpected:
+            print("  " + u)
+        return 1
+    print("conformance: OK (no unexpected results)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
