@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -143,7 +144,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::string host_list;
   for (const auto& s : steps) {
     if (s.on_npu) {
-      npu_layers += s.layers.size() + s.convs.size();
+      npu_layers += s.ops.size();
     } else {
       ++host_ops;
       const Node& n = g.nodes[static_cast<size_t>(s.node)];
@@ -193,47 +194,52 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
   // is the real value 0.
   std::set<int> symmetric;
+  std::map<int, int> same_quant;  // MaxPool: the output keeps the input's quantisation
   for (const auto& s : steps)
-    for (const ConvLayer& L : s.convs)
-      if (L.pad_t || L.pad_l || L.pad_b || L.pad_r) symmetric.insert(L.input);
+    for (const NpuLayer& op : s.ops) {
+      if (const auto* c = std::get_if<ConvLayer>(&op))
+        if (c->pad_t || c->pad_l || c->pad_b || c->pad_r) symmetric.insert(c->input);
+      if (const auto* e = std::get_if<EltLayer>(&op))
+        if (e->kind == EltLayer::Kind::kMaxPool) same_quant[e->output] = e->inputs[0];
+    }
+  // A symmetric MaxPool output needs a symmetric input (they share parameters).
+  for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it)
+    if (symmetric.count(it->first)) symmetric.insert(it->second);
   std::map<int, QParams> qp;
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   uint64_t act_bytes = 0;
-  auto place = [&](int v) {
+  std::function<void(int)> place = [&](int v) {
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
-    if (symmetric.count(v)) {
+    if (auto sq = same_quant.find(v); sq != same_quant.end()) {
+      place(sq->second);
+      qp[v] = qp[sq->second];
+    } else if (symmetric.count(v)) {
       const float m = std::max({std::fabs(lo), std::fabs(hi), 1e-6f});
       qp[v] = QParams{m / 127.0f, 0};
     } else {
       qp[v] = activation_qparams(lo, hi);
     }
     const std::vector<int64_t>& shape = g.value(v).shape;
+    if (g.is_constant(v) || shape.empty()) return;
     std::vector<int64_t> strides(shape.size(), 1);
-    uint64_t bytes = 1;
+    const uint64_t bytes = device_bytes(shape, N);
     if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
-      bytes = static_cast<uint64_t>(shape[0] * shape[2] * shape[3] * cp);
     } else {
       for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-      for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
     }
     act_strides[v] = strides;
     act_offset[v] = act_bytes;
     act_bytes = align_up(act_bytes + bytes);
   };
-  for (const auto& s : steps) {
-    for (const FcLayer& L : s.layers) {
-      place(L.input);
-      place(L.output);
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops) {
+      for (int v : npu_layer_inputs(op)) place(v);
+      place(npu_layer_output(op));
     }
-    for (const ConvLayer& L : s.convs) {
-      place(L.input);
-      place(L.output);
-    }
-  }
   if (act_bytes == 0) act_bytes = kAlign;
 
   // Values the host side handles: graph inputs/outputs, host operator operands, and the
@@ -259,25 +265,35 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       if (!inside.count(v) && std::find(seg.inputs.begin(), seg.inputs.end(), v) == seg.inputs.end())
         seg.inputs.push_back(v);
     };
-    for (const FcLayer& L : s.layers) {
-      note_input(L.input);
-      NPU_ASSIGN_OR_RETURN(LayerFacts facts,
-                           lower_fc_layer(L, qp[L.input], qp[L.output], N, static_cast<uint32_t>(act_offset[L.input]),
-                                          static_cast<uint32_t>(act_offset[L.output]), weights, seg.prog));
+    for (const NpuLayer& op : s.ops) {
+      for (int v : npu_layer_inputs(op)) note_input(v);
+      const int out = npu_layer_output(op);
+      LayerFacts facts;
+      if (const auto* fc = std::get_if<FcLayer>(&op)) {
+        NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
+                                                   static_cast<uint32_t>(act_offset[fc->input]),
+                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+      } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
+        NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
+                                                     static_cast<uint32_t>(act_offset[conv->input]),
+                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+      } else {
+        const auto& e = std::get<EltLayer>(op);
+        std::vector<std::vector<int64_t>> shapes;
+        std::vector<QParams> qs;
+        std::vector<uint32_t> offs;
+        for (int v : e.inputs) {
+          shapes.push_back(g.value(v).shape);
+          qs.push_back(qp[v]);
+          offs.push_back(static_cast<uint32_t>(act_offset[v]));
+        }
+        NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
+                                                    static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
+      }
       seg.facts.push_back(facts);
-      seg.layers.emplace_back(L.name, L.op);
+      seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
       seg.layer_end.push_back(seg.prog.size());
-      inside.insert(L.output);
-    }
-    for (const ConvLayer& L : s.convs) {
-      note_input(L.input);
-      NPU_ASSIGN_OR_RETURN(LayerFacts facts,
-                           lower_conv_layer(L, qp[L.input], qp[L.output], N, static_cast<uint32_t>(act_offset[L.input]),
-                                            static_cast<uint32_t>(act_offset[L.output]), weights, seg.prog));
-      seg.facts.push_back(facts);
-      seg.layers.emplace_back(L.name, L.depthwise ? "DepthwiseConv" : "Conv");
-      seg.layer_end.push_back(seg.prog.size());
-      inside.insert(L.output);
+      inside.insert(out);
     }
     for (int v : inside) seg.outputs.push_back(v);  // filtered to host-side values below
     for (int v : seg.inputs) host_side.insert(v);

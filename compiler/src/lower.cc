@@ -357,4 +357,198 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   return facts;
 }
 
+uint64_t device_bytes(const std::vector<int64_t>& shape, uint32_t n) {
+  if (shape.size() == 4) return static_cast<uint64_t>(shape[0] * shape[2] * shape[3] * padded_channels(shape[1], n));
+  uint64_t bytes = 1;
+  for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+  return bytes;
+}
+
+namespace {
+
+// m ~= multiplier * 2^-shift for several multipliers sharing one shift (VEC ADD's m0/m1).
+int32_t shared_shift(double largest) {
+  int e = 0;
+  std::frexp(largest, &e);
+  return std::clamp(31 - e, 0, 63);
+}
+
+// One ACC parameter row (lanes m0, m1, s, za, zb) appended to the weights blob.
+uint64_t put_scalar_params(std::vector<uint8_t>& weights, uint32_t n, int32_t m0, int32_t m1, int32_t s, int32_t za,
+                           int32_t zb) {
+  const uint64_t off = align_up(weights.size());
+  weights.resize(off + uint64_t{n} * 4, 0);
+  put_u32(weights, off, static_cast<uint32_t>(m0));
+  put_u32(weights, off + 4, static_cast<uint32_t>(m1));
+  put_u32(weights, off + 8, static_cast<uint32_t>(s));
+  put_u32(weights, off + 12, static_cast<uint32_t>(za));
+  put_u32(weights, off + 16, static_cast<uint32_t>(zb));
+  return off;
+}
+
+isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t kw, uint32_t kh, uint32_t wys) {
+  isa::Words w = isa::encode(v);
+  w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(mode) << 16);
+  w[6] |= aux << 16;
+  w[7] = (kw & 0xFF) | ((kh & 0xFF) << 8) | (wys << 16);
+  return w;
+}
+
+isa::Load rows_load(hw::Scratchpad sp, uint32_t base, uint32_t rows, uint32_t n) {
+  isa::Load ld;
+  ld.sp = sp;
+  ld.sp_base = base;
+  ld.x = static_cast<uint16_t>(rows);
+  ld.x_stride = n;
+  return ld;
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vector<int64_t>>& in_shapes,
+                                   const std::vector<int64_t>& out_shape, const std::vector<QParams>& qin,
+                                   const QParams& qy, const std::vector<uint32_t>& in_off, uint32_t out_off,
+                                   uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+  using BK = image::BufferKind;
+  using Kind = EltLayer::Kind;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  LayerFacts facts;
+  const QParams qx = qin[0];
+  auto store_rows = [&](uint32_t base, uint32_t rows, uint64_t dram) {
+    isa::Store st;
+    st.sp = hw::Scratchpad::kAct;
+    st.sp_base = base;
+    st.x = static_cast<uint16_t>(rows);
+    st.x_stride = N;
+    prog.store(st, BK::Activations, static_cast<uint32_t>(dram));
+  };
+  if (L.kind == Kind::kLut) {
+    const uint64_t table_off = align_up(weights.size());
+    weights.resize(table_off + 256, 0);
+    for (int q = -128; q < 128; ++q)
+      weights[table_off + static_cast<uint64_t>(q + 128)] =
+          static_cast<uint8_t>(quantize_value(L.fn(qx.scale * static_cast<float>(q - qx.zero_point)), qy));
+    const uint32_t T = 0, D = 256 / N;
+    prog.load(rows_load(hw::Scratchpad::kAct, T, 256 / N, N), BK::Weights, static_cast<uint32_t>(table_off));
+    const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+    const uint64_t chunk = std::min<uint64_t>(act_rows - D, 65535);
+    for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+      prog.load(rows_load(hw::Scratchpad::kAct, D, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+      isa::VecRequant v{.src = static_cast<uint16_t>(D), .dst = static_cast<uint16_t>(D), .param = static_cast<uint16_t>(T),
+                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1};
+      prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+      store_rows(D, n, out_off + r0 * N);
+    }
+    return facts;
+  }
+  if (L.kind == Kind::kAdd || L.kind == Kind::kMul) {
+    const QParams qb = qin[1];
+    int32_t m0, m1 = 0, sh;
+    if (L.kind == Kind::kAdd) {
+      const double ma = qx.scale / static_cast<double>(qy.scale), mb = L.b_sign * qb.scale / static_cast<double>(qy.scale);
+      sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
+      m0 = static_cast<int32_t>(std::llround(std::ldexp(ma, sh)));
+      m1 = static_cast<int32_t>(std::llround(std::ldexp(mb, sh)));
+    } else {
+      const double m = static_cast<double>(qx.scale) * qb.scale / qy.scale;
+      sh = shared_shift(m);
+      m0 = static_cast<int32_t>(std::llround(std::ldexp(m, sh)));
+    }
+    const uint64_t p_off = put_scalar_params(weights, N, m0, m1, sh, qx.zero_point, qb.zero_point);
+    const uint32_t P = 0;
+    isa::Load pl;
+    pl.sp = hw::Scratchpad::kAcc;
+    pl.x = 1;
+    prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
+    const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
+    auto emit = [&](uint32_t n_rows, uint64_t a_dram, const std::function<void(uint32_t)>& load_b, uint64_t y_dram) {
+      const uint32_t A = 0, B = n_rows;
+      prog.load(rows_load(hw::Scratchpad::kAct, A, n_rows, N), BK::Activations, static_cast<uint32_t>(a_dram));
+      load_b(B);
+      isa::VecRequant v{.src = static_cast<uint16_t>(A), .dst = static_cast<uint16_t>(A), .param = static_cast<uint16_t>(P),
+                        .r = static_cast<uint16_t>(n_rows), .zero_point = static_cast<int8_t>(qy.zero_point),
+                        .src_sr = 1, .dst_sr = 1};
+      prog.vec_words(vec_mode(v, mode, B, 0, 0, 0));
+      store_rows(A, n_rows, y_dram);
+    };
+    if (!L.broadcast_channels) {
+      const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+      const uint64_t chunk = std::min<uint64_t>(act_rows / 2, 65535);
+      for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+        emit(n, in_off[0] + r0 * N,
+             [&](uint32_t B) {
+               prog.load(rows_load(hw::Scratchpad::kAct, B, n, N), BK::Activations, static_cast<uint32_t>(in_off[1] + r0 * N));
+             },
+             out_off + r0 * N);
+      }
+      return facts;
+    }
+    // b = [Nb, C, 1, 1]: its CB rows are replicated over each pixel by a stride-0 LOAD.
+    const auto& a = in_shapes[0];
+    const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
+    const int64_t chunk_px = std::max<int64_t>(1, std::min<int64_t>(act_rows / 2, 65535) / CB);
+    for (int64_t b = 0; b < a[0]; ++b)
+      for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
+        const int64_t np = std::min(chunk_px, pixels - p0);
+        const uint64_t a_dram = in_off[0] + static_cast<uint64_t>((b * pixels + p0) * Cp);
+        emit(static_cast<uint32_t>(np * CB), a_dram,
+             [&](uint32_t B) {
+               isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
+               ld.y = static_cast<uint16_t>(np);
+               ld.y_stride = 0;
+               prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[1] + b * Cp));
+             },
+             out_off + static_cast<uint64_t>((b * pixels + p0) * Cp));
+      }
+    return facts;
+  }
+  // Pooling: each channel block's plane is loaded plane-major (row = y·W + x) so that a
+  // window is kh rows of kw consecutive scratchpad rows.
+  const auto& x = in_shapes[0];
+  const int64_t Nb = x[0], H = x[2], W = x[3], CB = (x[1] + N - 1) / N, Cp = CB * N;
+  const int64_t OH = out_shape[2], OW = out_shape[3];
+  if (H * W + OH * OW > act_rows)
+    return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
+  const uint32_t P = 0, D = static_cast<uint32_t>(H * W);
+  if (L.kind != Kind::kMaxPool) {
+    const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(L.kh * L.kw));
+    const int32_t sh = shared_shift(m);
+    const uint64_t p_off = put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh,
+                                             qx.zero_point, 0);
+    isa::Load pl;
+    pl.sp = hw::Scratchpad::kAcc;
+    pl.x = 1;
+    prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
+  }
+  const auto mode = L.kind == Kind::kMaxPool ? hw::VecMode::kMaxpool : hw::VecMode::kAvgpool;
+  for (int64_t b = 0; b < Nb; ++b)
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kAct;
+      ld.x = static_cast<uint16_t>(W);
+      ld.x_stride = static_cast<uint32_t>(Cp);
+      ld.y = static_cast<uint16_t>(H);
+      ld.y_stride = static_cast<uint32_t>(W * Cp);
+      prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * H * W * Cp + cb * N));
+      isa::VecRequant v{.src = 0, .dst = static_cast<uint16_t>(D), .param = static_cast<uint16_t>(L.kind == Kind::kMaxPool ? 0 : P),
+                        .r = static_cast<uint16_t>(OW), .o = static_cast<uint16_t>(OH),
+                        .zero_point = static_cast<int8_t>(L.kind == Kind::kMaxPool ? 0 : qy.zero_point),
+                        .src_so = static_cast<uint16_t>(L.sh * W), .src_sr = static_cast<uint16_t>(L.sw),
+                        .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+      prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(L.kw), static_cast<uint32_t>(L.kh), static_cast<uint32_t>(W)));
+      isa::Store st;
+      st.sp = hw::Scratchpad::kAct;
+      st.sp_base = D;
+      st.x = static_cast<uint16_t>(OW);
+      st.x_stride = static_cast<uint32_t>(Cp);
+      st.y = static_cast<uint16_t>(OH);
+      st.y_stride = static_cast<uint32_t>(OW * Cp);
+      st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, x[1] - cb * N));
+      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * OH * OW * Cp + cb * N));
+    }
+  return facts;
+}
+
 }  // namespace npu::compiler

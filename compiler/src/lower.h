@@ -33,4 +33,16 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog);
 
+// Bytes a value of `shape` occupies in the activation buffer (NHWC with padded channels
+// for 4-D values, dense otherwise).
+uint64_t device_bytes(const std::vector<int64_t>& shape, uint32_t n);
+
+// Lowers an element-wise or pooling layer onto the VEC unit. `in_shapes`/`qin`/`in_off`
+// describe the layer's inputs in order; the output has `out_shape`, `qy`, `out_off`.
+// MaxPool requires qy == qin[0] (the caller guarantees it).
+Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vector<int64_t>>& in_shapes,
+                                   const std::vector<int64_t>& out_shape, const std::vector<QParams>& qin,
+                                   const QParams& qy, const std::vector<uint32_t>& in_off, uint32_t out_off,
+                                   uint32_t N, std::vector<uint8_t>& weights, Program& prog);
+
 }  // namespace npu::compiler

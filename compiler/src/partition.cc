@@ -176,26 +176,145 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   return L;
 }
 
+float scalar_constant(const Graph& g, int v, bool* ok) {
+  if (v < 0 || !g.is_constant(v) || g.value(v).constant->element_count() != 1) {
+    *ok = false;
+    return 0;
+  }
+  *ok = true;
+  return to_float(*g.value(v).constant).as<float>()[0];
+}
+
+// Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
+std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n) {
+  EltLayer L;
+  L.name = n.name;
+  L.op = n.op;
+  if (n.inputs.empty() || n.inputs[0] < 0 || g.is_constant(n.inputs[0]) || n.outputs.size() != 1) return std::nullopt;
+  L.output = n.outputs[0];
+  L.inputs = {n.inputs[0]};
+  const std::string& op = n.op;
+  if (op == "Relu") {
+    L.fn = [](float x) { return std::max(x, 0.0f); };
+  } else if (op == "Sigmoid") {
+    L.fn = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  } else if (op == "Tanh") {
+    L.fn = [](float x) { return std::tanh(x); };
+  } else if (op == "HardSigmoid") {
+    const float a = n.attr_float("alpha", 0.2f), b = n.attr_float("beta", 0.5f);
+    L.fn = [a, b](float x) { return std::clamp(a * x + b, 0.0f, 1.0f); };
+  } else if (op == "HardSwish") {
+    L.fn = [](float x) { return x * std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f); };
+  } else if (op == "LeakyRelu") {
+    const float a = n.attr_float("alpha", 0.01f);
+    L.fn = [a](float x) { return x >= 0 ? x : a * x; };
+  } else if (op == "PRelu") {
+    bool ok;
+    const float a = scalar_constant(g, n.inputs.size() > 1 ? n.inputs[1] : -1, &ok);
+    if (!ok) return std::nullopt;
+    L.fn = [a](float x) { return x >= 0 ? x : a * x; };
+  } else if (op == "Clip") {
+    float lo = n.attr_float("min", -INFINITY), hi = n.attr_float("max", INFINITY);
+    for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
+      if (n.inputs[k] < 0) continue;
+      bool ok;
+      (k == 1 ? lo : hi) = scalar_constant(g, n.inputs[k], &ok);
+      if (!ok) return std::nullopt;
+    }
+    L.fn = [lo, hi](float x) { return std::clamp(x, lo, hi); };
+  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    if (n.inputs.size() != 2 || n.inputs[1] < 0) return std::nullopt;
+    bool scalar;
+    const float c = scalar_constant(g, n.inputs[1], &scalar);
+    if (scalar) {  // x op constant is a table lookup
+      if (op == "Add") L.fn = [c](float x) { return x + c; };
+      else if (op == "Sub") L.fn = [c](float x) { return x - c; };
+      else if (op == "Mul") L.fn = [c](float x) { return x * c; };
+      else if (c != 0) L.fn = [c](float x) { return x / c; };
+      else return std::nullopt;
+      return L;
+    }
+    if (op == "Div" || g.is_constant(n.inputs[1])) return std::nullopt;
+    const auto& a = g.value(n.inputs[0]).shape;
+    const auto& b = g.value(n.inputs[1]).shape;
+    if (a.empty() || b.empty()) return std::nullopt;
+    L.inputs = {n.inputs[0], n.inputs[1]};
+    L.kind = op == "Mul" ? EltLayer::Kind::kMul : EltLayer::Kind::kAdd;
+    L.b_sign = op == "Sub" ? -1.0f : 1.0f;
+    if (a == b) return L;
+    if (a.size() == 4 && b.size() == 4 && b[0] == a[0] && b[1] == a[1] && b[2] == 1 && b[3] == 1) {
+      L.broadcast_channels = true;
+      return L;
+    }
+    return std::nullopt;
+  } else if (op == "GlobalAveragePool") {
+    if (g.value(n.inputs[0]).shape.size() != 4) return std::nullopt;
+    const auto& sh = g.value(n.inputs[0]).shape;
+    if (sh[2] > 255 || sh[3] > 255) return std::nullopt;
+    L.kind = EltLayer::Kind::kGlobalAvgPool;
+    L.kh = sh[2];
+    L.kw = sh[3];
+    return L;
+  } else if (op == "MaxPool" || op == "AveragePool") {
+    if (g.value(n.inputs[0]).shape.size() != 4 || n.outputs.size() != 1) return std::nullopt;
+    const auto k = ints_attr(n, "kernel_shape", {});
+    const auto st = ints_attr(n, "strides", {1, 1});
+    const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+    auto ap = n.attrs.find("auto_pad");
+    if (k.size() != 2 || st.size() != 2 || n.attr_int("ceil_mode", 0) != 0 ||
+        (ap != n.attrs.end() && ap->second.s != "NOTSET" && !ap->second.s.empty()))
+      return std::nullopt;
+    for (int64_t p : pads)
+      if (p != 0) return std::nullopt;  // padded pooling stays on the host (pad semantics differ)
+    for (int64_t d : ints_attr(n, "dilations", {1, 1}))
+      if (d != 1) return std::nullopt;
+    if (k[0] > 255 || k[1] > 255) return std::nullopt;
+    L.kind = op == "MaxPool" ? EltLayer::Kind::kMaxPool : EltLayer::Kind::kAvgPool;
+    L.kh = k[0];
+    L.kw = k[1];
+    L.sh = st[0];
+    L.sw = st[1];
+    return L;
+  } else {
+    return std::nullopt;
+  }
+  return L;
+}
+
 }  // namespace
+
+int npu_layer_output(const NpuLayer& layer) {
+  return std::visit([](const auto& l) { return l.output; }, layer);
+}
+std::vector<int> npu_layer_inputs(const NpuLayer& layer) {
+  if (const auto* e = std::get_if<EltLayer>(&layer)) return e->inputs;
+  if (const auto* f = std::get_if<FcLayer>(&layer)) return {f->input};
+  return {std::get<ConvLayer>(layer).input};
+}
+std::string npu_layer_name(const NpuLayer& layer) {
+  return std::visit([](const auto& l) { return l.name; }, layer);
+}
+std::string npu_layer_op(const NpuLayer& layer) {
+  if (const auto* f = std::get_if<FcLayer>(&layer)) return f->op;
+  if (const auto* c = std::get_if<ConvLayer>(&layer)) return c->depthwise ? "DepthwiseConv" : "Conv";
+  return std::get<EltLayer>(layer).op;
+}
 
 std::vector<PartitionStep> partition(const Graph& g) {
   std::vector<PartitionStep> steps;
   std::set<size_t> used;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     if (used.count(ni)) continue;
-    if (auto layer = match_fc(g, ni, used)) {
-      if (steps.empty() || !steps.back().on_npu || !steps.back().convs.empty())
-        steps.push_back(PartitionStep{true, {}, {}, -1});
-      steps.back().layers.push_back(std::move(*layer));
+    std::optional<NpuLayer> layer;
+    if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
+    else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
+    else if (auto elt = match_elementwise(g, g.nodes[ni])) layer = std::move(*elt);
+    if (layer) {
+      if (steps.empty() || !steps.back().on_npu) steps.push_back(PartitionStep{true, {}, -1});
+      steps.back().ops.push_back(std::move(*layer));
       continue;
     }
-    if (auto conv = match_conv(g, ni, used)) {
-      if (steps.empty() || !steps.back().on_npu || !steps.back().layers.empty())
-        steps.push_back(PartitionStep{true, {}, {}, -1});
-      steps.back().convs.push_back(std::move(*conv));
-      continue;
-    }
-    steps.push_back(PartitionStep{false, {}, {}, static_cast<int>(ni)});
+    steps.push_back(PartitionStep{false, {}, static_cast<int>(ni)});
   }
   return steps;
 }

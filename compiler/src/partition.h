@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
+#include <variant>
 #include <string>
 #include <vector>
 
@@ -38,12 +40,30 @@ struct ConvLayer {
   std::vector<std::string> fused;
 };
 
+// Element-wise and pooling work on the VEC unit, on activations in their device layout.
+struct EltLayer {
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool };
+  Kind kind = Kind::kLut;
+  std::string name, op;
+  std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
+  int output = -1;
+  std::function<float(float)> fn;  // kLut: the real-valued function the table samples
+  float b_sign = 1.0f;             // kAdd: -1 for Sub
+  bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools
+};
+
+using NpuLayer = std::variant<FcLayer, ConvLayer, EltLayer>;
+int npu_layer_output(const NpuLayer& layer);
+std::vector<int> npu_layer_inputs(const NpuLayer& layer);
+std::string npu_layer_name(const NpuLayer& layer);
+std::string npu_layer_op(const NpuLayer& layer);
+
 // One step of the compiled model, in execution order: a run of NPU layers (one command
 // stream) or one host operator.
 struct PartitionStep {
   bool on_npu = false;
-  std::vector<FcLayer> layers;  // on_npu
-  std::vector<ConvLayer> convs; // on_npu; a step holds either FC layers or conv layers
+  std::vector<NpuLayer> ops;  // on_npu, in execution order
   int node = -1;                // !on_npu: index into graph.nodes
 };
 
