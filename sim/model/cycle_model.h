@@ -26,7 +26,7 @@ struct DmaRow {
 class CycleModel {
  public:
   explicit CycleModel(const DeviceConfig& config)
-      : n_(config.array_dim), latency_(config.dram_latency_cycles), beat_(config.dma_beat_bytes) {}
+      : n_(config.array_dim), latency_(config.dram_latency_cycles) {}
 
   // EXEC starts: every translation cache and the fetch buffer are emptied.
   void begin_job() {
@@ -88,7 +88,11 @@ class CycleModel {
 
  private:
   static constexpr int64_t kEmpty = -1;
-  static int64_t beats(uint32_t pa, uint32_t len) { return (pa % 16 + len + 15) / 16; }
+  // The memory bus is hw::kDmaBeatBytes wide (the RTL is generated for that width only).
+  static int64_t beats(uint32_t pa, uint32_t len) {
+    constexpr int64_t kBeat = static_cast<int64_t>(hw::kDmaBeatBytes);
+    return (pa % kBeat + len + kBeat - 1) / kBeat;
+  }
 
   // LOAD's pipelined read path (TIMING.md "LOAD"): up to 128 bursts in flight on one data
   // bus, rows written in order. Edges count from the LOAD engine's first cycle.
@@ -156,7 +160,6 @@ class CycleModel {
 
   uint32_t n_;
   uint32_t latency_;
-  uint32_t beat_;
   int64_t ifu_tlb_ = kEmpty, ldq_tlb_ = kEmpty;
   mutable int64_t stq_tlb_ = kEmpty;
   bool buf_valid_ = false;
