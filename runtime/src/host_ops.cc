@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 
+#include "npu/compiler/host_ops.h"
+
 namespace npu::runtime {
 namespace {
 
@@ -14,6 +16,18 @@ struct Registry {
 Registry& registry() {
   static Registry r;
   return r;
+}
+
+// The built-in host fallback: the compiler's host-op library runs the step's ONNX node.
+Status run_builtin(HostOpContext& ctx) {
+  const auto* proto = ctx.segment.attributes();
+  auto outputs = compiler::run_host_node(
+      proto ? std::span<const uint8_t>(proto->data(), proto->size()) : std::span<const uint8_t>(),
+      ctx.segment.opset(), ctx.inputs);
+  if (!outputs.is_ok()) return outputs.status();
+  for (size_t k = 0; k < ctx.outputs->size() && k < outputs->size(); ++k)
+    (*ctx.outputs)[k] = std::move((*outputs)[k]);
+  return Status::ok();
 }
 
 }  // namespace
@@ -31,7 +45,10 @@ HostKernel find_host_kernel(std::string_view op_type) {
   std::lock_guard lock(registry().mu);
   auto it = registry().kernels.find(op_type);
   if (it == registry().kernels.end()) it = registry().kernels.find(std::string_view("*"));
-  return it == registry().kernels.end() ? HostKernel{} : it->second;
+  if (it != registry().kernels.end()) return it->second;
+  // Nothing registered: the built-in kernels serve every operator they implement.
+  if (compiler::host_op_supported(std::string(op_type))) return run_builtin;
+  return {};
 }
 
 }  // namespace npu::runtime

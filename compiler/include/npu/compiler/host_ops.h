@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,12 @@ Result<std::vector<Tensor>> run_host_op(const std::string& op_type, const std::s
                                         const std::vector<const Tensor*>& inputs,
                                         size_t num_outputs = 0);
 
+// Runs a host step of a model image: `node_proto` is the serialised ONNX NodeProto the
+// compiler stored in the HostSegment (its op type, name and attributes). CORRUPT_DATA when
+// it does not parse; otherwise as run_host_op.
+Result<std::vector<Tensor>> run_host_node(std::span<const uint8_t> node_proto, int64_t opset,
+                                          const std::vector<const Tensor*>& inputs);
+
 // Whether the library has a kernel for `op_type` (some attribute combinations may still be
 // UNSUPPORTED at run time).
 bool host_op_supported(const std::string& op_type);
@@ -39,22 +47,31 @@ std::vector<std::string> host_op_types();
 // ---- Whole ONNX models on the host (npu-run --test-data, tools) ----
 
 struct OnnxModelInfo {
-  std::vector<std::string> inputs;   // graph inputs that are not initializers, in order
+  std::vector<std::string> inputs;  // graph inputs that are not initializers, in order
+  std::vector<DType> input_dtypes;
+  // Declared input shapes, -1 for a dynamic dimension; nullopt when none is declared.
+  std::vector<std::optional<std::vector<int64_t>>> input_shapes;
   std::vector<std::string> outputs;  // graph outputs, in order
   size_t nodes = 0;
 };
 
 // Parses `onnx_path` (no checker, no shape inference) and lists its interface. UNSUPPORTED
-// when an input or output is not a tensor.
+// when an input or output is not a tensor, or has an element type the host does not support.
 Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path);
+
+// Checks `inputs` (one per model input, in order) against the declared dtypes and shapes and
+// returns the input-shape overrides their dynamic dimensions need (for load_onnx /
+// CompileOptions::input_shapes). INVALID_ARGUMENT names the input that does not match.
+Result<std::map<std::string, std::vector<int64_t>>> match_inputs(const OnnxModelInfo& info,
+                                                                 const std::vector<Tensor>& inputs);
 
 struct HostRun {
   std::vector<Tensor> outputs;  // one per graph output, in order
   size_t ops = 0;               // nodes run on the host
 };
 
-// Loads `onnx_path` with the input shapes taken from `inputs` (one per graph input, in
-// order), and runs every node on the host kernels.
+// Loads `onnx_path` (dynamic input dimensions taken from `inputs`, one per graph input, in
+// order; see match_inputs) and runs every node on the host kernels.
 Result<HostRun> run_onnx_on_host(const std::string& onnx_path, const std::vector<Tensor>& inputs);
 
 // Reads one serialised ONNX TensorProto file (an ONNX backend test's input_<k>.pb or
