@@ -64,6 +64,11 @@ Result<Graph> load_onnx(const std::string& path,
     auto it = input_shapes.find(input.name());
     if (it == input_shapes.end()) continue;
     auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    // A rank change would reach the ONNX library's shape inference, which crashes on some.
+    if (input.type().tensor_type().has_shape() && shape->dim_size() != static_cast<int>(it->second.size()))
+      return make_error(StatusCode::kInvalidArgument,
+                        "--input-shape " + input.name() + "=" + shape_to_string(it->second) + ": input '" +
+                            input.name() + "' has rank " + std::to_string(shape->dim_size()) + " in " + path);
     shape->clear_dim();
     for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
     overridden.insert(input.name());

@@ -3,6 +3,7 @@
 // never crashes). The ONNX backend node tests (conformance label) cover the rest.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -361,6 +362,96 @@ TEST(HostOps, EinsumMatmulTraceAndEllipsis) {
   const Tensor batch = Iota({2, 2, 3});
   EXPECT_EQ(RunOne("Einsum", 12, {{"equation", Str("...ij->...ji")}}, {&batch}).shape,
             (std::vector<int64_t>{2, 3, 2}));
+}
+
+}  // namespace
+}  // namespace npu::compiler
+
+namespace npu::compiler {
+namespace {
+
+// Every kernel, fed arbitrary small inputs and attributes: any status is fine, a crash is not
+// (run it under -DNPU_SANITIZER=address to catch out-of-bounds access too).
+TEST(HostOps, NoCrashOnArbitraryInputs) {
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  auto small = [&] { return static_cast<int64_t>(next(7)) - 3; };
+  const DType dtypes[] = {DType::kF32, DType::kF32, DType::kI64, DType::kI32, DType::kU8, DType::kI8};
+  auto tensor = [&] {
+    std::vector<int64_t> shape(next(5));
+    for (auto& d : shape) d = static_cast<int64_t>(next(4));
+    // Small values, now and then an extreme one (data-driven shapes stay modest).
+    Tensor f = Tensor::zeros(DType::kF32, shape);
+    for (float& v : f.as<float>()) {
+      const uint64_t pick = next(64);
+      v = pick == 0 ? 1e30f : pick == 1 ? -1e30f : pick == 2 ? std::nanf("") : static_cast<float>(small()) / 2;
+    }
+    Tensor t = to_float(f);
+    const DType dtype = dtypes[next(6)];
+    if (dtype == DType::kF32) return t;
+    Tensor out = Tensor::zeros(dtype, shape);
+    for (size_t i = 0; i < t.as<float>().size(); ++i) {
+      const auto v = static_cast<int64_t>(std::isfinite(t.as<float>()[i]) ? t.as<float>()[i] : 7);
+      switch (dtype) {
+        case DType::kI64: out.as<int64_t>()[i] = v; break;
+        case DType::kI32: out.as<int32_t>()[i] = static_cast<int32_t>(v); break;
+        case DType::kI8: out.as<int8_t>()[i] = static_cast<int8_t>(v); break;
+        default: out.data[i] = static_cast<uint8_t>(v); break;
+      }
+    }
+    return out;
+  };
+  const char* int_attrs[] = {"axis", "keepdims", "group", "to", "transA", "transB", "ceil_mode", "p",
+                             "count_include_pad", "storage_order", "blocksize", "k", "largest", "upper",
+                             "exclusive", "reverse", "batch_dims", "select_last_index", "allowzero",
+                             "num_outputs", "training_mode", "noop_with_empty_axes", "size", "fmod"};
+  const char* ints_attrs[] = {"axes", "perm", "kernel_shape", "pads", "strides", "dilations", "starts",
+                              "ends", "split", "output_padding", "output_shape", "shape"};
+  const char* str_attrs[][2] = {{"mode", "constant"}, {"mode", "reflect"}, {"mode", "linear"},
+                                {"mode", "cubic"}, {"auto_pad", "SAME_UPPER"}, {"auto_pad", "VALID"},
+                                {"direction", "LEFT"}, {"equation", "ij,jk->ik"}, {"equation", "...i->i"},
+                                {"reduction", "add"}, {"coordinate_transformation_mode", "align_corners"},
+                                {"equation", "ii"}, {"mode", "CRD"}};
+  size_t calls = 0;
+  for (const std::string& op : host_op_types()) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int iter = 0; iter < 300; ++iter) {
+      std::vector<Tensor> storage(next(5));
+      for (auto& t : storage) t = tensor();
+      std::vector<const Tensor*> inputs;
+      for (auto& t : storage) inputs.push_back(next(6) == 0 ? nullptr : &t);
+      HostOpAttrs attrs;
+      for (uint64_t a = next(4); a > 0; --a) {
+        switch (next(4)) {
+          case 0: attrs[int_attrs[next(std::size(int_attrs))]] = Int(small()); break;
+          case 1: {
+            std::vector<int64_t> v(next(5));
+            for (auto& x : v) x = small();
+            attrs[ints_attrs[next(std::size(ints_attrs))]] = Ints(v);
+            break;
+          }
+          case 2: {
+            const auto& s = str_attrs[next(std::size(str_attrs))];
+            attrs[s[0]] = Str(s[1]);
+            break;
+          }
+          default: attrs["alpha"] = Float(static_cast<float>(small()) / 2); break;
+        }
+      }
+      const int64_t opset = 7 + static_cast<int64_t>(next(12));
+      auto r = run_host_op(op, "fuzz", opset, attrs, inputs, next(4));
+      ++calls;
+      if (r.is_ok()) continue;
+      EXPECT_FALSE(r.status().message().empty()) << op;
+      EXPECT_NE(r.status().code(), StatusCode::kInternal) << op << ": " << r.status().message();
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    EXPECT_LT(ms.count(), 1000) << op << " is slow on small inputs";
+  }
+  EXPECT_GT(calls, 1000u);
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ def run_one(npu_run, test_dir, device, timeout):
         cmd += ["--device", device]
     start = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"result": "crash", "message": f"timed out after {timeout} s"}, time.monotonic() - start
     lines = p.stdout.strip().splitlines()

@@ -51,18 +51,34 @@ struct Report {
   std::string message;
 };
 
+// A JSON string literal; invalid UTF-8 (names from a corrupt file) becomes U+FFFD.
 std::string jquote(const std::string& s) {
   std::string out = "\"";
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto ch = static_cast<unsigned char>(s[i]);
     if (ch == '"' || ch == '\\') {
       out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += static_cast<char>(ch);
+      ++i;
+    } else if (ch < 0x20) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", ch);
       out += buf;
+      ++i;
+    } else if (ch < 0x80) {
+      out += static_cast<char>(ch);
+      ++i;
     } else {
-      out += ch;
+      const size_t len = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
+      bool valid = len > 0 && i + len <= s.size();
+      for (size_t k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      if (valid) {
+        out.append(s, i, len);
+        i += len;
+      } else {
+        out += "\\ufffd";
+        ++i;
+      }
     }
   }
   return out + "\"";
@@ -179,8 +195,7 @@ Result<std::vector<uint8_t>> compile(const std::string& model, const std::vector
   npu::compiler::CompileOptions copts;
   copts.array_dim = array_dim;
   for (const DataSet& ds : sets) copts.calibration.push_back(ds.inputs);
-  for (size_t i = 0; i < info.inputs.size() && i < sets[0].inputs.size(); ++i)
-    copts.input_shapes[info.inputs[i]] = sets[0].inputs[i].shape;
+  NPU_ASSIGN_OR_RETURN(copts.input_shapes, npu::compiler::match_inputs(info, sets[0].inputs));
   return npu::compiler::compile_onnx_file(model, copts);
 }
 
@@ -227,6 +242,14 @@ Report run(const Options& o) {
     if (sets.status().code() == StatusCode::kUnsupported) r.verdict = Verdict::kUnsupported;
     r.message = sets.status().message();
     return r;
+  }
+  for (const DataSet& ds : *sets) {
+    // Inputs that contradict the model are the test's fault; they never reach the compiler.
+    auto match = npu::compiler::match_inputs(*info, ds.inputs);
+    if (!match.is_ok()) {
+      r.message = ds.name + ": " + match.status().message();
+      return r;
+    }
   }
   std::printf("test    %s (%zu operator(s), %zu data set(s))\n", o.dir.c_str(), info->nodes, sets->size());
 

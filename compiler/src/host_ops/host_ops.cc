@@ -98,7 +98,7 @@ Shape strides_of(std::span<const int64_t> shape) {
 }
 
 Result<Tensor> new_tensor(const OpContext& c, DType dtype, const Shape& shape) {
-  constexpr int64_t kMax = int64_t{1} << 31;  // elements
+  constexpr int64_t kMax = int64_t{1} << 28;  // elements: 1 GiB of float32
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return c.invalid("output shape " + shape_to_string(shape) + " has a negative dimension");
@@ -124,6 +124,14 @@ Result<std::vector<int64_t>> normalize_axes(const OpContext& c, std::vector<int6
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     return c.invalid("axes " + shape_to_string(axes) + " repeat an axis");
   return axes;
+}
+
+Status indices_fit(const OpContext& c, const Shape& indices, const Shape& data, int64_t axis) {
+  bool fits = indices.size() == data.size();
+  for (size_t d = 0; fits && d < data.size(); ++d) fits = static_cast<int64_t>(d) == axis || indices[d] <= data[d];
+  if (fits) return Status::ok();
+  return c.invalid("indices " + shape_to_string(indices) + " must have the rank of data " + shape_to_string(data) +
+                   " and fit in it outside axis " + std::to_string(axis));
 }
 
 Result<Shape> broadcast_shapes(const OpContext& c, const std::vector<const Shape*>& shapes) {

@@ -134,6 +134,9 @@ Result<int64_t> normalize_axis(const OpContext& c, int64_t axis, int64_t rank);
 Result<std::vector<int64_t>> normalize_axes(const OpContext& c, std::vector<int64_t> axes,
                                             int64_t rank);
 
+// GatherElements/ScatterElements: indices have data's rank and fit in it outside `axis`.
+Status indices_fit(const OpContext& c, const Shape& indices, const Shape& data, int64_t axis);
+
 // Numpy broadcasting of several shapes.
 Result<Shape> broadcast_shapes(const OpContext& c, const std::vector<const Shape*>& shapes);
 // Element strides of `in` viewed with the (broadcast) `out` shape: 0 on broadcast dims.

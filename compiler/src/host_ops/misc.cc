@@ -232,6 +232,7 @@ Result<Outputs> scatter_elements(const OpContext& c) {
   if (idx->shape != upd->shape || idx->shape.size() != x->shape.size() || upd->dtype != x->dtype)
     return c.invalid("indices and updates must have one shape and data's rank and type");
   NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
+  NPU_RETURN_IF_ERROR(indices_fit(c, idx->shape, x->shape, axis));
   const std::string reduction = c.attr_string("reduction", "none");
   NPU_RETURN_IF_ERROR(check_reduction(c, reduction));
   Tensor out = *x;

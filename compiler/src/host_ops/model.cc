@@ -33,7 +33,16 @@ Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
   for (const auto& i : model.graph().input()) {
     if (initializers.count(i.name())) continue;
     NPU_RETURN_IF_ERROR(check_tensor(i, "input"));
+    const auto& tt = i.type().tensor_type();
+    NPU_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(tt.elem_type(), onnx_path + ": input '" + i.name() + "'"));
+    std::optional<std::vector<int64_t>> shape;
+    if (tt.has_shape()) {
+      shape.emplace();
+      for (const auto& d : tt.shape().dim()) shape->push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+    }
     info.inputs.push_back(i.name());
+    info.input_dtypes.push_back(dtype);
+    info.input_shapes.push_back(std::move(shape));
   }
   for (const auto& o : model.graph().output()) {
     NPU_RETURN_IF_ERROR(check_tensor(o, "output"));
@@ -43,14 +52,35 @@ Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
   return info;
 }
 
+Result<std::map<std::string, std::vector<int64_t>>> match_inputs(const OnnxModelInfo& info,
+                                                                 const std::vector<Tensor>& inputs) {
+  if (info.inputs.size() != inputs.size())
+    return make_error(StatusCode::kInvalidArgument, "the model has " + std::to_string(info.inputs.size()) +
+                                                        " input(s), got " + std::to_string(inputs.size()) + " tensor(s)");
+  std::map<std::string, std::vector<int64_t>> overrides;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const auto& declared = info.input_shapes[i];
+    bool ok = t.dtype == info.input_dtypes[i] && (!declared || declared->size() == t.shape.size());
+    bool dynamic = !declared;
+    for (size_t d = 0; ok && declared && d < t.shape.size(); ++d) {
+      if ((*declared)[d] < 0) dynamic = true;
+      else ok = (*declared)[d] == t.shape[d];
+    }
+    if (!ok)
+      return make_error(StatusCode::kInvalidArgument,
+                        "input " + std::to_string(i) + " '" + info.inputs[i] + "' is declared " +
+                            std::string(dtype_name(info.input_dtypes[i])) +
+                            (declared ? shape_to_string(*declared) : std::string("[?]")) + ", got " +
+                            std::string(dtype_name(t.dtype)) + shape_to_string(t.shape));
+    if (dynamic) overrides[info.inputs[i]] = t.shape;
+  }
+  return overrides;
+}
+
 Result<HostRun> run_onnx_on_host(const std::string& onnx_path, const std::vector<Tensor>& inputs) {
   NPU_ASSIGN_OR_RETURN(OnnxModelInfo info, inspect_onnx(onnx_path));
-  if (info.inputs.size() != inputs.size())
-    return make_error(StatusCode::kInvalidArgument,
-                      onnx_path + " has " + std::to_string(info.inputs.size()) + " input(s), got " +
-                          std::to_string(inputs.size()) + " tensor(s)");
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (size_t i = 0; i < inputs.size(); ++i) shapes[info.inputs[i]] = inputs[i].shape;
+  NPU_ASSIGN_OR_RETURN(auto shapes, match_inputs(info, inputs));
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, shapes));
   NPU_ASSIGN_OR_RETURN(std::vector<Tensor> env, run_reference(g, inputs));
   HostRun run;

@@ -87,11 +87,18 @@ Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, 
   return a;
 }
 
+// floor(length), or INVALID_ARGUMENT when it is not a sensible dimension.
+Result<int64_t> output_length(const OpContext& c, double length) {
+  if (!(length >= 0 && length < 1e12)) return c.invalid("the output length " + std::to_string(length) + " is out of range");
+  return static_cast<int64_t>(std::floor(length));
+}
+
 // The interpolation itself, given output sizes, scales and roi per axis.
 Result<Outputs> interpolate(const OpContext& c, const Tensor& x, const ResizeMode& m, const Shape& out_shape,
                             const std::vector<double>& scales, const std::vector<double>& roi) {
   if (x.dtype != DType::kF32 && m.mode != "nearest") return c.unsupported("non-float input for mode " + m.mode);
   const size_t rank = x.shape.size();
+  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, x.dtype, out_shape));
   std::vector<AxisTaps> axes;
   for (size_t d = 0; d < rank; ++d) {
     if (x.shape[d] == 0) return c.invalid("cannot resize an empty axis");
@@ -99,7 +106,6 @@ Result<Outputs> interpolate(const OpContext& c, const Tensor& x, const ResizeMod
     NPU_ASSIGN_OR_RETURN(AxisTaps t, axis_taps(c, m, x.shape[d], out_shape[d], scales[d], start, end));
     axes.push_back(std::move(t));
   }
-  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, x.dtype, out_shape));
   const double extrapolation = c.attr_float("extrapolation_value", 0.0f);
   const Shape xs = strides_of(x.shape);
   visit_dtype(x.dtype, [&](auto tag) {
@@ -175,7 +181,7 @@ Result<Outputs> resize(const OpContext& c) {
       const auto d = static_cast<size_t>(axes[i]);
       if (!(s[i] > 0)) return c.invalid("scales must be positive");
       scales[d] = s[i];
-      out_shape[d] = static_cast<int64_t>(std::floor(static_cast<double>(x->shape[d]) * s[i]));
+      NPU_ASSIGN_OR_RETURN(out_shape[d], output_length(c, static_cast<double>(x->shape[d]) * s[i]));
     }
   } else {
     const std::vector<int64_t> s = to_int64_vector(*sizes_t);
@@ -194,7 +200,7 @@ Result<Outputs> resize(const OpContext& c) {
         scales[d] = static_cast<double>(s[i]) / static_cast<double>(x->shape[d]);
       } else if (policy == "not_larger" || policy == "not_smaller") {
         scales[d] = common;
-        out_shape[d] = static_cast<int64_t>(std::round(static_cast<double>(x->shape[d]) * common));
+        NPU_ASSIGN_OR_RETURN(out_shape[d], output_length(c, std::round(static_cast<double>(x->shape[d]) * common)));
       } else {
         return c.unsupported("keep_aspect_ratio_policy '" + policy + "'");
       }
@@ -231,7 +237,7 @@ Result<Outputs> upsample(const OpContext& c) {
   Shape out_shape = x->shape;
   for (size_t d = 0; d < s.size(); ++d) {
     if (!(s[d] > 0)) return c.invalid("scales must be positive");
-    out_shape[d] = static_cast<int64_t>(std::floor(static_cast<double>(x->shape[d]) * scales[d]));
+    NPU_ASSIGN_OR_RETURN(out_shape[d], output_length(c, static_cast<double>(x->shape[d]) * scales[d]));
   }
   return interpolate(c, *x, m, out_shape, scales, {});
 }

@@ -285,7 +285,7 @@ Result<Outputs> gather_elements(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* idx, c.need(1));
   const auto rank = static_cast<int64_t>(x->shape.size());
   NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 0), rank));
-  if (idx->shape.size() != x->shape.size()) return c.invalid("indices must have the rank of data");
+  NPU_RETURN_IF_ERROR(indices_fit(c, idx->shape, x->shape, axis));
   Tensor out = Tensor::zeros(x->dtype, idx->shape);
   const std::vector<int64_t> ids = to_int64_vector(*idx);
   const Shape xs = strides_of(x->shape);
