@@ -143,6 +143,7 @@ class FunctionalDevice final : public Device {
     std::fill(counters_.begin(), counters_.end(), 0);
     std::fill(act_.begin(), act_.end(), int8_t{0});
     std::fill(wgt_.begin(), wgt_.end(), int8_t{0});
+    packed_index_ = kNoTile;
     std::fill(acc_.begin(), acc_.end(), 0);
   }
 
@@ -191,7 +192,6 @@ class FunctionalDevice final : public Device {
       pte = tlb.pte;
     } else {
       const uint64_t pte_addr = static_cast<uint64_t>(pt_base_) + 4ull * (va >> kPageShift);
-      ++tlb_misses_;
       if (!phys_ok(pte_addr, 4)) return Fault{ErrorCode::kBusError, static_cast<uint32_t>(pte_addr)};
       pte = read32_phys(static_cast<uint32_t>(pte_addr));
       tlb = Tlb{true, va >> kPageShift, pte};
@@ -413,6 +413,7 @@ class FunctionalDevice final : public Device {
     uint32_t sp_row = w[2];
     uint64_t bytes = 0;
     dma_rows_.clear();
+    if (sp == 1) packed_index_ = kNoTile;
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t yp = 0; yp < Yp; ++yp) {
         for (uint32_t xp = 0; xp < Xp; ++xp, ++sp_row) {
@@ -502,7 +503,12 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(acc_max, acc_rows_)) return f;
     for (uint32_t o = 0; o < O; ++o) {
       for (uint32_t i = 0; i < I; ++i) {
-        pack_tile(wgt_.data() + static_cast<size_t>(wgt + o * wso + i * wsi) * n_ * n_, n_, &packed_);
+        // Re-pack only when the tile changes (a GEMM often reuses one tile for every o).
+        const uint32_t tile_index = wgt + o * wso + i * wsi;
+        if (tile_index != packed_index_) {
+          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, &packed_);
+          packed_index_ = tile_index;
+        }
         mac_rows(packed_, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
                  static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
                  static_cast<ptrdiff_t>(csr) * n_, R, n_, clear && i == 0);
@@ -600,21 +606,29 @@ class FunctionalDevice final : public Device {
             break;
           }
           default: {  // window modes
-            for (uint32_t c = 0; c < n_; ++c) {
-              int64_t acc = mode == 4 ? INT64_MIN : 0;
-              for (uint32_t ky = 0; ky < kh; ++ky)
-                for (uint32_t kx = 0; kx < kw; ++kx) {
-                  const int8_t x = act_[static_cast<size_t>(base + ky * wys + kx) * n_ + c];
-                  if (mode == 4) acc = std::max<int64_t>(acc, x);
-                  else if (mode == 5) acc += x;
-                  else acc += int64_t{x} * wgt_[static_cast<size_t>(aux + ky * kw + kx) * n_ + c];
+            // Lanes innermost so the window loop vectorises. int32 accumulation is exact:
+            // |Σ| <= 255·255·128·128 < 2^31 for DWCONV, and less for the pools.
+            int32_t sum[32];
+            for (uint32_t c = 0; c < n_; ++c) sum[c] = mode == 4 ? INT32_MIN : 0;
+            for (uint32_t ky = 0; ky < kh; ++ky)
+              for (uint32_t kx = 0; kx < kw; ++kx) {
+                const int8_t* xr = act_.data() + static_cast<size_t>(base + ky * wys + kx) * n_;
+                if (mode == 4) {
+                  for (uint32_t c = 0; c < n_; ++c) sum[c] = std::max<int32_t>(sum[c], xr[c]);
+                } else if (mode == 5) {
+                  for (uint32_t c = 0; c < n_; ++c) sum[c] += xr[c];
+                } else {
+                  const int8_t* wr = wgt_.data() + static_cast<size_t>(aux + ky * kw + kx) * n_;
+                  for (uint32_t c = 0; c < n_; ++c) sum[c] += int32_t{xr[c]} * wr[c];
                 }
+              }
+            for (uint32_t c = 0; c < n_; ++c) {
               if (mode == 4) {
-                y[c] = out(acc);
+                y[c] = out(sum[c]);
               } else if (mode == 5) {
-                y[c] = out(round_shift((acc - int64_t{kh} * kw * za) * m0, s0) + zp);
+                y[c] = out(round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
               } else {
-                const int32_t v = wrap_add(static_cast<int32_t>(acc), bias ? prow[c] : 0);
+                const int32_t v = wrap_add(sum[c], bias ? prow[c] : 0);
                 y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
               }
             }
@@ -663,9 +677,10 @@ class FunctionalDevice final : public Device {
   std::array<uint32_t, 4> tokens_{};
   uint32_t pt_base_ = 0;
   Tlb itlb_, dtlb_;
-  uint32_t tlb_misses_ = 0;
-  std::vector<DmaRow> dma_rows_;
-  PackedTile packed_;  // the current LOAD/STORE's rows, for the cycle predictor
+  std::vector<DmaRow> dma_rows_;  // the current LOAD/STORE's rows, for the cycle predictor
+  PackedTile packed_;
+  static constexpr uint32_t kNoTile = 0xFFFFFFFFu;
+  uint32_t packed_index_ = kNoTile;  // the WGT tile packed_ holds; any WGT write invalidates it
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
 };
