@@ -103,6 +103,9 @@ class CycleModel {
     int64_t bus_last = -1000000;
     std::vector<int64_t> pops;    // last-beat edges, ascending
     std::vector<int64_t> writes;  // row-write edges, ascending
+    // The edges asked about only grow, so two cursors replace searches.
+    size_t first_live = 0;        // first pop at or after the last asked edge
+    size_t next_write = 0;        // first write at or after the last asked edge
 
     int64_t burst(int64_t edge, int64_t n) {
       const int64_t first = std::max(edge + L, bus_last + 1);
@@ -110,10 +113,14 @@ class CycleModel {
       pops.push_back(bus_last);
       return bus_last;
     }
-    int64_t in_flight_at(int64_t edge) const {
-      return static_cast<int64_t>(pops.end() - std::lower_bound(pops.begin(), pops.end(), edge));
+    int64_t in_flight_at(int64_t edge) {
+      while (first_live < pops.size() && pops[first_live] < edge) ++first_live;
+      return static_cast<int64_t>(pops.size() - first_live);
     }
-    bool written_at(int64_t edge) const { return std::binary_search(writes.begin(), writes.end(), edge); }
+    bool written_at(int64_t edge) {
+      while (next_write < writes.size() && writes[next_write] < edge) ++next_write;
+      return next_write < writes.size() && writes[next_write] == edge;
+    }
 
     uint64_t run(const std::vector<DmaRow>& rows) {
       int64_t g = 0, t_ready = 0, finish = 0;

@@ -143,7 +143,7 @@ class FunctionalDevice final : public Device {
     std::fill(counters_.begin(), counters_.end(), 0);
     std::fill(act_.begin(), act_.end(), int8_t{0});
     std::fill(wgt_.begin(), wgt_.end(), int8_t{0});
-    packed_index_ = kNoTile;
+    forget_packed_tiles();
     std::fill(acc_.begin(), acc_.end(), 0);
   }
 
@@ -413,7 +413,7 @@ class FunctionalDevice final : public Device {
     uint32_t sp_row = w[2];
     uint64_t bytes = 0;
     dma_rows_.clear();
-    if (sp == 1) packed_index_ = kNoTile;
+    if (sp == 1) forget_packed_tiles();
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t yp = 0; yp < Yp; ++yp) {
         for (uint32_t xp = 0; xp < Xp; ++xp, ++sp_row) {
@@ -503,13 +503,15 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(acc_max, acc_rows_)) return f;
     for (uint32_t o = 0; o < O; ++o) {
       for (uint32_t i = 0; i < I; ++i) {
-        // Re-pack only when the tile changes (a GEMM often reuses one tile for every o).
+        // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
+        // convolution cycles through the same few tiles for every output row.
         const uint32_t tile_index = wgt + o * wso + i * wsi;
-        if (tile_index != packed_index_) {
-          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, &packed_);
-          packed_index_ = tile_index;
+        PackedSlot& slot = packed_[tile_index % kPackedSlots];
+        if (slot.index != tile_index) {
+          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, &slot.tile);
+          slot.index = tile_index;
         }
-        mac_rows(packed_, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
+        mac_rows(slot.tile, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
                  static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
                  static_cast<ptrdiff_t>(csr) * n_, R, n_, clear && i == 0);
       }
@@ -678,9 +680,16 @@ class FunctionalDevice final : public Device {
   uint32_t pt_base_ = 0;
   Tlb itlb_, dtlb_;
   std::vector<DmaRow> dma_rows_;  // the current LOAD/STORE's rows, for the cycle predictor
-  PackedTile packed_;
   static constexpr uint32_t kNoTile = 0xFFFFFFFFu;
-  uint32_t packed_index_ = kNoTile;  // the WGT tile packed_ holds; any WGT write invalidates it
+  static constexpr uint32_t kPackedSlots = 64;
+  struct PackedSlot {
+    uint32_t index = kNoTile;  // the WGT tile held; any WGT write invalidates every slot
+    PackedTile tile;
+  };
+  std::vector<PackedSlot> packed_ = std::vector<PackedSlot>(kPackedSlots);
+  void forget_packed_tiles() {
+    for (PackedSlot& slot : packed_) slot.index = kNoTile;
+  }
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
 };
