@@ -192,13 +192,13 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
-  // is the real value 0.
+  // is the real value 0 (depthwise convolutions correct their border biases instead).
   std::set<int> symmetric;
   std::map<int, int> same_quant;  // MaxPool: the output keeps the input's quantisation
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
       if (const auto* c = std::get_if<ConvLayer>(&op))
-        if (c->pad_t || c->pad_l || c->pad_b || c->pad_r) symmetric.insert(c->input);
+        if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
       if (const auto* e = std::get_if<EltLayer>(&op))
         if (e->kind == EltLayer::Kind::kMaxPool) same_quant[e->output] = e->inputs[0];
     }

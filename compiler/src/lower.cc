@@ -197,6 +197,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
+  std::vector<int8_t> wq_dw(L.depthwise ? static_cast<size_t>(L.Cout * taps) : 0);
   for (int64_t co = 0; co < L.Cout; ++co) {
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
@@ -206,6 +207,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         uint64_t at;
         if (L.depthwise) {
           at = w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N);
+          wq_dw[static_cast<size_t>(co * taps + t)] = q;
         } else {
           const int64_t nb = co / N, cb = ci / N;
           at = w_off + static_cast<uint64_t>((nb * taps + t) * CB + cb) * tile_bytes +
@@ -214,12 +216,56 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         weights[at] = static_cast<uint8_t>(q);
       }
   }
+  // Depthwise: the DMA pads with 0, but the real zero is the input zero point. Output pixels
+  // are grouped by which taps fall inside the image (row class × column class); each group
+  // gets a bias that subtracts zx·Σ(valid taps' weights), so padding counts as real zero.
+  struct TapRange {
+    int64_t lo, hi;
+    bool operator==(const TapRange&) const = default;
+  };
+  auto classes = [](int64_t out, int64_t stride, int64_t pad, int64_t in, int64_t k, std::vector<TapRange>* kinds,
+                    std::vector<int>* of) {
+    for (int64_t o = 0; o < out; ++o) {
+      const TapRange r{std::max<int64_t>(0, pad - o * stride), std::min<int64_t>(k, in + pad - o * stride)};
+      auto it = std::find(kinds->begin(), kinds->end(), r);
+      if (it == kinds->end()) it = kinds->insert(kinds->end(), r);
+      of->push_back(static_cast<int>(it - kinds->begin()));
+    }
+  };
+  std::vector<TapRange> row_kinds, col_kinds;
+  std::vector<int> row_kind, col_kind;
+  if (L.depthwise) {
+    classes(L.OH, L.stride_h, L.pad_t, L.H, L.KH, &row_kinds, &row_kind);
+    classes(L.OW, L.stride_w, L.pad_l, L.W, L.KW, &col_kinds, &col_kind);
+  } else {
+    row_kinds = {{0, L.KH}};
+    col_kinds = {{0, L.KW}};
+  }
+  const int64_t regions = static_cast<int64_t>(row_kinds.size() * col_kinds.size());
+  const int64_t param_blocks = L.depthwise ? regions * CB : NB;  // 3 ACC rows each
+  weights.resize(p_off + static_cast<uint64_t>(param_blocks) * 3 * N * 4, 0);
   for (int64_t co = 0; co < L.Cout; ++co) {
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
-    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(co)] / in_scale) -
-                           int64_t{qx.zero_point} * wsum[static_cast<size_t>(co)];
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    if (L.depthwise) {
+      for (size_t rk = 0; rk < row_kinds.size(); ++rk)
+        for (size_t ck = 0; ck < col_kinds.size(); ++ck) {
+          int64_t valid = 0;
+          for (int64_t ky = row_kinds[rk].lo; ky < row_kinds[rk].hi; ++ky)
+            for (int64_t kx = col_kinds[ck].lo; kx < col_kinds[ck].hi; ++kx)
+              valid += wq_dw[static_cast<size_t>(co * taps + ky * L.KW + kx)];
+          const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(co)] / in_scale) - int64_t{qx.zero_point} * valid;
+          const int64_t block = (static_cast<int64_t>(rk * col_kinds.size() + ck) * CB + co / N);
+          const uint64_t row = p_off + static_cast<uint64_t>(block) * 3 * N * 4, lane = static_cast<uint64_t>(co % N) * 4;
+          put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
+          put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
+          put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
+        }
+      continue;
+    }
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(co)] / in_scale) -
+                           int64_t{qx.zero_point} * wsum[static_cast<size_t>(co)];
     const uint64_t row = p_off + static_cast<uint64_t>(co / N) * 3 * N * 4, lane = static_cast<uint64_t>(co % N) * 4;
     put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
     put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
@@ -230,13 +276,16 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   // Output-row tiles: the padded input rows of a tile (all channel blocks) plus the tile's
   // output rows must fit the ACT scratchpad, its accumulators the ACC scratchpad.
   const uint32_t P = 0;  // parameter rows at the bottom of ACC
-  const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
+  const uint32_t Cacc = static_cast<uint32_t>(3 * param_blocks);
+  if (Cacc > acc_rows)
+    return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' needs more parameter rows than the accumulator scratchpad holds");
   int64_t OHt = L.OH;
   auto in_rows_for = [&](int64_t oh) { return (oh - 1) * L.stride_h + L.KH; };
-  while (OHt > 1 && (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * L.OW + Cacc > acc_rows ||
+  const int64_t acc_needed_per_row = L.depthwise ? 0 : L.OW;  // DWCONV needs no accumulators
+  while (OHt > 1 && (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * acc_needed_per_row + Cacc > acc_rows ||
                      OHt * L.OW > 65535))
     --OHt;
-  if (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * L.OW + Cacc > acc_rows)
+  if (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * acc_needed_per_row + Cacc > acc_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' does not fit the scratchpads even one output row at a time");
   const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (!weights_fit && !L.depthwise && static_cast<uint64_t>(taps * CB) * N > wgt_rows)
@@ -247,7 +296,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     isa::Load ld;
     ld.sp = hw::Scratchpad::kAcc;
     ld.sp_base = P;
-    ld.x = static_cast<uint16_t>(3 * NB);
+    ld.x = static_cast<uint16_t>(3 * param_blocks);
     ld.x_stride = 4 * N;
     prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
   }
@@ -292,18 +341,35 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
         uint32_t vec_src = C0;
         if (L.depthwise) {
-          // DWCONV reads ACT directly: channel block nb of the input is output block nb.
-          const isa::VecRequant base{.bias = true, .src = static_cast<uint16_t>(A + nb * Hp * Wp),
-                                     .dst = static_cast<uint16_t>(B), .param = static_cast<uint16_t>(P + 3 * nb),
-                                     .r = static_cast<uint16_t>(L.OW), .o = static_cast<uint16_t>(oh),
-                                     .zero_point = static_cast<int8_t>(qy.zero_point),
-                                     .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
-                                     .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
-          isa::Words w = isa::encode(base);
-          w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
-          w[6] |= static_cast<uint32_t>(nb * taps) << 16;
-          w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
-          prog.vec_words(w);
+          // DWCONV reads ACT directly: channel block nb of the input is output block nb. One
+          // instruction per rectangle of output pixels that share a tap-validity class.
+          for (int64_t r0 = oy0; r0 < oy0 + oh;) {
+            int64_t r1 = r0 + 1;
+            while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+            for (int64_t c0 = 0; c0 < L.OW;) {
+              int64_t c1 = c0 + 1;
+              while (c1 < L.OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+              const int64_t region = row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) +
+                                     col_kind[static_cast<size_t>(c0)];
+              const int64_t local = r0 - oy0;
+              const isa::VecRequant base{
+                  .bias = true,
+                  .src = static_cast<uint16_t>(A + nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w),
+                  .dst = static_cast<uint16_t>(B + local * L.OW + c0),
+                  .param = static_cast<uint16_t>(P + 3 * (region * CB + nb)),
+                  .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+                  .zero_point = static_cast<int8_t>(qy.zero_point),
+                  .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
+                  .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+              isa::Words w = isa::encode(base);
+              w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
+              w[6] |= static_cast<uint32_t>(nb * taps) << 16;
+              w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
+              prog.vec_words(w);
+              c0 = c1;
+            }
+            r0 = r1;
+          }
           facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
         } else {
           if (!weights_fit) load_weights(nb, 1);
