@@ -120,6 +120,10 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a) {
       out.floats.assign(a.floats().begin(), a.floats().end());
       break;
     case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::STRINGS:
+      out.kind = Attribute::Kind::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
     case onnx::AttributeProto::TENSOR: {
       auto t = tensor_from_proto(a.t());
       if (t.is_ok()) {

@@ -149,7 +149,9 @@ def main():
     if args.write_expected:
         with open(args.write_expected, "w", encoding="utf-8") as f:
             f.write("# ONNX backend node tests expected to FAIL through npu-run --test-data, with the reason.\n")
-            f.write("# Format: test_name  reason. Regenerate with run_conformance.py --write-expected.\n")
+            f.write("# Format: test_name  reason. A listed test that passes fails the suite (remove it then).\n")
+            f.write("# Regenerate with run_conformance.py --write-expected FILE (known reasons are kept). NPU-path\n")
+            f.write("# failures depend on the compiler's partitioning and move with it.\n")
             for t in tests:
                 report = results[t][0]
                 if report.get("result") == "fail":

@@ -228,6 +228,9 @@ const KernelTable& table() {
     register_misc(k);
     register_quant(k);
     register_loss(k);
+    register_rnn(k);
+    register_signal(k);
+    register_vision(k);
     return k;
   }();
   return t;

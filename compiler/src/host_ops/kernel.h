@@ -69,6 +69,9 @@ void register_resize(KernelTable& table);
 void register_misc(KernelTable& table);
 void register_quant(KernelTable& table);
 void register_loss(KernelTable& table);
+void register_rnn(KernelTable& table);
+void register_signal(KernelTable& table);
+void register_vision(KernelTable& table);
 
 // ---- dtypes ----
 

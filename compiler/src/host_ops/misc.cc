@@ -1,7 +1,9 @@
 // Generators, index operators and quantisation: Range, EyeLike, Trilu, OneHot, CumSum,
-// NonZero, Compress, TopK, ScatterElements, ScatterND.
+// NonZero, Compress, TopK, ScatterElements, ScatterND, Unique, Det, ReverseSequence,
+// TfIdfVectorizer (integer pools).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "kernel.h"
@@ -301,6 +303,182 @@ Result<Outputs> scatter_nd(const OpContext& c) {
   return one(std::move(out));
 }
 
+
+Result<Outputs> unique(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  const bool sorted = c.attr_int("sorted", 1) != 0;
+  Shape shape = x->shape;
+  int64_t axis = 0;
+  if (c.attr("axis")) {
+    NPU_ASSIGN_OR_RETURN(axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(shape.size())));
+  } else {
+    shape = {x->element_count()};
+  }
+  // Slices along `axis`, as vectors of doubles for comparison.
+  const AxisSplit s = split_at(shape, axis);
+  std::vector<std::vector<double>> slices(static_cast<size_t>(s.n));
+  for (int64_t k = 0; k < s.n; ++k)
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i)
+        slices[static_cast<size_t>(k)].push_back(element_as_double(*x, static_cast<size_t>((o * s.n + k) * s.inner + i)));
+  std::vector<int64_t> firsts;  // first occurrence of each distinct slice, in order of appearance
+  std::vector<int64_t> which(static_cast<size_t>(s.n));
+  for (int64_t k = 0; k < s.n; ++k) {
+    int64_t found = -1;
+    for (size_t u = 0; u < firsts.size() && found < 0; ++u)
+      if (slices[static_cast<size_t>(firsts[u])] == slices[static_cast<size_t>(k)]) found = static_cast<int64_t>(u);
+    if (found < 0) {
+      found = static_cast<int64_t>(firsts.size());
+      firsts.push_back(k);
+    }
+    which[static_cast<size_t>(k)] = found;
+  }
+  std::vector<int64_t> order(firsts.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (sorted)
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return slices[static_cast<size_t>(firsts[static_cast<size_t>(a)])] < slices[static_cast<size_t>(firsts[static_cast<size_t>(b)])];
+    });
+  std::vector<int64_t> rank_of(order.size());
+  for (size_t r = 0; r < order.size(); ++r) rank_of[static_cast<size_t>(order[r])] = static_cast<int64_t>(r);
+  const auto u = static_cast<int64_t>(order.size());
+  Shape yshape = shape;
+  yshape[static_cast<size_t>(axis)] = u;
+  Tensor y = Tensor::zeros(x->dtype, yshape), first = Tensor::zeros(DType::kI64, {u}),
+         inverse = Tensor::zeros(DType::kI64, {s.n}), counts = Tensor::zeros(DType::kI64, {u});
+  const size_t es = dtype_size(x->dtype);
+  for (int64_t r = 0; r < u; ++r) {
+    const int64_t k = firsts[static_cast<size_t>(order[static_cast<size_t>(r)])];
+    first.as<int64_t>()[static_cast<size_t>(r)] = k;
+    for (int64_t o = 0; o < s.outer; ++o)
+      std::memcpy(y.data.data() + static_cast<size_t>((o * u + r) * s.inner) * es,
+                  x->data.data() + static_cast<size_t>((o * s.n + k) * s.inner) * es, static_cast<size_t>(s.inner) * es);
+  }
+  for (int64_t k = 0; k < s.n; ++k) {
+    const int64_t r = rank_of[static_cast<size_t>(which[static_cast<size_t>(k)])];
+    inverse.as<int64_t>()[static_cast<size_t>(k)] = r;
+    ++counts.as<int64_t>()[static_cast<size_t>(r)];
+  }
+  Outputs out;
+  out.push_back(std::move(y));
+  out.push_back(std::move(first));
+  out.push_back(std::move(inverse));
+  out.push_back(std::move(counts));
+  return out;
+}
+
+// Determinant of [..., M, M] by LU decomposition with partial pivoting.
+Result<Outputs> det(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  if (x->dtype != DType::kF32) return c.unsupported("non-float input");
+  const size_t rank = x->shape.size();
+  if (rank < 2 || x->shape[rank - 1] != x->shape[rank - 2]) return c.invalid("input must be [..., M, M]");
+  const int64_t M = x->shape.back();
+  Tensor out = Tensor::zeros(DType::kF32, Shape(x->shape.begin(), x->shape.end() - 2));
+  std::vector<double> a(static_cast<size_t>(M * M));
+  for (size_t m = 0; m < out.as<float>().size(); ++m) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = x->as<float>()[m * a.size() + i];
+    double d = 1;
+    for (int64_t col = 0; col < M && d != 0; ++col) {
+      int64_t piv = col;
+      for (int64_t r = col + 1; r < M; ++r)
+        if (std::fabs(a[static_cast<size_t>(r * M + col)]) > std::fabs(a[static_cast<size_t>(piv * M + col)])) piv = r;
+      if (a[static_cast<size_t>(piv * M + col)] == 0) {
+        d = 0;
+        break;
+      }
+      if (piv != col) {
+        for (int64_t k = 0; k < M; ++k) std::swap(a[static_cast<size_t>(piv * M + k)], a[static_cast<size_t>(col * M + k)]);
+        d = -d;
+      }
+      const double p = a[static_cast<size_t>(col * M + col)];
+      d *= p;
+      for (int64_t r = col + 1; r < M; ++r) {
+        const double f = a[static_cast<size_t>(r * M + col)] / p;
+        for (int64_t k = col; k < M; ++k) a[static_cast<size_t>(r * M + k)] -= f * a[static_cast<size_t>(col * M + k)];
+      }
+    }
+    out.as<float>()[m] = static_cast<float>(d);
+  }
+  return one(std::move(out));
+}
+
+Result<Outputs> reverse_sequence(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  NPU_ASSIGN_OR_RETURN(const Tensor* lens_t, c.need(1));
+  const int64_t batch_axis = c.attr_int("batch_axis", 1), time_axis = c.attr_int("time_axis", 0);
+  if (x->shape.size() < 2 || !((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
+    return c.invalid("batch_axis and time_axis must be 0 and 1 (either way) of a rank >= 2 input");
+  const int64_t B = x->shape[static_cast<size_t>(batch_axis)], T = x->shape[static_cast<size_t>(time_axis)];
+  const std::vector<int64_t> lens = to_int64_vector(*lens_t);
+  if (static_cast<int64_t>(lens.size()) != B) return c.invalid("sequence_lens must have one value per batch");
+  Tensor out = *x;
+  const Shape st = strides_of(x->shape);
+  const size_t es = dtype_size(x->dtype), inner = static_cast<size_t>(st[1]) * es;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = std::clamp<int64_t>(lens[static_cast<size_t>(b)], 0, T);
+    for (int64_t t = 0; t < len; ++t) {
+      auto at = [&](int64_t tt) {
+        return static_cast<size_t>(batch_axis == 0 ? b * st[0] + tt * st[1] : tt * st[0] + b * st[1]) * es;
+      };
+      std::memcpy(out.data.data() + at(t), x->data.data() + at(len - 1 - t), inner);
+    }
+  }
+  return one(std::move(out));
+}
+
+Result<Outputs> tfidf_vectorizer(const OpContext& c) {
+  NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
+  if (x->dtype != DType::kI64 && x->dtype != DType::kI32) return c.unsupported("non-integer (string) input");
+  if (x->shape.empty() || x->shape.size() > 2) return c.invalid("input must be [N] or [B, N]");
+  const int64_t min_n = c.attr_int("min_gram_length", 1), max_n = c.attr_int("max_gram_length", 1),
+                max_skip = c.attr_int("max_skip_count", 0);
+  const std::string mode = c.attr_string("mode", "TF");
+  const std::vector<int64_t> counts = c.attr_ints("ngram_counts").value_or(Shape{});
+  const std::vector<int64_t> indexes = c.attr_ints("ngram_indexes").value_or(Shape{});
+  const std::vector<int64_t> pool = c.attr_ints("pool_int64s").value_or(Shape{});
+  const Attribute* weights = c.attr("weights");
+  if (min_n < 1 || max_n < min_n || max_skip < 0 || static_cast<int64_t>(counts.size()) < max_n)
+    return c.invalid("gram lengths, max_skip_count and ngram_counts do not agree");
+  // Pool position p of each gram, per length.
+  std::map<std::vector<int64_t>, int64_t> grams;
+  int64_t p = 0;
+  for (size_t n = 1; n <= counts.size(); ++n) {
+    const int64_t begin = counts[n - 1], end = n < counts.size() ? counts[n] : static_cast<int64_t>(pool.size());
+    if (begin < 0 || end > static_cast<int64_t>(pool.size()) || begin > end) return c.invalid("ngram_counts is out of range");
+    for (int64_t i = begin; i + static_cast<int64_t>(n) <= end; i += static_cast<int64_t>(n), ++p)
+      grams[std::vector<int64_t>(pool.begin() + i, pool.begin() + i + static_cast<int64_t>(n))] = p;
+  }
+  if (static_cast<int64_t>(indexes.size()) < p) return c.invalid("ngram_indexes is shorter than the pool");
+  int64_t width = 0;
+  for (int64_t v : indexes) width = std::max(width, v + 1);
+  const bool batched = x->shape.size() == 2;
+  const int64_t rows = batched ? x->shape[0] : 1, len = x->shape.back();
+  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, DType::kF32, batched ? Shape{rows, width} : Shape{width}));
+  const std::vector<int64_t> v = to_int64_vector(*x);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> tf(static_cast<size_t>(width), 0.0);
+    const int64_t* row = v.data() + r * len;
+    for (int64_t n = min_n; n <= max_n; ++n)
+      for (int64_t skip = 0; skip <= (n == 1 ? 0 : max_skip); ++skip)
+        for (int64_t i = 0; i + (n - 1) * (skip + 1) < len; ++i) {
+          std::vector<int64_t> g;
+          for (int64_t k = 0; k < n; ++k) g.push_back(row[i + k * (skip + 1)]);
+          auto it = grams.find(g);
+          if (it != grams.end()) tf[static_cast<size_t>(indexes[static_cast<size_t>(it->second)])] += 1;
+        }
+    for (auto [gram, pos] : grams) {
+      const auto col = static_cast<size_t>(indexes[static_cast<size_t>(pos)]);
+      const double w = weights && static_cast<size_t>(pos) < weights->floats.size() ? weights->floats[static_cast<size_t>(pos)] : 1.0;
+      double value = tf[col];
+      if (mode == "IDF") value = value > 0 ? w : 0;
+      else if (mode == "TFIDF") value *= w;
+      out.as<float>()[static_cast<size_t>(r * width) + col] = static_cast<float>(value);
+    }
+  }
+  return one(std::move(out));
+}
+
 }  // namespace
 
 void register_misc(KernelTable& t) {
@@ -315,6 +493,10 @@ void register_misc(KernelTable& t) {
   t["ScatterElements"] = scatter_elements;
   t["Scatter"] = scatter_elements;
   t["ScatterND"] = scatter_nd;
+  t["Unique"] = unique;
+  t["Det"] = det;
+  t["ReverseSequence"] = reverse_sequence;
+  t["TfIdfVectorizer"] = tfidf_vectorizer;
 }
 
 }  // namespace npu::compiler::host

@@ -11,14 +11,15 @@
 namespace npu::compiler {
 
 struct Attribute {
-  // kOther: a type the IR does not carry (graphs, sparse tensors, string lists, tensors of an
-  // unsupported element type); `s` then says what it was, for error messages.
-  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kTensor, kOther } kind = Kind::kInt;
+  // kOther: a type the IR does not carry (graphs, sparse tensors, tensors of an unsupported
+  // element type); `s` then says what it was, for error messages.
+  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kStrings, kTensor, kOther } kind = Kind::kInt;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string s;
+  std::vector<std::string> strings;
   Tensor t;
 };
 
