@@ -41,6 +41,8 @@ Result<DType> dtype_from_onnx(int32_t type, const std::string& what) {
 
 Result<Tensor> tensor_from_proto(const onnx::TensorProto& p) {
   const std::string what = "tensor '" + p.name() + "'";
+  if (p.data_type() == onnx::TensorProto::UNDEFINED)
+    return make_error(StatusCode::kCorruptData, what + " has no element type (empty, or not a TensorProto)");
   NPU_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(p.data_type(), what));
   if (p.data_location() == onnx::TensorProto::EXTERNAL)
     return make_error(StatusCode::kUnsupported,

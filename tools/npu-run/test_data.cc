@@ -25,15 +25,17 @@ constexpr double kRtol = 1e-3, kAtol = 1e-5, kMinSqnrDb = 30.0;
 constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitUnsupported = 4;
 
 constexpr const char* kUsage =
-    "usage: npu-run --test-data DIR [--json] [--device sim|rtl|accel:N|/dev/accel/accelN]\n"
+    "usage: npu-run --test-data DIR [--json] [--host] [--device sim|rtl|accel:N|/dev/accel/accelN]\n"
     "  DIR      an ONNX backend test: model.onnx and test_data_set_*/{input,output}_<k>.pb\n"
     "  --json   the last line of stdout is one JSON object (result, metric, placement)\n"
+    "  --host   skip the compiler: run every operator on the host fallback\n"
     "  exit status: 0 pass, 1 fail, 2 usage error, 4 unsupported\n";
 
 struct Options {
   std::string dir;
   std::string device;
   bool json = false;
+  bool host = false;  // skip the NPU path
 };
 
 struct DataSet {
@@ -254,9 +256,12 @@ Report run(const Options& o) {
   std::printf("test    %s (%zu operator(s), %zu data set(s))\n", o.dir.c_str(), info->nodes, sets->size());
 
   std::vector<std::vector<Tensor>> actual;
-  auto image = compile(model.string(), *sets, *info, npu::hw::kDefaultArrayDim);
+  auto image = o.host ? Result<std::vector<uint8_t>>(npu::make_error(StatusCode::kUnsupported, "--host"))
+                      : compile(model.string(), *sets, *info, npu::hw::kDefaultArrayDim);
   std::string host_reason;
-  if (image.is_ok()) {
+  if (o.host) {
+    host_reason = "--host";
+  } else if (image.is_ok()) {
     r.path = "npu";
     Status st = run_on_device(model.string(), std::move(image).value(), o.device, *sets, *info, &actual, &r);
     if (st.is_ok()) {
@@ -340,6 +345,8 @@ int parse(int argc, char** argv, Options* o) {
       if (!value(&o->device)) return kExitUsage;
     } else if (arg == "--json") {
       o->json = true;
+    } else if (arg == "--host") {
+      o->host = true;
     } else {
       std::fprintf(stderr, "npu-run: error: '%s' does not go with --test-data\n%s", arg.c_str(), kUsage);
       return kExitUsage;
