@@ -188,6 +188,24 @@ Result<std::optional<std::vector<int64_t>>> axes_attr_or_input(const OpContext& 
                                                                size_t input_index);
 
 // Shared between kernel families.
+// C[M,N] (+)= A·B with A(m,k) = a[m*am + k*ak] and B(k,n) = b[k*bk + n*bn].
+template <typename T>
+inline void matmul_2d(const T* a, int64_t am, int64_t ak, const T* b, int64_t bk, int64_t bn, T* c,
+                      int64_t M, int64_t K, int64_t N) {
+  for (int64_t m = 0; m < M; ++m) {
+    T* row = c + m * N;
+    for (int64_t k = 0; k < K; ++k) {
+      const T av = a[m * am + k * ak];
+      const T* brow = b + k * bk;
+      if (bn == 1) {  // the common, vectorisable case
+        for (int64_t n = 0; n < N; ++n) row[n] = static_cast<T>(row[n] + av * brow[n]);
+      } else {
+        for (int64_t n = 0; n < N; ++n) row[n] = static_cast<T>(row[n] + av * brow[n * bn]);
+      }
+    }
+  }
+}
+
 // Numpy matmul of same-typed tensors (linalg.cc).
 Result<Tensor> matmul_tensors(const OpContext& c, const Tensor& a, const Tensor& b);
 // Convolution of same-typed (float or int32) X [N,C,...] and W [M,C/group,...], optional B [M],

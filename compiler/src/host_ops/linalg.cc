@@ -7,19 +7,6 @@
 namespace npu::compiler::host {
 namespace {
 
-// C[M,N] (+)= A·B with A(m,k) = a[m*am + k*ak] and B(k,n) = b[k*bk + n*bn].
-template <typename T>
-void matmul_2d(const T* a, int64_t am, int64_t ak, const T* b, int64_t bk, int64_t bn, T* c,
-               int64_t M, int64_t K, int64_t N) {
-  for (int64_t m = 0; m < M; ++m) {
-    T* row = c + m * N;
-    for (int64_t k = 0; k < K; ++k) {
-      const T av = a[m * am + k * ak];
-      const T* brow = b + k * bk;
-      for (int64_t n = 0; n < N; ++n) row[n] = static_cast<T>(row[n] + av * brow[n * bn]);
-    }
-  }
-}
 
 Result<Outputs> matmul(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* a, c.need(0));

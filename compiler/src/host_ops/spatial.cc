@@ -119,6 +119,7 @@ Result<Shape> kernel_shape(const OpContext& c, const Tensor& w, size_t rank) {
   return Shape(w.shape.begin() + 2, w.shape.end());
 }
 
+// Per image and group: im2col (padding reads as zero), then W[Mg, Cg·K] · col[Cg·K, out].
 template <typename T>
 void conv_kernel(const Tensor& x, const Tensor& w, const Tensor* b, const Geometry& g,
                  int64_t group, Tensor& y) {
@@ -128,22 +129,23 @@ void conv_kernel(const Tensor& x, const Tensor& w, const Tensor* b, const Geomet
   const T* px = x.as<T>().data();
   const T* pw = w.as<T>().data();
   T* py = y.as<T>().data();
+  std::vector<T> col(static_cast<size_t>(Cg * K * out_size));
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t gi = m / Mg;
-      const T bias = b ? b->as<T>()[static_cast<size_t>(m)] : T{0};
-      T* out = py + (n * M + m) * out_size;
-      for (int64_t p = 0; p < out_size; ++p) {
-        T acc = bias;
-        const int64_t* row = table.data() + p * K;
-        for (int64_t ic = 0; ic < Cg; ++ic) {
-          const T* xc = px + (n * C + gi * Cg + ic) * in_size;
-          const T* wc = pw + (m * Cg + ic) * K;
-          for (int64_t k = 0; k < K; ++k)
-            if (row[k] >= 0) acc = static_cast<T>(acc + xc[row[k]] * wc[k]);
+    for (int64_t gi = 0; gi < group; ++gi) {
+      for (int64_t ic = 0; ic < Cg; ++ic) {
+        const T* xc = px + (n * C + gi * Cg + ic) * in_size;
+        for (int64_t k = 0; k < K; ++k) {
+          T* dst = col.data() + (ic * K + k) * out_size;
+          for (int64_t p = 0; p < out_size; ++p) {
+            const int64_t idx = table[static_cast<size_t>(p * K + k)];
+            dst[p] = idx >= 0 ? xc[idx] : T{0};
+          }
         }
-        out[p] = acc;
       }
+      T* out = py + (n * M + gi * Mg) * out_size;
+      for (int64_t m = 0; m < Mg; ++m)
+        std::fill_n(out + m * out_size, out_size, b ? b->as<T>()[static_cast<size_t>(gi * Mg + m)] : T{0});
+      matmul_2d<T>(pw + gi * Mg * Cg * K, Cg * K, 1, col.data(), out_size, 1, out, Mg, Cg * K, out_size);
     }
 }
 
