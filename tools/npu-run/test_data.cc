@@ -265,7 +265,8 @@ Report run(const Options& o) {
     r.path = "npu";
     Status st = run_on_device(model.string(), std::move(image).value(), o.device, *sets, *info, &actual, &r);
     if (st.is_ok()) {
-      std::printf("path    NPU image: %zu operator(s) on the NPU, %zu on the host\n", r.npu_ops, r.host_ops);
+      std::printf("path    NPU image: %zu operator(s) on the NPU (or folded by the compiler), %zu on the host\n",
+                  r.npu_ops, r.host_ops);
     } else if (st.code() == StatusCode::kUnsupported) {
       host_reason = "the runtime cannot run the compiled image: " + st.message();
     } else {

@@ -8,7 +8,9 @@
 // graph, a model it rejects as UNSUPPORTED runs entirely on the host-op interpreter (and the
 // report says so); a model neither side supports is UNSUPPORTED, naming the operator and node.
 // With --json the last stdout line is one JSON object: result, metric, placement {npu_ops,
-// host_ops}, path, message.
+// host_ops}, path ("npu", "host" or "none"), message. host_ops counts the image's host steps;
+// npu_ops the model's other operators (on the NPU, or folded away by the compiler).
+// --host skips the compiler and runs every operator on the host fallback.
 #pragma once
 
 namespace npu_run {
