@@ -19,6 +19,7 @@
 #include "npu/compiler/image.h"
 #include "npu/sim/bare_metal.h"
 #include "partition.h"
+#include "passes.h"
 #include "program.h"
 #include "quantize.h"
 
@@ -137,9 +138,28 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     return make_error(StatusCode::kInvalidArgument, "array dim " + std::to_string(N) + " is not one of 8, 16, 32");
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
+  int folded_constants = 0, folded_bn = 0;
+  NPU_RETURN_IF_ERROR(fold_constants(g, &folded_constants));
+  NPU_RETURN_IF_ERROR(fold_batchnorm(g, &folded_bn));
+  if (folded_constants || folded_bn)
+    say("folded " + std::to_string(folded_constants) + " constant node(s) and " + std::to_string(folded_bn) +
+        " BatchNormalization(s)");
+
+  // Static shapes for every value (shape inference cannot see through folded shape chains):
+  // one float run on zero inputs.
+  {
+    std::vector<Tensor> zeros;
+    for (int in : g.inputs) zeros.push_back(Tensor::zeros(g.value(in).dtype, g.value(in).shape));
+    NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, zeros));
+    for (size_t v = 0; v < env.size(); ++v)
+      if (!g.values[v].constant && (!env[v].data.empty() || env[v].element_count() == 0) && !env[v].shape.empty()) {
+        g.values[v].shape = env[v].shape;
+        g.values[v].dtype = env[v].dtype;
+      }
+  }
 
   // Partition into NPU layers and host operators; every host operator is named.
-  std::vector<PartitionStep> steps = partition(g);
+  std::vector<PartitionStep> steps = partition(g, N);
   size_t npu_layers = 0, host_ops = 0;
   std::string host_list;
   for (const auto& s : steps) {
@@ -194,13 +214,16 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
   // is the real value 0 (depthwise convolutions correct their border biases instead).
   std::set<int> symmetric;
-  std::map<int, int> same_quant;  // MaxPool: the output keeps the input's quantisation
+  std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
+  std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
       if (const auto* c = std::get_if<ConvLayer>(&op))
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
-      if (const auto* e = std::get_if<EltLayer>(&op))
-        if (e->kind == EltLayer::Kind::kMaxPool) same_quant[e->output] = e->inputs[0];
+      if (const auto* e = std::get_if<EltLayer>(&op)) {
+        if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView) same_quant[e->output] = e->inputs[0];
+        if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
+      }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
   for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it)
@@ -232,6 +255,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
     }
     act_strides[v] = strides;
+    if (auto a = alias.find(v); a != alias.end()) {
+      act_offset[v] = act_offset[a->second];  // placed first, through same_quant
+      return;
+    }
     act_offset[v] = act_bytes;
     act_bytes = align_up(act_bytes + bytes);
   };

@@ -479,6 +479,7 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   using Kind = EltLayer::Kind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   LayerFacts facts;
+  if (L.kind == Kind::kView) return facts;  // the output aliases the input's bytes
   const QParams qx = qin[0];
   auto store_rows = [&](uint32_t base, uint32_t rows, uint64_t dram) {
     isa::Store st;

@@ -186,7 +186,7 @@ float scalar_constant(const Graph& g, int v, bool* ok) {
 }
 
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
-std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n) {
+std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_t array_dim) {
   EltLayer L;
   L.name = n.name;
   L.op = n.op;
@@ -247,6 +247,30 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n) {
       return L;
     }
     return std::nullopt;
+  } else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+    // A view when both sides have the same device bytes: dense ranks, or NHWC [N,C,1,1]
+    // against dense [N,C] with C a multiple of the array dim is decided by the compiler,
+    // which knows N; here: the shapes must be known and the element counts equal.
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      if (n.inputs[k] >= 0 && !g.is_constant(n.inputs[k])) return std::nullopt;
+    const auto& in = g.value(n.inputs[0]).shape;
+    const auto& out = g.value(n.outputs[0]).shape;
+    if (in.empty() || out.empty()) return std::nullopt;
+    int64_t ein = 1, eout = 1;
+    for (int64_t d : in) ein *= d;
+    for (int64_t d : out) eout *= d;
+    if (ein != eout || ein <= 0) return std::nullopt;
+    const bool in4 = in.size() == 4, out4 = out.size() == 4;
+    if (in4 || out4) {
+      // Only the [N,C,1,1] <-> [N,C] family keeps the bytes (checked against N later).
+      const auto& four = in4 ? in : out;
+      const auto& other = in4 ? out : in;
+      if ((in4 && out4) || four[2] != 1 || four[3] != 1 || other.size() != 2 || other[0] != four[0] ||
+          other[1] != four[1] || four[1] % array_dim != 0)
+        return std::nullopt;
+    }
+    L.kind = EltLayer::Kind::kView;
+    return L;
   } else if (op == "GlobalAveragePool") {
     if (g.value(n.inputs[0]).shape.size() != 4) return std::nullopt;
     const auto& sh = g.value(n.inputs[0]).shape;
@@ -300,7 +324,7 @@ std::string npu_layer_op(const NpuLayer& layer) {
   return std::get<EltLayer>(layer).op;
 }
 
-std::vector<PartitionStep> partition(const Graph& g) {
+std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
   std::vector<PartitionStep> steps;
   std::set<size_t> used;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
@@ -308,7 +332,7 @@ std::vector<PartitionStep> partition(const Graph& g) {
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
-    else if (auto elt = match_elementwise(g, g.nodes[ni])) layer = std::move(*elt);
+    else if (auto elt = match_elementwise(g, g.nodes[ni], array_dim)) layer = std::move(*elt);
     if (layer) {
       if (steps.empty() || !steps.back().on_npu) steps.push_back(PartitionStep{true, {}, -1});
       steps.back().ops.push_back(std::move(*layer));

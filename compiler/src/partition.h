@@ -42,7 +42,9 @@ struct ConvLayer {
 
 // Element-wise and pooling work on the VEC unit, on activations in their device layout.
 struct EltLayer {
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool };
+  // kView: Reshape/Flatten/Squeeze/Unsqueeze whose output has the same device bytes as its
+  // input: no instructions, the output aliases the input.
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -69,6 +71,7 @@ struct PartitionStep {
 
 // Splits the graph into steps. Nodes the NPU cannot take become host steps; the caller
 // reports them. Constant-producing nodes (Constant) are folded by the frontend, never steps.
-std::vector<PartitionStep> partition(const Graph& g);
+// `array_dim` decides which reshapes are free views of the NHWC layout.
+std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim);
 
 }  // namespace npu::compiler
