@@ -275,6 +275,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       return v;
     };
     std::map<int, std::pair<int, int>> life;  // root value -> [first, last] layer index
+    std::set<int> read_by_host(g.outputs.begin(), g.outputs.end());
+    for (const auto& s : steps)
+      if (!s.on_npu)
+        for (int v : g.nodes[static_cast<size_t>(s.node)].inputs) read_by_host.insert(v);
     auto use = [&](int v, int first, int last) {
       auto [it, fresh] = life.emplace(root(v), std::make_pair(first, last));
       if (!fresh) it->second = {std::min(it->second.first, first), std::max(it->second.second, last)};
@@ -290,7 +294,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         use(npu_layer_output(op), t, t);
         ++t;
       }
-      for (int v : produced) use(v, life.at(root(v)).first, seg_last);  // may be read after the segment
+      for (int v : produced)
+        if (read_by_host.count(v)) use(v, life.at(root(v)).first, seg_last);  // dequantised after the segment
     }
     for (int v : g.inputs)
       if (act_offset.count(v)) use(v, 0, life.count(root(v)) ? life.at(root(v)).second : 0);
