@@ -6,6 +6,10 @@
 // Private to npu_sim_rtl; instantiated once per built array dim (rtl_model_<dim>.cc).
 #pragma once
 
+#ifndef NPU_RTL_THREADS
+#define NPU_RTL_THREADS 1  // set by sim/harness/CMakeLists.txt from the NPU_RTL_THREADS option
+#endif
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +39,10 @@ class RtlDevice final : public Device {
       : config_(config), dram_(dram), ctx_(std::make_unique<VerilatedContext>()) {
     ctx_->debug(0);
     ctx_->randReset(0);  // --x-initial fast: power-on state is all zeros
+    // As many threads as the model was verilated for (NPU_RTL_THREADS, default 1): the
+    // context's default (one per core) would start idle workers, and abort a threaded model
+    // on a machine with fewer cores.
+    ctx_->threads(NPU_RTL_THREADS);
     if (!options.fst_path.empty()) ctx_->traceEverOn(true);
     top_ = std::make_unique<Model>(ctx_.get(), "npu");
     if (!options.fst_path.empty()) {
