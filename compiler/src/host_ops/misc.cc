@@ -15,8 +15,9 @@ Result<Outputs> range(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* start, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* limit, c.need(1));
   NPU_ASSIGN_OR_RETURN(const Tensor* delta, c.need(2));
-  if (start->element_count() != 1 || limit->element_count() != 1 || delta->element_count() != 1)
-    return c.invalid("start, limit and delta must be scalars");
+  if (start->element_count() != 1 || limit->element_count() != 1 || delta->element_count() != 1 ||
+      start->dtype != limit->dtype || start->dtype != delta->dtype)
+    return c.invalid("start, limit and delta must be scalars of one type");
   const double s = element_as_double(*start, 0), l = element_as_double(*limit, 0), d = element_as_double(*delta, 0);
   if (d == 0) return c.invalid("delta is 0");
   const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((l - s) / d)));

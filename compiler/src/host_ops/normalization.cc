@@ -115,6 +115,7 @@ Result<Outputs> layer_norm(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, float_input(c, 0));
   NPU_ASSIGN_OR_RETURN(const Tensor* scale, float_input(c, 1));
   const Tensor* bias = c.in(2);
+  if (bias && bias->dtype != DType::kF32) return c.unsupported("a non-float B");
   const auto rank = static_cast<int64_t>(x->shape.size());
   NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", -1), rank));
   const double eps = c.attr_float("epsilon", 1e-5f);
