@@ -96,9 +96,13 @@ Status predict_cycles(Segment& seg, const std::vector<uint8_t>& weights, uint64_
                           std::to_string(res.error_instr / hw::kInstructionBytes) + "); please report this bug");
   seg.cycles = res.cycles;
   uint64_t prev = start;
+  uint32_t prev_end = 0;
   for (uint32_t end : seg.layer_end) {
-    seg.layer_cycles.push_back(instr_cycle[end - 1] - prev);
-    prev = instr_cycle[end - 1];
+    // A layer without instructions (a view) takes no cycles.
+    const uint64_t done = end > prev_end ? instr_cycle[end - 1] : prev;
+    seg.layer_cycles.push_back(done - prev);
+    prev = done;
+    prev_end = end;
   }
   return Status::ok();
 }
@@ -145,37 +149,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     say("folded " + std::to_string(folded_constants) + " constant node(s) and " + std::to_string(folded_bn) +
         " BatchNormalization(s)");
 
-  // Static shapes for every value (shape inference cannot see through folded shape chains):
-  // one float run on zero inputs.
-  {
-    std::vector<Tensor> zeros;
-    for (int in : g.inputs) zeros.push_back(Tensor::zeros(g.value(in).dtype, g.value(in).shape));
-    NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, zeros));
-    for (size_t v = 0; v < env.size(); ++v)
-      if (!g.values[v].constant && (!env[v].data.empty() || env[v].element_count() == 0) && !env[v].shape.empty()) {
-        g.values[v].shape = env[v].shape;
-        g.values[v].dtype = env[v].dtype;
-      }
-  }
-
-  // Partition into NPU layers and host operators; every host operator is named.
-  std::vector<PartitionStep> steps = partition(g, N);
-  size_t npu_layers = 0, host_ops = 0;
-  std::string host_list;
-  for (const auto& s : steps) {
-    if (s.on_npu) {
-      npu_layers += s.ops.size();
-    } else {
-      ++host_ops;
-      const Node& n = g.nodes[static_cast<size_t>(s.node)];
-      host_list += (host_list.empty() ? "" : ", ") + n.op + " '" + n.name + "'";
-    }
-  }
-  say("graph: " + std::to_string(g.nodes.size()) + " nodes -> " + std::to_string(npu_layers) + " NPU layer(s), " +
-      std::to_string(host_ops) + " host operator(s)" + (host_ops ? ": " + host_list : ""));
-
-  // Calibration: the float reference over every sample gives each value's range (and checks
-  // that every host operator has a kernel).
+  // Calibration: the float reference over every sample gives each value's range and shape
+  // (and checks that every operator has a host kernel).
   std::vector<std::vector<Tensor>> samples = options.calibration;
   if (samples.empty() && !options.calibration_dir.empty()) {
     NPU_ASSIGN_OR_RETURN(samples, read_calibration_dir(options.calibration_dir, g.inputs.size()));
@@ -209,6 +184,25 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       }
   }
   say("calibrated on " + std::to_string(samples.size()) + " sample(s)");
+
+  // Partition into NPU layers and host operators; every host operator is named. After
+  // calibration, because the reference run gives every value its static shape (shape
+  // inference cannot see through folded shape chains).
+  std::vector<PartitionStep> steps = partition(g, N);
+  size_t npu_layers = 0, host_ops = 0;
+  std::string host_list;
+  for (const auto& s : steps) {
+    if (s.on_npu) {
+      npu_layers += s.ops.size();
+    } else {
+      ++host_ops;
+      const Node& n = g.nodes[static_cast<size_t>(s.node)];
+      host_list += (host_list.empty() ? "" : ", ") + n.op + " '" + n.name + "'";
+    }
+  }
+  say("graph: " + std::to_string(g.nodes.size()) + " nodes -> " + std::to_string(npu_layers) + " NPU layer(s), " +
+      std::to_string(host_ops) + " host operator(s)" + (host_ops ? ": " + host_list : ""));
+
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
@@ -394,6 +388,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   }
   if (weights.empty()) weights.resize(kAlign, 0);
   for (auto& seg : segments) {
+    // A segment of views only still is a job: the stream must not be empty.
+    if (seg.prog.size() == 0) seg.prog.nop();
     say("predicting cycles on the functional model (" + std::to_string(seg.prog.size()) + " instructions)");
     NPU_RETURN_IF_ERROR(predict_cycles(seg, weights, act_bytes, N));
     std::vector<int> outs;

@@ -112,7 +112,7 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
     NPU_RETURN_IF_ERROR(check_view(origin, m->inputs()->Get(i), act_bytes, "input", i));
   for (uint32_t i = 0; i < m->outputs()->size(); ++i)
     NPU_RETURN_IF_ERROR(check_view(origin, m->outputs()->Get(i), act_bytes, "output", i));
-  if (!m->steps() || m->steps()->size() == 0) return corrupt(origin, "no steps");
+  if (!m->steps()) return corrupt(origin, "no steps");
   const uint32_t host_values = m->host_values() ? m->host_values()->size() : 0;
   for (uint32_t v = 0; v < host_values; ++v)
     NPU_RETURN_IF_ERROR(check_view(origin, m->host_values()->Get(v), act_bytes, "value", v));
@@ -126,6 +126,8 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
     for (uint32_t v : *m->output_values())
       if (v >= host_values) return corrupt(origin, "an output maps to an unknown value");
   } else {
+    // Without value maps the outputs can only come from NPU steps.
+    if (m->steps()->size() == 0) return corrupt(origin, "no steps and no value maps");
     for (const image::IoBinding* io : *m->inputs())
       if (!io->device()) return corrupt(origin, "an input has neither a device view nor a value map");
     for (const image::IoBinding* io : *m->outputs())

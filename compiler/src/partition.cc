@@ -324,15 +324,29 @@ std::string npu_layer_op(const NpuLayer& layer) {
   return std::get<EltLayer>(layer).op;
 }
 
+// The NPU computes on quantised reals: every value an NPU layer reads or writes must be a
+// float tensor (integer tensors stay exact on the host).
+bool all_float(const Graph& g, const NpuLayer& layer) {
+  for (int v : npu_layer_inputs(layer))
+    if (v < 0 || g.value(v).dtype != DType::kF32) return false;
+  return g.value(npu_layer_output(layer)).dtype == DType::kF32;
+}
+
 std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
   std::vector<PartitionStep> steps;
   std::set<size_t> used;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     if (used.count(ni)) continue;
+    const std::set<size_t> used_before = used;
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto elt = match_elementwise(g, g.nodes[ni], array_dim)) layer = std::move(*elt);
+    if (layer && !all_float(g, *layer)) {
+      // A fused match consumed following nodes; they must stay as host steps.
+      used = used_before;
+      layer.reset();
+    }
     if (layer) {
       if (steps.empty() || !steps.back().on_npu) steps.push_back(PartitionStep{true, {}, -1});
       steps.back().ops.push_back(std::move(*layer));

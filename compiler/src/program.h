@@ -37,6 +37,8 @@ class Program {
   }
   void gemm(const isa::Gemm& in) { add(isa::Engine::kCompute, isa::encode(in)); }
   void vec(const isa::VecRequant& in) { add(isa::Engine::kCompute, isa::encode(in)); }
+  // A COMPUTE SYNC without tokens: does nothing (keeps a stream non-empty).
+  void nop() { add(isa::Engine::kCompute, isa::encode(isa::Sync{})); }
   // A VEC instruction whose mode-specific fields the caller encoded itself.
   void vec_words(const isa::Words& w) { add(isa::Engine::kCompute, w); }
 
