@@ -6,6 +6,9 @@ average pooling and a 1x1-conv classifier, >= 10 M MACs, with fixed-seed weights
 BatchNorm is already folded (as exporters do for inference).
 
     /usr/bin/python3 scripts/make_mobilenet.py [OUT_DIR]
+    /usr/bin/python3 scripts/make_mobilenet.py --calib DIR   # only the calibration set
+
+The calibration set (16 N(0,1) samples, fixed seed) is generated, not shipped.
 """
 import os
 import sys
@@ -107,7 +110,18 @@ def build():
     return model, b.macs
 
 
+def write_calibration(calib, samples=16):
+    rng = np.random.default_rng(1234)
+    for s in range(samples):
+        d = os.path.join(calib, f"sample_{s:02d}")
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "input_0.npy"), rng.normal(0, 1, (1, 3, RES, RES)).astype(np.float32))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--calib":
+        write_calibration(sys.argv[2])
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
     model, macs = build()
@@ -115,13 +129,8 @@ def main():
     path = os.path.join(out, "mobilenet_v3ish.onnx")
     onnx.save(model, path)
     rng = np.random.default_rng(99)
-    calib = os.path.join(out, "mobilenet_calib")
-    for s in range(4):
-        d = os.path.join(calib, f"sample_{s:02d}")
-        os.makedirs(d, exist_ok=True)
-        np.save(os.path.join(d, "input_0.npy"), rng.normal(0, 1, (1, 3, RES, RES)).astype(np.float32))
     np.save(os.path.join(out, "mobilenet_input.npy"), rng.normal(0, 1, (1, 3, RES, RES)).astype(np.float32))
-    print(f"wrote {path}: {len(model.graph.node)} nodes, {macs / 1e6:.1f} M MACs; calibration in {calib}")
+    print(f"wrote {path}: {len(model.graph.node)} nodes, {macs / 1e6:.1f} M MACs")
 
 
 if __name__ == "__main__":
