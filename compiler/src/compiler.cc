@@ -126,7 +126,7 @@ Result<std::vector<std::vector<Tensor>>> read_calibration_dir(const std::string&
     std::vector<Tensor> sample;
     for (size_t k = 0; k < num_inputs; ++k) {
       NPU_ASSIGN_OR_RETURN(Tensor t, read_npy((sd / ("input_" + std::to_string(k) + ".npy")).string()));
-      sample.push_back(to_float(t));
+      sample.push_back(std::move(t));  // keep the dtype: integer inputs stay integer
     }
     samples.push_back(std::move(sample));
   }
