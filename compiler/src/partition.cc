@@ -325,11 +325,13 @@ std::string npu_layer_op(const NpuLayer& layer) {
 }
 
 // The NPU computes on quantised reals: every value an NPU layer reads or writes must be a
-// float tensor (integer tensors stay exact on the host).
+// float tensor (integer tensors stay exact on the host) of rank >= 1 (scalars are not worth
+// a job, and shape arithmetic on them must stay exact).
 bool all_float(const Graph& g, const NpuLayer& layer) {
+  auto ok = [&](int v) { return v >= 0 && g.value(v).dtype == DType::kF32 && !g.value(v).shape.empty(); };
   for (int v : npu_layer_inputs(layer))
-    if (v < 0 || g.value(v).dtype != DType::kF32) return false;
-  return g.value(npu_layer_output(layer)).dtype == DType::kF32;
+    if (!ok(v)) return false;
+  return ok(npu_layer_output(layer));
 }
 
 std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
