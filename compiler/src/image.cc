@@ -106,8 +106,8 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
   const uint64_t act_bytes = m->activation_bytes();
   if (act_bytes == 0 || act_bytes > kMaxBufferBytes) return corrupt(origin, "bad activation size");
   const uint64_t weight_bytes = m->weights() ? m->weights()->size() : 0;
-  if (!m->inputs() || !m->outputs() || m->inputs()->size() == 0 || m->outputs()->size() == 0)
-    return corrupt(origin, "no inputs or no outputs");
+  // A model may have no inputs (its outputs are constants); it always has outputs.
+  if (!m->inputs() || !m->outputs() || m->outputs()->size() == 0) return corrupt(origin, "no outputs");
   for (uint32_t i = 0; i < m->inputs()->size(); ++i)
     NPU_RETURN_IF_ERROR(check_view(origin, m->inputs()->Get(i), act_bytes, "input", i));
   for (uint32_t i = 0; i < m->outputs()->size(); ++i)
