@@ -24,13 +24,20 @@ void copy_elements(const Src& src, Tensor* t) {
 
 Result<DType> dtype_from_onnx(int32_t type, const std::string& what) {
   switch (type) {
-    case onnx::TensorProto::FLOAT: return DType::kF32;
-    case onnx::TensorProto::DOUBLE: return DType::kF32;  // converted on load
-    case onnx::TensorProto::INT8: return DType::kI8;
-    case onnx::TensorProto::UINT8: return DType::kU8;
-    case onnx::TensorProto::BOOL: return DType::kU8;  // 0 or 1
-    case onnx::TensorProto::INT32: return DType::kI32;
-    case onnx::TensorProto::INT64: return DType::kI64;
+    case onnx::TensorProto::FLOAT:
+      return DType::kF32;
+    case onnx::TensorProto::DOUBLE:
+      return DType::kF32;  // converted on load
+    case onnx::TensorProto::INT8:
+      return DType::kI8;
+    case onnx::TensorProto::UINT8:
+      return DType::kU8;
+    case onnx::TensorProto::BOOL:
+      return DType::kU8;  // 0 or 1
+    case onnx::TensorProto::INT32:
+      return DType::kI32;
+    case onnx::TensorProto::INT64:
+      return DType::kI64;
     default:
       return make_error(StatusCode::kUnsupported,
                         what + " has ONNX element type " + std::to_string(type) +
@@ -42,7 +49,8 @@ Result<DType> dtype_from_onnx(int32_t type, const std::string& what) {
 Result<Tensor> tensor_from_proto(const onnx::TensorProto& p) {
   const std::string what = "tensor '" + p.name() + "'";
   if (p.data_type() == onnx::TensorProto::UNDEFINED)
-    return make_error(StatusCode::kCorruptData, what + " has no element type (empty, or not a TensorProto)");
+    return make_error(StatusCode::kCorruptData,
+                      what + " has no element type (empty, or not a TensorProto)");
   NPU_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(p.data_type(), what));
   if (p.data_location() == onnx::TensorProto::EXTERNAL)
     return make_error(StatusCode::kUnsupported,
@@ -82,28 +90,45 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p) {
   }
   auto typed_count = [&]() -> size_t {
     switch (p.data_type()) {
-      case onnx::TensorProto::FLOAT: return static_cast<size_t>(p.float_data_size());
-      case onnx::TensorProto::DOUBLE: return static_cast<size_t>(p.double_data_size());
-      case onnx::TensorProto::INT64: return static_cast<size_t>(p.int64_data_size());
-      default: return static_cast<size_t>(p.int32_data_size());
+      case onnx::TensorProto::FLOAT:
+        return static_cast<size_t>(p.float_data_size());
+      case onnx::TensorProto::DOUBLE:
+        return static_cast<size_t>(p.double_data_size());
+      case onnx::TensorProto::INT64:
+        return static_cast<size_t>(p.int64_data_size());
+      default:
+        return static_cast<size_t>(p.int32_data_size());
     }
   };
   if (typed_count() != count)
-    return make_error(StatusCode::kCorruptData,
-                      what + ": " + std::to_string(typed_count()) +
-                          " elements do not match its shape " + shape_to_string(shape));
+    return make_error(StatusCode::kCorruptData, what + ": " + std::to_string(typed_count()) +
+                                                    " elements do not match its shape " +
+                                                    shape_to_string(shape));
   Tensor t = Tensor::zeros(dtype, shape);
   switch (p.data_type()) {
-    case onnx::TensorProto::FLOAT: copy_elements<float>(p.float_data(), &t); break;
-    case onnx::TensorProto::DOUBLE: copy_elements<float>(p.double_data(), &t); break;
-    case onnx::TensorProto::INT64: copy_elements<int64_t>(p.int64_data(), &t); break;
-    case onnx::TensorProto::INT8: copy_elements<int8_t>(p.int32_data(), &t); break;
-    case onnx::TensorProto::UINT8: copy_elements<uint8_t>(p.int32_data(), &t); break;
-    case onnx::TensorProto::INT32: copy_elements<int32_t>(p.int32_data(), &t); break;
+    case onnx::TensorProto::FLOAT:
+      copy_elements<float>(p.float_data(), &t);
+      break;
+    case onnx::TensorProto::DOUBLE:
+      copy_elements<float>(p.double_data(), &t);
+      break;
+    case onnx::TensorProto::INT64:
+      copy_elements<int64_t>(p.int64_data(), &t);
+      break;
+    case onnx::TensorProto::INT8:
+      copy_elements<int8_t>(p.int32_data(), &t);
+      break;
+    case onnx::TensorProto::UINT8:
+      copy_elements<uint8_t>(p.int32_data(), &t);
+      break;
+    case onnx::TensorProto::INT32:
+      copy_elements<int32_t>(p.int32_data(), &t);
+      break;
     case onnx::TensorProto::BOOL:
       for (size_t i = 0; i < count; ++i) t.data[i] = p.int32_data(static_cast<int>(i)) != 0;
       break;
-    default: break;
+    default:
+      break;
   }
   return t;
 }
@@ -111,8 +136,14 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p) {
 Attribute attribute_from_proto(const onnx::AttributeProto& a) {
   Attribute out;
   switch (a.type()) {
-    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
-    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case onnx::AttributeProto::INT:
+      out.kind = Attribute::Kind::kInt;
+      out.i = a.i();
+      break;
+    case onnx::AttributeProto::FLOAT:
+      out.kind = Attribute::Kind::kFloat;
+      out.f = a.f();
+      break;
     case onnx::AttributeProto::INTS:
       out.kind = Attribute::Kind::kInts;
       out.ints.assign(a.ints().begin(), a.ints().end());
@@ -121,7 +152,10 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a) {
       out.kind = Attribute::Kind::kFloats;
       out.floats.assign(a.floats().begin(), a.floats().end());
       break;
-    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::STRING:
+      out.kind = Attribute::Kind::kString;
+      out.s = a.s();
+      break;
     case onnx::AttributeProto::STRINGS:
       out.kind = Attribute::Kind::kStrings;
       out.strings.assign(a.strings().begin(), a.strings().end());

@@ -16,13 +16,13 @@ Result<std::vector<Tensor>> run_reference(const Graph& graph, const std::vector<
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = graph.value(graph.inputs[i]);
     if (inputs[i].shape != v.shape)
-      return make_error(StatusCode::kInvalidArgument,
-                        "input '" + v.name + "' expects shape " + shape_to_string(v.shape) + ", got " +
-                            shape_to_string(inputs[i].shape));
+      return make_error(StatusCode::kInvalidArgument, "input '" + v.name + "' expects shape " +
+                                                          shape_to_string(v.shape) + ", got " +
+                                                          shape_to_string(inputs[i].shape));
     if (inputs[i].dtype != v.dtype)
       return make_error(StatusCode::kInvalidArgument,
-                        "input '" + v.name + "' expects " + std::string(dtype_name(v.dtype)) + ", got " +
-                            std::string(dtype_name(inputs[i].dtype)));
+                        "input '" + v.name + "' expects " + std::string(dtype_name(v.dtype)) +
+                            ", got " + std::string(dtype_name(inputs[i].dtype)));
     env[static_cast<size_t>(graph.inputs[i])] = inputs[i];
   }
   std::vector<const Tensor*> args;
@@ -36,9 +36,9 @@ Result<std::vector<Tensor>> run_reference(const Graph& graph, const std::vector<
       if (k < outs.size()) {
         env[v] = std::move(outs[k]);
       } else if (!graph.values[v].name.empty()) {
-        return make_error(StatusCode::kUnsupported,
-                          n.label() + ": output " + std::to_string(k) + " ('" + graph.values[v].name +
-                              "') is not produced by the host fallback");
+        return make_error(StatusCode::kUnsupported, n.label() + ": output " + std::to_string(k) +
+                                                        " ('" + graph.values[v].name +
+                                                        "') is not produced by the host fallback");
       }
     }
   }

@@ -25,7 +25,8 @@ constexpr double kRtol = 1e-3, kAtol = 1e-5, kMinSqnrDb = 30.0;
 constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitUnsupported = 4;
 
 constexpr const char* kUsage =
-    "usage: npu-run --test-data DIR [--json] [--host] [--device sim|rtl|accel:N|/dev/accel/accelN]\n"
+    "usage: npu-run --test-data DIR [--json] [--host] [--device "
+    "sim|rtl|accel:N|/dev/accel/accelN]\n"
     "  DIR      an ONNX backend test: model.onnx and test_data_set_*/{input,output}_<k>.pb\n"
     "  --json   the last line of stdout is one JSON object (result, metric, placement)\n"
     "  --host   skip the compiler: run every operator on the host fallback\n"
@@ -71,9 +72,13 @@ std::string jquote(const std::string& s) {
       out += static_cast<char>(ch);
       ++i;
     } else {
-      const size_t len = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
+      const size_t len = ch >= 0xf0 && ch < 0xf5   ? 4
+                         : ch >= 0xe0              ? 3
+                         : ch >= 0xc2 && ch < 0xe0 ? 2
+                                                   : 0;
       bool valid = len > 0 && i + len <= s.size();
-      for (size_t k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      for (size_t k = 1; valid && k < len; ++k)
+        valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
       if (valid) {
         out.append(s, i, len);
         i += len;
@@ -107,11 +112,13 @@ std::string first_values(const Tensor& t, size_t n) {
 
 // Reads test_data_set_* (sorted by name): input_<k>.pb for k < num_inputs, output_<k>.pb for
 // k < num_outputs.
-Result<std::vector<DataSet>> read_data_sets(const fs::path& dir, size_t num_inputs, size_t num_outputs) {
+Result<std::vector<DataSet>> read_data_sets(const fs::path& dir, size_t num_inputs,
+                                            size_t num_outputs) {
   std::vector<fs::path> sets;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
   if (ec) return npu::make_error(StatusCode::kNotFound, dir.string() + ": " + ec.message());
   std::sort(sets.begin(), sets.end());
   if (sets.empty())
@@ -121,16 +128,19 @@ Result<std::vector<DataSet>> read_data_sets(const fs::path& dir, size_t num_inpu
     DataSet ds;
     ds.name = s.filename().string();
     for (size_t k = 0; k < num_inputs; ++k) {
-      NPU_ASSIGN_OR_RETURN(Tensor t, npu::compiler::read_tensor_pb((s / ("input_" + std::to_string(k) + ".pb")).string()));
+      NPU_ASSIGN_OR_RETURN(Tensor t, npu::compiler::read_tensor_pb(
+                                         (s / ("input_" + std::to_string(k) + ".pb")).string()));
       ds.inputs.push_back(std::move(t));
     }
     for (size_t k = 0; k < num_outputs; ++k) {
-      NPU_ASSIGN_OR_RETURN(Tensor t, npu::compiler::read_tensor_pb((s / ("output_" + std::to_string(k) + ".pb")).string()));
+      NPU_ASSIGN_OR_RETURN(Tensor t, npu::compiler::read_tensor_pb(
+                                         (s / ("output_" + std::to_string(k) + ".pb")).string()));
       ds.outputs.push_back(std::move(t));
     }
     if (fs::exists(s / ("input_" + std::to_string(num_inputs) + ".pb")))
       return npu::make_error(StatusCode::kInvalidArgument,
-                             s.string() + " has more input_<k>.pb files than the model has inputs (" +
+                             s.string() +
+                                 " has more input_<k>.pb files than the model has inputs (" +
                                  std::to_string(num_inputs) + ")");
     out.push_back(std::move(ds));
   }
@@ -186,8 +196,9 @@ bool check_output(const Tensor& expected, const Tensor& actual, bool npu_path, s
   }
   *detail = "max |err| " + fmt(worst_err);
   if (bad)
-    *detail += ", " + std::to_string(bad) + " element(s) out of tolerance, first at " + std::to_string(first_bad) +
-               " (expected " + fmt(e[first_bad]) + ", got " + fmt(a[first_bad]) + ")";
+    *detail += ", " + std::to_string(bad) + " element(s) out of tolerance, first at " +
+               std::to_string(first_bad) + " (expected " + fmt(e[first_bad]) + ", got " +
+               fmt(a[first_bad]) + ")";
   return bad == 0;
 }
 
@@ -202,8 +213,9 @@ Result<std::vector<uint8_t>> compile(const std::string& model, const std::vector
 }
 
 // Runs every data set through the runtime on `device`; fills `outputs` per set.
-Status run_on_device(const std::string& model_path, std::vector<uint8_t> image, const std::string& device,
-                     const std::vector<DataSet>& sets, const npu::compiler::OnnxModelInfo& info,
+Status run_on_device(const std::string& model_path, std::vector<uint8_t> image,
+                     const std::string& device, const std::vector<DataSet>& sets,
+                     const npu::compiler::OnnxModelInfo& info,
                      std::vector<std::vector<Tensor>>* outputs, Report* report) {
   namespace rt = npu::runtime;
   rt::RuntimeOptions ropts;
@@ -213,7 +225,8 @@ Status run_on_device(const std::string& model_path, std::vector<uint8_t> image, 
   if (dim != npu::hw::kDefaultArrayDim) {
     NPU_ASSIGN_OR_RETURN(image, compile(model_path, sets, info, dim));
   }
-  NPU_ASSIGN_OR_RETURN(std::shared_ptr<const rt::Model> model, rt::Model::from_bytes(std::move(image), model_path));
+  NPU_ASSIGN_OR_RETURN(std::shared_ptr<const rt::Model> model,
+                       rt::Model::from_bytes(std::move(image), model_path));
   report->host_ops = model->host_steps();
   report->npu_ops = info.nodes > report->host_ops ? info.nodes - report->host_ops : 0;
   NPU_ASSIGN_OR_RETURN(std::unique_ptr<rt::Session> session, rt::Session::create(runtime, model));
@@ -253,20 +266,25 @@ Report run(const Options& o) {
       return r;
     }
   }
-  std::printf("test    %s (%zu operator(s), %zu data set(s))\n", o.dir.c_str(), info->nodes, sets->size());
+  std::printf("test    %s (%zu operator(s), %zu data set(s))\n", o.dir.c_str(), info->nodes,
+              sets->size());
 
   std::vector<std::vector<Tensor>> actual;
-  auto image = o.host ? Result<std::vector<uint8_t>>(npu::make_error(StatusCode::kUnsupported, "--host"))
-                      : compile(model.string(), *sets, *info, npu::hw::kDefaultArrayDim);
+  auto image =
+      o.host ? Result<std::vector<uint8_t>>(npu::make_error(StatusCode::kUnsupported, "--host"))
+             : compile(model.string(), *sets, *info, npu::hw::kDefaultArrayDim);
   std::string host_reason;
   if (o.host) {
     host_reason = "--host";
   } else if (image.is_ok()) {
     r.path = "npu";
-    Status st = run_on_device(model.string(), std::move(image).value(), o.device, *sets, *info, &actual, &r);
+    Status st = run_on_device(model.string(), std::move(image).value(), o.device, *sets, *info,
+                              &actual, &r);
     if (st.is_ok()) {
-      std::printf("path    NPU image: %zu operator(s) on the NPU (or folded by the compiler), %zu on the host\n",
-                  r.npu_ops, r.host_ops);
+      std::printf(
+          "path    NPU image: %zu operator(s) on the NPU (or folded by the compiler), %zu on the "
+          "host\n",
+          r.npu_ops, r.host_ops);
     } else if (st.code() == StatusCode::kUnsupported) {
       host_reason = "the runtime cannot run the compiled image: " + st.message();
     } else {
@@ -288,7 +306,8 @@ Report run(const Options& o) {
     for (const DataSet& ds : *sets) {
       auto run = npu::compiler::run_onnx_on_host(model.string(), ds.inputs);
       if (!run.is_ok()) {
-        r.verdict = run.status().code() == StatusCode::kUnsupported ? Verdict::kUnsupported : Verdict::kFail;
+        r.verdict = run.status().code() == StatusCode::kUnsupported ? Verdict::kUnsupported
+                                                                    : Verdict::kFail;
         r.message = run.status().message();
         if (r.verdict == Verdict::kUnsupported) r.path = "none";
         return r;
@@ -296,8 +315,8 @@ Report run(const Options& o) {
       r.host_ops = run->ops;
       actual.push_back(std::move(run->outputs));
     }
-    std::printf("path    host fallback: all %zu operator(s) on the host, none on the NPU (%s)\n", r.host_ops,
-                host_reason.c_str());
+    std::printf("path    host fallback: all %zu operator(s) on the host, none on the NPU (%s)\n",
+                r.host_ops, host_reason.c_str());
   }
   // Outputs computed downstream of NPU segments carry quantisation noise: SQNR. Outputs of a
   // host-only run: element-wise tolerance.
@@ -307,20 +326,23 @@ Report run(const Options& o) {
   for (size_t s = 0; s < sets->size(); ++s) {
     const DataSet& ds = (*sets)[s];
     if (actual[s].size() != ds.outputs.size()) {
-      r.message = ds.name + ": the model produced " + std::to_string(actual[s].size()) + " output(s), the test expects " +
-                  std::to_string(ds.outputs.size());
+      r.message = ds.name + ": the model produced " + std::to_string(actual[s].size()) +
+                  " output(s), the test expects " + std::to_string(ds.outputs.size());
       return r;
     }
     for (size_t k = 0; k < ds.outputs.size(); ++k) {
       std::string metric, detail;
       const bool ok = check_output(ds.outputs[k], actual[s][k], npu_path, &metric, &detail);
-      if (std::find(r.metrics.begin(), r.metrics.end(), metric) == r.metrics.end()) r.metrics.push_back(metric);
+      if (std::find(r.metrics.begin(), r.metrics.end(), metric) == r.metrics.end())
+        r.metrics.push_back(metric);
       std::printf("output  %s/%zu '%s' %s: %s, %s\n", ds.name.c_str(), k, info->outputs[k].c_str(),
                   describe(ds.outputs[k]).c_str(), detail.c_str(), ok ? "ok" : "MISMATCH");
       if (!ok) {
-        std::printf("        expected %s\n        actual   %s\n", first_values(ds.outputs[k], 8).c_str(),
-                    first_values(actual[s][k], 8).c_str());
-        if (all_ok) r.message = ds.name + " output " + std::to_string(k) + " '" + info->outputs[k] + "': " + detail;
+        std::printf("        expected %s\n        actual   %s\n",
+                    first_values(ds.outputs[k], 8).c_str(), first_values(actual[s][k], 8).c_str());
+        if (all_ok)
+          r.message =
+              ds.name + " output " + std::to_string(k) + " '" + info->outputs[k] + "': " + detail;
         all_ok = false;
       }
     }
@@ -349,7 +371,8 @@ int parse(int argc, char** argv, Options* o) {
     } else if (arg == "--host") {
       o->host = true;
     } else {
-      std::fprintf(stderr, "npu-run: error: '%s' does not go with --test-data\n%s", arg.c_str(), kUsage);
+      std::fprintf(stderr, "npu-run: error: '%s' does not go with --test-data\n%s", arg.c_str(),
+                   kUsage);
       return kExitUsage;
     }
   }
@@ -372,7 +395,9 @@ int test_data_main(int argc, char** argv) {
   Options o;
   if (int rc = parse(argc, argv, &o)) return rc < 0 ? 0 : rc;
   const Report r = run(o);
-  const char* verdict = r.verdict == Verdict::kPass ? "pass" : r.verdict == Verdict::kFail ? "fail" : "unsupported";
+  const char* verdict = r.verdict == Verdict::kPass   ? "pass"
+                        : r.verdict == Verdict::kFail ? "fail"
+                                                      : "unsupported";
   std::string metric;
   for (const std::string& m : r.metrics) metric += (metric.empty() ? "" : "+") + m;
   if (metric.empty()) metric = "none";
@@ -381,16 +406,21 @@ int test_data_main(int argc, char** argv) {
   std::printf("result  %s (%s)%s%s\n", upper.c_str(), metric.c_str(), r.message.empty() ? "" : ": ",
               r.message.c_str());
   if (o.json) {
-    const std::string name = fs::path(o.dir).lexically_normal().filename().string().empty()
-                                 ? fs::path(o.dir).lexically_normal().parent_path().filename().string()
-                                 : fs::path(o.dir).lexically_normal().filename().string();
-    std::printf("{\"test\":%s,\"result\":\"%s\",\"metric\":%s,\"placement\":{\"npu_ops\":%zu,\"host_ops\":%zu},"
-                "\"path\":\"%s\",\"message\":%s}\n",
-                jquote(name).c_str(), verdict, jquote(metric).c_str(), r.npu_ops, r.host_ops, r.path.c_str(),
-                jquote(r.message).c_str());
+    const std::string name =
+        fs::path(o.dir).lexically_normal().filename().string().empty()
+            ? fs::path(o.dir).lexically_normal().parent_path().filename().string()
+            : fs::path(o.dir).lexically_normal().filename().string();
+    std::printf(
+        "{\"test\":%s,\"result\":\"%s\",\"metric\":%s,\"placement\":{\"npu_ops\":%zu,\"host_ops\":%"
+        "zu},"
+        "\"path\":\"%s\",\"message\":%s}\n",
+        jquote(name).c_str(), verdict, jquote(metric).c_str(), r.npu_ops, r.host_ops,
+        r.path.c_str(), jquote(r.message).c_str());
   }
   std::fflush(stdout);
-  return r.verdict == Verdict::kPass ? kExitPass : r.verdict == Verdict::kFail ? kExitFail : kExitUnsupported;
+  return r.verdict == Verdict::kPass   ? kExitPass
+         : r.verdict == Verdict::kFail ? kExitFail
+                                       : kExitUnsupported;
 }
 
 }  // namespace npu_run

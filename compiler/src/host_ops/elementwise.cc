@@ -23,10 +23,10 @@ Result<Outputs> unary_float(const OpContext& c) {
   return one(std::move(out));
 }
 
-#define NPU_FLOAT_UNARY(Name, expr)                               \
-  struct Name {                                                   \
-    explicit Name(const OpContext&) {}                            \
-    float operator()(float x) const { return expr; }              \
+#define NPU_FLOAT_UNARY(Name, expr)                  \
+  struct Name {                                      \
+    explicit Name(const OpContext&) {}               \
+    float operator()(float x) const { return expr; } \
   }
 
 NPU_FLOAT_UNARY(Exp, std::exp(x));
@@ -36,11 +36,12 @@ NPU_FLOAT_UNARY(Reciprocal, 1.0f / x);
 NPU_FLOAT_UNARY(Floor, std::floor(x));
 NPU_FLOAT_UNARY(Ceil, std::ceil(x));
 NPU_FLOAT_UNARY(Round, std::nearbyint(x));  // half to even in the default rounding mode
-NPU_FLOAT_UNARY(Sigmoid, x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x)));
+NPU_FLOAT_UNARY(Sigmoid,
+                x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x)));
 NPU_FLOAT_UNARY(Tanh, std::tanh(x));
 NPU_FLOAT_UNARY(Softplus, x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
 NPU_FLOAT_UNARY(Softsign, x / (1.0f + std::fabs(x)));
-NPU_FLOAT_UNARY(HardSwish, x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)));
+NPU_FLOAT_UNARY(HardSwish, x* std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)));
 NPU_FLOAT_UNARY(Erf, std::erf(x));
 NPU_FLOAT_UNARY(Sin, std::sin(x));
 NPU_FLOAT_UNARY(Cos, std::cos(x));
@@ -109,25 +110,39 @@ Result<Outputs> unary_numeric(const OpContext& c) {
 }
 
 struct Abs {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_unsigned_v<T>) return x; else return x < 0 ? static_cast<T>(-x) : x;
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>)
+      return x;
+    else
+      return x < 0 ? static_cast<T>(-x) : x;
   }
 };
 struct Neg {
-  template <typename T> T operator()(T x) const { return static_cast<T>(-x); }
+  template <typename T>
+  T operator()(T x) const {
+    return static_cast<T>(-x);
+  }
 };
 struct Sign {
-  template <typename T> T operator()(T x) const { return static_cast<T>((T{0} < x) - (x < T{0})); }
+  template <typename T>
+  T operator()(T x) const {
+    return static_cast<T>((T{0} < x) - (x < T{0}));
+  }
 };
 struct Relu {
-  template <typename T> T operator()(T x) const { return x > T{0} ? x : T{0}; }
+  template <typename T>
+  T operator()(T x) const {
+    return x > T{0} ? x : T{0};
+  }
 };
 
 // Float -> bool predicates.
 template <typename F>
 Result<Outputs> predicate(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
-  if (x->dtype != DType::kF32) return c.unsupported("input of type " + std::string(dtype_name(x->dtype)));
+  if (x->dtype != DType::kF32)
+    return c.unsupported("input of type " + std::string(dtype_name(x->dtype)));
   const F f(c);
   Tensor out = Tensor::zeros(DType::kU8, x->shape);
   auto src = x->as<float>();
@@ -163,7 +178,8 @@ void apply2(const Tensor& a, const Tensor& b, Tensor& out, F&& f) {
     for (size_t i = 0; i < po.size(); ++i) po[i] = f(pa[i], pb[i]);
     return;
   }
-  const Shape sa = broadcast_strides(a.shape, out.shape), sb = broadcast_strides(b.shape, out.shape);
+  const Shape sa = broadcast_strides(a.shape, out.shape),
+              sb = broadcast_strides(b.shape, out.shape);
   for_each_strided<2>(out.shape, {&sa, &sb}, [&](int64_t i, const std::array<int64_t, 2>& o) {
     po[static_cast<size_t>(i)] = f(pa[static_cast<size_t>(o[0])], pb[static_cast<size_t>(o[1])]);
   });
@@ -212,24 +228,25 @@ Result<Outputs> variadic(const OpContext& c) {
   if constexpr (kMean) {
     const auto n = static_cast<double>(c.inputs.size());
     visit_dtype(acc.dtype, [&](auto tag) {
-      for (auto& v : acc.as<decltype(tag)>()) v = static_cast<decltype(tag)>(static_cast<double>(v) / n);
+      for (auto& v : acc.as<decltype(tag)>())
+        v = static_cast<decltype(tag)>(static_cast<double>(v) / n);
     });
   }
   return one(std::move(acc));
 }
 
-#define NPU_ARITH(Name, expr)                                        \
-  struct Name {                                                      \
-    explicit Name(const OpContext&) {}                               \
-    template <typename T>                                            \
-    T operator()(T a, T b, bool& ok) const {                         \
-      (void)ok;                                                      \
-      return static_cast<T>(expr);                                   \
-    }                                                                \
+#define NPU_ARITH(Name, expr)                \
+  struct Name {                              \
+    explicit Name(const OpContext&) {}       \
+    template <typename T>                    \
+    T operator()(T a, T b, bool& ok) const { \
+      (void)ok;                              \
+      return static_cast<T>(expr);           \
+    }                                        \
   }
 NPU_ARITH(AddF, a + b);
 NPU_ARITH(SubF, a - b);
-NPU_ARITH(MulF, a * b);
+NPU_ARITH(MulF, a* b);
 NPU_ARITH(MaxF, (a != a || a > b) ? a : b);  // NaN propagates
 NPU_ARITH(MinF, (a != a || a < b) ? a : b);
 #undef NPU_ARITH
@@ -282,8 +299,10 @@ Result<Outputs> pow_op(const OpContext& c) {
   visit_dtype(a->dtype, [&](auto tag) {
     using T = decltype(tag);
     apply2<T, float, T>(*a, e, out, [](T x, float y) {
-      if constexpr (std::is_floating_point_v<T>) return std::pow(x, y);
-      else return convert<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      if constexpr (std::is_floating_point_v<T>)
+        return std::pow(x, y);
+      else
+        return convert<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
     });
   });
   return one(std::move(out));
@@ -316,20 +335,61 @@ Result<Outputs> compare(const OpContext& c) {
   });
   return one(std::move(out));
 }
-struct EqualF { template <typename T> bool operator()(T a, T b) const { return a == b; } };
-struct LessF { template <typename T> bool operator()(T a, T b) const { return a < b; } };
-struct LessEqF { template <typename T> bool operator()(T a, T b) const { return a <= b; } };
-struct GreaterF { template <typename T> bool operator()(T a, T b) const { return a > b; } };
-struct GreaterEqF { template <typename T> bool operator()(T a, T b) const { return a >= b; } };
-struct AndF { template <typename T> bool operator()(T a, T b) const { return a && b; } };
-struct OrF { template <typename T> bool operator()(T a, T b) const { return a || b; } };
-struct XorF { template <typename T> bool operator()(T a, T b) const { return (a != 0) != (b != 0); } };
+struct EqualF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LessF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct LessEqF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct GreaterF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct GreaterEqF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct AndF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a && b;
+  }
+};
+struct OrF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a || b;
+  }
+};
+struct XorF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return (a != 0) != (b != 0);
+  }
+};
 
 Result<Outputs> bitshift(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* a, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* b, c.need(1));
   NPU_RETURN_IF_ERROR(same_dtype(c, *a, *b));
-  if (a->dtype != DType::kU8) return c.unsupported("input of type " + std::string(dtype_name(a->dtype)));
+  if (a->dtype != DType::kU8)
+    return c.unsupported("input of type " + std::string(dtype_name(a->dtype)));
   const std::string dir = c.attr_string("direction", "");
   if (dir != "LEFT" && dir != "RIGHT") return c.invalid("direction must be LEFT or RIGHT");
   NPU_ASSIGN_OR_RETURN(Shape shape, broadcast_shapes(c, {&a->shape, &b->shape}));
@@ -356,7 +416,8 @@ Result<Outputs> where(const OpContext& c) {
   for_each_strided<3>(shape, {&sc, &sx, &sy}, [&](int64_t i, const std::array<int64_t, 3>& o) {
     const Tensor& src = cb.data[static_cast<size_t>(o[0])] ? *x : *y;
     const int64_t off = cb.data[static_cast<size_t>(o[0])] ? o[1] : o[2];
-    std::memcpy(out.data.data() + static_cast<size_t>(i) * es, src.data.data() + static_cast<size_t>(off) * es, es);
+    std::memcpy(out.data.data() + static_cast<size_t>(i) * es,
+                src.data.data() + static_cast<size_t>(off) * es, es);
   });
   return one(std::move(out));
 }
@@ -372,8 +433,10 @@ Result<Outputs> clip(const OpContext& c) {
       lo = convert<T>(c.attr_float("min", -std::numeric_limits<float>::max()));
       hi = convert<T>(c.attr_float("max", std::numeric_limits<float>::max()));
     } else {
-      if (const Tensor* t = c.in(1); t && t->element_count() > 0) lo = convert<T>(element_as_double(*t, 0));
-      if (const Tensor* t = c.in(2); t && t->element_count() > 0) hi = convert<T>(element_as_double(*t, 0));
+      if (const Tensor* t = c.in(1); t && t->element_count() > 0)
+        lo = convert<T>(element_as_double(*t, 0));
+      if (const Tensor* t = c.in(2); t && t->element_count() > 0)
+        hi = convert<T>(element_as_double(*t, 0));
     }
     for (auto& v : out.as<T>()) v = v < lo ? lo : (v > hi ? hi : v);
   });

@@ -41,12 +41,20 @@ std::optional<std::vector<int64_t>> OpContext::attr_ints(const std::string& key)
 
 Result<DType> dtype_from_onnx_type(const OpContext& c, int64_t onnx_type) {
   switch (onnx_type) {
-    case 1: case 11: return DType::kF32;  // FLOAT, DOUBLE
-    case 2: case 9: return DType::kU8;    // UINT8, BOOL
-    case 3: return DType::kI8;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    default: return c.unsupported("ONNX element type " + std::to_string(onnx_type));
+    case 1:
+    case 11:
+      return DType::kF32;  // FLOAT, DOUBLE
+    case 2:
+    case 9:
+      return DType::kU8;  // UINT8, BOOL
+    case 3:
+      return DType::kI8;
+    case 6:
+      return DType::kI32;
+    case 7:
+      return DType::kI64;
+    default:
+      return c.unsupported("ONNX element type " + std::to_string(onnx_type));
   }
 }
 
@@ -101,7 +109,8 @@ Result<Tensor> new_tensor(const OpContext& c, DType dtype, const Shape& shape) {
   constexpr int64_t kMax = int64_t{1} << 28;  // elements: 1 GiB of float32
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) return c.invalid("output shape " + shape_to_string(shape) + " has a negative dimension");
+    if (d < 0)
+      return c.invalid("output shape " + shape_to_string(shape) + " has a negative dimension");
     if (d > 0 && n > kMax / d)
       return c.invalid("output shape " + shape_to_string(shape) + " is too large for the host");
     n *= d;
@@ -111,11 +120,13 @@ Result<Tensor> new_tensor(const OpContext& c, DType dtype, const Shape& shape) {
 
 Result<int64_t> normalize_axis(const OpContext& c, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
-    return c.invalid("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    return c.invalid("axis " + std::to_string(axis) + " is out of range for rank " +
+                     std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }
 
-Result<std::vector<int64_t>> normalize_axes(const OpContext& c, std::vector<int64_t> axes, int64_t rank) {
+Result<std::vector<int64_t>> normalize_axes(const OpContext& c, std::vector<int64_t> axes,
+                                            int64_t rank) {
   for (int64_t& a : axes) {
     NPU_ASSIGN_OR_RETURN(a, normalize_axis(c, a, rank));
   }
@@ -128,10 +139,11 @@ Result<std::vector<int64_t>> normalize_axes(const OpContext& c, std::vector<int6
 
 Status indices_fit(const OpContext& c, const Shape& indices, const Shape& data, int64_t axis) {
   bool fits = indices.size() == data.size();
-  for (size_t d = 0; fits && d < data.size(); ++d) fits = static_cast<int64_t>(d) == axis || indices[d] <= data[d];
+  for (size_t d = 0; fits && d < data.size(); ++d)
+    fits = static_cast<int64_t>(d) == axis || indices[d] <= data[d];
   if (fits) return Status::ok();
-  return c.invalid("indices " + shape_to_string(indices) + " must have the rank of data " + shape_to_string(data) +
-                   " and fit in it outside axis " + std::to_string(axis));
+  return c.invalid("indices " + shape_to_string(indices) + " must have the rank of data " +
+                   shape_to_string(data) + " and fit in it outside axis " + std::to_string(axis));
 }
 
 Result<Shape> broadcast_shapes(const OpContext& c, const std::vector<const Shape*>& shapes) {
@@ -167,17 +179,23 @@ void gather_strided(const Tensor& in, const Shape& in_strides, int64_t base, Ten
   const size_t es = dtype_size(in.dtype);
   const uint8_t* src = in.data.data();
   uint8_t* dst = out.data.data();
-  for_each_strided<1>(out.shape, {&in_strides}, [&](int64_t i, const std::array<int64_t, 1>& o) {
-    std::memcpy(dst + static_cast<size_t>(i) * es, src + static_cast<size_t>(o[0]) * es, es);
-  }, {base});
+  for_each_strided<1>(out.shape, {&in_strides},
+                      [&](int64_t i, const std::array<int64_t, 1>& o) {
+                        std::memcpy(dst + static_cast<size_t>(i) * es,
+                                    src + static_cast<size_t>(o[0]) * es, es);
+                      },
+                      {base});
 }
 
-Shape reduced_shape(std::span<const int64_t> shape, const std::vector<int64_t>& axes, bool keepdims) {
+Shape reduced_shape(std::span<const int64_t> shape, const std::vector<int64_t>& axes,
+                    bool keepdims) {
   Shape out;
   for (size_t i = 0; i < shape.size(); ++i) {
     const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
-    if (!reduced) out.push_back(shape[i]);
-    else if (keepdims) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[i]);
+    else if (keepdims)
+      out.push_back(1);
   }
   return out;
 }
@@ -193,9 +211,12 @@ AxisSplit split_at(std::span<const int64_t> shape, int64_t axis) {
   AxisSplit s;
   for (size_t i = 0; i < shape.size(); ++i) {
     const auto a = static_cast<size_t>(axis);
-    if (i < a) s.outer *= shape[i];
-    else if (i == a) s.n = shape[i];
-    else s.inner *= shape[i];
+    if (i < a)
+      s.outer *= shape[i];
+    else if (i == a)
+      s.n = shape[i];
+    else
+      s.inner *= shape[i];
   }
   return s;
 }
@@ -204,8 +225,9 @@ Result<std::optional<std::vector<int64_t>>> axes_attr_or_input(const OpContext& 
                                                                int64_t input_from_opset,
                                                                size_t input_index) {
   if (c.opset >= input_from_opset) {
-    if (c.attr("axes")) return c.invalid("from opset " + std::to_string(input_from_opset) +
-                                         " the axes are an input, not an attribute");
+    if (c.attr("axes"))
+      return c.invalid("from opset " + std::to_string(input_from_opset) +
+                       " the axes are an input, not an attribute");
     const Tensor* t = c.in(input_index);
     if (!t) return std::optional<std::vector<int64_t>>{};
     return std::optional<std::vector<int64_t>>{to_int64_vector(*t)};
@@ -250,7 +272,8 @@ Result<std::vector<Tensor>> run_host_op(const std::string& op_type, const std::s
                           "') is supported neither on the NPU nor by the host fallback");
   const host::OpContext c{op_type, node_name, opset, attrs, inputs, num_outputs};
   for (const auto& [key, a] : attrs)
-    if (a.kind == Attribute::Kind::kOther) return c.unsupported("attribute '" + key + "' (" + a.s + ")");
+    if (a.kind == Attribute::Kind::kOther)
+      return c.unsupported("attribute '" + key + "' (" + a.s + ")");
   try {
     return it->second(c);
   } catch (const std::bad_alloc&) {

@@ -79,11 +79,16 @@ void register_vision(KernelTable& table);
 template <typename F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kI8: return f(int8_t{});
-    case DType::kU8: return f(uint8_t{});
-    case DType::kI32: return f(int32_t{});
-    case DType::kI64: return f(int64_t{});
-    case DType::kF32: break;
+    case DType::kI8:
+      return f(int8_t{});
+    case DType::kU8:
+      return f(uint8_t{});
+    case DType::kI32:
+      return f(int32_t{});
+    case DType::kI64:
+      return f(int64_t{});
+    case DType::kF32:
+      break;
   }
   return f(float{});
 }
@@ -172,7 +177,8 @@ void gather_strided(const Tensor& in, const Shape& in_strides, int64_t base, Ten
 
 // Reductions: the output shape with `axes` reduced (kept as 1 or dropped), and the strides that
 // map an input coordinate to its flat index in the keepdims output (0 on reduced axes).
-Shape reduced_shape(std::span<const int64_t> shape, const std::vector<int64_t>& axes, bool keepdims);
+Shape reduced_shape(std::span<const int64_t> shape, const std::vector<int64_t>& axes,
+                    bool keepdims);
 Shape reduce_strides(std::span<const int64_t> shape, const std::vector<int64_t>& axes);
 
 // (outer, axis, inner) sizes of `shape` around `axis`.
@@ -213,7 +219,8 @@ Result<Tensor> matmul_tensors(const OpContext& c, const Tensor& a, const Tensor&
 Result<Tensor> conv_tensors(const OpContext& c, const Tensor& x, const Tensor& w, const Tensor* b);
 // (x − zero_point) as int32; the zero point is a scalar or holds one value per position of
 // `axis` (negative counts from the end) (quant.cc).
-Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp, int64_t axis);
+Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp,
+                                int64_t axis);
 
 template <typename T>
 Outputs one(T&& t) {

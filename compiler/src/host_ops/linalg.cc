@@ -7,7 +7,6 @@
 namespace npu::compiler::host {
 namespace {
 
-
 Result<Outputs> matmul(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* a, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* b, c.need(1));
@@ -29,17 +28,20 @@ Result<Outputs> gemm(const OpContext& c) {
   const int64_t M = ta ? a->shape[1] : a->shape[0], K = ta ? a->shape[0] : a->shape[1];
   const int64_t Kb = tb ? b->shape[1] : b->shape[0], N = tb ? b->shape[0] : b->shape[1];
   if (K != Kb)
-    return c.invalid("inner dimensions differ (" + std::to_string(K) + " vs " + std::to_string(Kb) + ")");
+    return c.invalid("inner dimensions differ (" + std::to_string(K) + " vs " + std::to_string(Kb) +
+                     ")");
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, DType::kF32, {M, N}));
   auto o = out.as<float>();
-  matmul_2d<float>(a->as<float>().data(), ta ? 1 : K, ta ? M : 1, b->as<float>().data(),
-                   tb ? 1 : N, tb ? K : 1, o.data(), M, K, N);
+  matmul_2d<float>(a->as<float>().data(), ta ? 1 : K, ta ? M : 1, b->as<float>().data(), tb ? 1 : N,
+                   tb ? K : 1, o.data(), M, K, N);
   for (float& v : o) v *= alpha;
   if (const Tensor* bias = c.in(2)) {
     if (bias->dtype != DType::kF32) return c.unsupported("a non-float C");
     const Shape mn{M, N};
     NPU_ASSIGN_OR_RETURN(Shape bshape, broadcast_shapes(c, {&bias->shape, &mn}));
-    if (bshape != mn) return c.invalid("C " + shape_to_string(bias->shape) + " does not broadcast to " + shape_to_string(mn));
+    if (bshape != mn)
+      return c.invalid("C " + shape_to_string(bias->shape) + " does not broadcast to " +
+                       shape_to_string(mn));
     const Shape sc = broadcast_strides(bias->shape, mn);
     auto pc = bias->as<float>();
     for_each_strided<1>(mn, {&sc}, [&](int64_t i, const std::array<int64_t, 1>& off) {
@@ -62,7 +64,8 @@ Result<Outputs> matmul_integer(const OpContext& c) {
 // Einsum: explicit or implicit output, repeated letters (diagonals), one ellipsis per term.
 Result<Outputs> einsum(const OpContext& c) {
   std::string eq;
-  for (char ch : c.attr_string("equation", "")) if (ch != ' ') eq += ch;
+  for (char ch : c.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
   const size_t arrow = eq.find("->");
   const std::string lhs = eq.substr(0, arrow);
   std::vector<std::string> terms;
@@ -73,8 +76,8 @@ Result<Outputs> einsum(const OpContext& c) {
     p = comma + 1;
   }
   if (terms.size() != c.inputs.size())
-    return c.invalid("equation '" + eq + "' has " + std::to_string(terms.size()) + " operand(s), the node " +
-                     std::to_string(c.inputs.size()));
+    return c.invalid("equation '" + eq + "' has " + std::to_string(terms.size()) +
+                     " operand(s), the node " + std::to_string(c.inputs.size()));
   // The ellipsis stands for the leading broadcast dims; give them letters '0', '1', ...
   size_t ell_rank = 0;
   for (size_t t = 0; t < terms.size(); ++t) {
@@ -82,7 +85,8 @@ Result<Outputs> einsum(const OpContext& c) {
     const size_t pos = terms[t].find("...");
     if (pos == std::string::npos) continue;
     const size_t letters = terms[t].size() - 3;
-    if (x->shape.size() < letters) return c.invalid("operand " + std::to_string(t) + " has too few dims");
+    if (x->shape.size() < letters)
+      return c.invalid("operand " + std::to_string(t) + " has too few dims");
     ell_rank = std::max(ell_rank, x->shape.size() - letters);
   }
   auto ell = [](size_t n) {
@@ -99,11 +103,13 @@ Result<Outputs> einsum(const OpContext& c) {
       term = term.substr(0, pos) + ell(ell_rank).substr(ell_rank - n) + term.substr(pos + 3);
     }
     if (term.size() != x.shape.size())
-      return c.invalid("term '" + term + "' does not match operand " + std::to_string(t) + "'s rank");
+      return c.invalid("term '" + term + "' does not match operand " + std::to_string(t) +
+                       "'s rank");
     for (size_t i = 0; i < term.size(); ++i) {
       auto [it, fresh] = dim.emplace(term[i], x.shape[i]);
       if (!fresh && it->second != x.shape[i]) {
-        if (it->second == 1 && std::isdigit(static_cast<unsigned char>(term[i]))) it->second = x.shape[i];
+        if (it->second == 1 && std::isdigit(static_cast<unsigned char>(term[i])))
+          it->second = x.shape[i];
         else if (!(x.shape[i] == 1 && std::isdigit(static_cast<unsigned char>(term[i]))))
           return c.invalid("letter '" + std::string(1, term[i]) + "' has sizes " +
                            std::to_string(it->second) + " and " + std::to_string(x.shape[i]));
@@ -117,17 +123,25 @@ Result<Outputs> einsum(const OpContext& c) {
       out_term = out_term.substr(0, pos) + ell(ell_rank) + out_term.substr(pos + 3);
   } else {
     std::map<char, int> count;
-    for (const auto& t : terms) for (char ch : t) ++count[ch];
+    for (const auto& t : terms)
+      for (char ch : t) ++count[ch];
     out_term = ell(ell_rank);
-    for (const auto& [ch, n] : count) if (n == 1 && std::isalpha(static_cast<unsigned char>(ch))) out_term += ch;
+    for (const auto& [ch, n] : count)
+      if (n == 1 && std::isalpha(static_cast<unsigned char>(ch))) out_term += ch;
   }
   std::string letters = out_term;
-  for (const auto& [ch, n] : dim) if (out_term.find(ch) == std::string::npos) letters += ch;
+  for (const auto& [ch, n] : dim)
+    if (out_term.find(ch) == std::string::npos) letters += ch;
   Shape all;
   for (char ch : letters) {
-    if (!dim.count(ch)) return c.invalid("output letter '" + std::string(1, ch) + "' is not in any input");
+    if (!dim.count(ch))
+      return c.invalid("output letter '" + std::string(1, ch) + "' is not in any input");
     all.push_back(dim[ch]);
   }
+  double work = static_cast<double>(terms.size());
+  for (int64_t d : all) work *= static_cast<double>(d);
+  if (work > 1e10)
+    return c.unsupported("an equation over " + shape_to_string(all) + " (too much work)");
   const Shape out_shape(all.begin(), all.begin() + static_cast<int64_t>(out_term.size()));
   // Each operand's stride per letter of `all` (0 where it lacks the letter or broadcasts).
   std::vector<Shape> strides(terms.size(), Shape(all.size(), 0));

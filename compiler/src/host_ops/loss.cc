@@ -9,12 +9,15 @@ namespace npu::compiler::host {
 namespace {
 
 // NLL of log-probabilities x [N, C, d...] at integer targets [N, d...].
-Result<Tensor> nll(const OpContext& c, const Tensor& x, const Tensor& target, const Tensor* weight) {
+Result<Tensor> nll(const OpContext& c, const Tensor& x, const Tensor& target,
+                   const Tensor* weight) {
   if (x.shape.size() < 2 || target.shape.size() != x.shape.size() - 1)
-    return c.invalid("input " + shape_to_string(x.shape) + " and target " + shape_to_string(target.shape) +
-                     " must be [N, C, d...] and [N, d...]");
-  const int64_t N = x.shape[0], C = x.shape[1], D = numel(std::span<const int64_t>(x.shape).subspan(2));
-  if (target.element_count() != N * D) return c.invalid("target does not match the input's N and d dims");
+    return c.invalid("input " + shape_to_string(x.shape) + " and target " +
+                     shape_to_string(target.shape) + " must be [N, C, d...] and [N, d...]");
+  const int64_t N = x.shape[0], C = x.shape[1],
+                D = numel(std::span<const int64_t>(x.shape).subspan(2));
+  if (target.element_count() != N * D)
+    return c.invalid("target does not match the input's N and d dims");
   if (weight && weight->element_count() != C) return c.invalid("weight must have C values");
   const std::string reduction = c.attr_string("reduction", "mean");
   if (reduction != "none" && reduction != "sum" && reduction != "mean")
@@ -22,7 +25,8 @@ Result<Tensor> nll(const OpContext& c, const Tensor& x, const Tensor& target, co
   const bool has_ignore = c.attr("ignore_index") != nullptr;
   const int64_t ignore = c.attr_int("ignore_index", 0);
   const std::vector<float> xv = to_float_vector(x);
-  const std::vector<float> w = weight ? to_float_vector(*weight) : std::vector<float>(static_cast<size_t>(C), 1.0f);
+  const std::vector<float> w =
+      weight ? to_float_vector(*weight) : std::vector<float>(static_cast<size_t>(C), 1.0f);
   const std::vector<int64_t> t = to_int64_vector(target);
   Tensor loss = Tensor::zeros(DType::kF32, target.shape);
   auto pl = loss.as<float>();
@@ -32,7 +36,9 @@ Result<Tensor> nll(const OpContext& c, const Tensor& x, const Tensor& target, co
       const auto i = static_cast<size_t>(n * D + d);
       const int64_t k = t[i];
       if (has_ignore && k == ignore) continue;
-      if (k < 0 || k >= C) return c.invalid("target " + std::to_string(k) + " is not a class in [0, " + std::to_string(C) + ")");
+      if (k < 0 || k >= C)
+        return c.invalid("target " + std::to_string(k) + " is not a class in [0, " +
+                         std::to_string(C) + ")");
       const double wk = w[static_cast<size_t>(k)];
       const double l = -static_cast<double>(xv[static_cast<size_t>((n * C + k) * D + d)]) * wk;
       pl[i] = static_cast<float>(l);

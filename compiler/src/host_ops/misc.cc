@@ -18,7 +18,8 @@ Result<Outputs> range(const OpContext& c) {
   if (start->element_count() != 1 || limit->element_count() != 1 || delta->element_count() != 1 ||
       start->dtype != limit->dtype || start->dtype != delta->dtype)
     return c.invalid("start, limit and delta must be scalars of one type");
-  const double s = element_as_double(*start, 0), l = element_as_double(*limit, 0), d = element_as_double(*delta, 0);
+  const double s = element_as_double(*start, 0), l = element_as_double(*limit, 0),
+               d = element_as_double(*delta, 0);
   if (d == 0) return c.invalid("delta is 0");
   const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((l - s) / d)));
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, start->dtype, {n}));
@@ -65,7 +66,8 @@ Result<Outputs> trilu(const OpContext& c) {
     for (int64_t i = 0; i < R; ++i)
       for (int64_t j = 0; j < C; ++j) {
         const bool keep = upper ? j - i >= k : j - i <= k;
-        if (!keep) std::memset(out.data.data() + static_cast<size_t>((m * R + i) * C + j) * es, 0, es);
+        if (!keep)
+          std::memset(out.data.data() + static_cast<size_t>((m * R + i) * C + j) * es, 0, es);
       }
   return one(std::move(out));
 }
@@ -101,7 +103,8 @@ Result<Outputs> cumsum(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* axis_t, c.need(1));
   if (axis_t->element_count() != 1) return c.invalid("axis must be a scalar");
-  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, element_as_int(*axis_t, 0), static_cast<int64_t>(x->shape.size())));
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, element_as_int(*axis_t, 0),
+                                                    static_cast<int64_t>(x->shape.size())));
   const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
   const AxisSplit s = split_at(x->shape, axis);
   Tensor out = Tensor::zeros(x->dtype, x->shape);
@@ -140,7 +143,8 @@ Result<Outputs> non_zero(const OpContext& c) {
   auto po = out.as<int64_t>();
   for (int64_t j = 0; j < n; ++j)
     for (size_t d = 0; d < rank; ++d)
-      po[static_cast<size_t>(static_cast<int64_t>(d) * n + j)] = hits[static_cast<size_t>(j)] / st[d] % x->shape[d];
+      po[static_cast<size_t>(static_cast<int64_t>(d) * n + j)] =
+          hits[static_cast<size_t>(j)] / st[d] % x->shape[d];
   return one(std::move(out));
 }
 
@@ -150,7 +154,8 @@ Result<Outputs> compress(const OpContext& c) {
   Tensor flat = *x;
   int64_t axis = 0;
   if (c.attr("axis")) {
-    NPU_ASSIGN_OR_RETURN(axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
+    NPU_ASSIGN_OR_RETURN(
+        axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
   } else {
     flat.shape = {x->element_count()};
   }
@@ -165,7 +170,8 @@ Result<Outputs> compress(const OpContext& c) {
   size_t at = 0;
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t k : keep) {
-      std::memcpy(out.data.data() + at, flat.data.data() + static_cast<size_t>(o * s.n + k) * chunk, chunk);
+      std::memcpy(out.data.data() + at, flat.data.data() + static_cast<size_t>(o * s.n + k) * chunk,
+                  chunk);
       at += chunk;
     }
   return one(std::move(out));
@@ -179,10 +185,13 @@ Result<Outputs> top_k(const OpContext& c) {
     if (kt->element_count() != 1) return c.invalid("K must hold one value");
     k = element_as_int(*kt, 0);
   }
-  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", -1), static_cast<int64_t>(x->shape.size())));
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", -1),
+                                                    static_cast<int64_t>(x->shape.size())));
   const bool largest = c.attr_int("largest", 1) != 0;
   const AxisSplit s = split_at(x->shape, axis);
-  if (k < 0 || k > s.n) return c.invalid("K " + std::to_string(k) + " is out of range for an axis of " + std::to_string(s.n));
+  if (k < 0 || k > s.n)
+    return c.invalid("K " + std::to_string(k) + " is out of range for an axis of " +
+                     std::to_string(s.n));
   Shape shape = x->shape;
   shape[static_cast<size_t>(axis)] = k;
   Tensor values = Tensor::zeros(x->dtype, shape), indices = Tensor::zeros(DType::kI64, shape);
@@ -234,7 +243,8 @@ Result<Outputs> scatter_elements(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* upd, c.need(2));
   if (idx->shape != upd->shape || idx->shape.size() != x->shape.size() || upd->dtype != x->dtype)
     return c.invalid("indices and updates must have one shape and data's rank and type");
-  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 0),
+                                                    static_cast<int64_t>(x->shape.size())));
   NPU_RETURN_IF_ERROR(indices_fit(c, idx->shape, x->shape, axis));
   const std::string reduction = c.attr_string("reduction", "none");
   NPU_RETURN_IF_ERROR(check_reduction(c, reduction));
@@ -289,7 +299,8 @@ Result<Outputs> scatter_nd(const OpContext& c) {
       for (size_t j = 0; j < m; ++j) {
         int64_t k = ids[static_cast<size_t>(t) * m + j];
         const int64_t dim = x->shape[j];
-        if (k < -dim || k >= dim) bad = c.invalid("index " + std::to_string(k) + " is out of range");
+        if (k < -dim || k >= dim)
+          bad = c.invalid("index " + std::to_string(k) + " is out of range");
         if (k < 0) k += dim;
         off += k * xs[j];
       }
@@ -304,14 +315,14 @@ Result<Outputs> scatter_nd(const OpContext& c) {
   return one(std::move(out));
 }
 
-
 Result<Outputs> unique(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   const bool sorted = c.attr_int("sorted", 1) != 0;
   Shape shape = x->shape;
   int64_t axis = 0;
   if (c.attr("axis")) {
-    NPU_ASSIGN_OR_RETURN(axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(shape.size())));
+    NPU_ASSIGN_OR_RETURN(
+        axis, normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(shape.size())));
   } else {
     shape = {x->element_count()};
   }
@@ -321,13 +332,15 @@ Result<Outputs> unique(const OpContext& c) {
   for (int64_t k = 0; k < s.n; ++k)
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i)
-        slices[static_cast<size_t>(k)].push_back(element_as_double(*x, static_cast<size_t>((o * s.n + k) * s.inner + i)));
+        slices[static_cast<size_t>(k)].push_back(
+            element_as_double(*x, static_cast<size_t>((o * s.n + k) * s.inner + i)));
   std::vector<int64_t> firsts;  // first occurrence of each distinct slice, in order of appearance
   std::vector<int64_t> which(static_cast<size_t>(s.n));
   for (int64_t k = 0; k < s.n; ++k) {
     int64_t found = -1;
     for (size_t u = 0; u < firsts.size() && found < 0; ++u)
-      if (slices[static_cast<size_t>(firsts[u])] == slices[static_cast<size_t>(k)]) found = static_cast<int64_t>(u);
+      if (slices[static_cast<size_t>(firsts[u])] == slices[static_cast<size_t>(k)])
+        found = static_cast<int64_t>(u);
     if (found < 0) {
       found = static_cast<int64_t>(firsts.size());
       firsts.push_back(k);
@@ -338,10 +351,12 @@ Result<Outputs> unique(const OpContext& c) {
   std::iota(order.begin(), order.end(), 0);
   if (sorted)
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return slices[static_cast<size_t>(firsts[static_cast<size_t>(a)])] < slices[static_cast<size_t>(firsts[static_cast<size_t>(b)])];
+      return slices[static_cast<size_t>(firsts[static_cast<size_t>(a)])] <
+             slices[static_cast<size_t>(firsts[static_cast<size_t>(b)])];
     });
   std::vector<int64_t> rank_of(order.size());
-  for (size_t r = 0; r < order.size(); ++r) rank_of[static_cast<size_t>(order[r])] = static_cast<int64_t>(r);
+  for (size_t r = 0; r < order.size(); ++r)
+    rank_of[static_cast<size_t>(order[r])] = static_cast<int64_t>(r);
   const auto u = static_cast<int64_t>(order.size());
   Shape yshape = shape;
   yshape[static_cast<size_t>(axis)] = u;
@@ -353,7 +368,8 @@ Result<Outputs> unique(const OpContext& c) {
     first.as<int64_t>()[static_cast<size_t>(r)] = k;
     for (int64_t o = 0; o < s.outer; ++o)
       std::memcpy(y.data.data() + static_cast<size_t>((o * u + r) * s.inner) * es,
-                  x->data.data() + static_cast<size_t>((o * s.n + k) * s.inner) * es, static_cast<size_t>(s.inner) * es);
+                  x->data.data() + static_cast<size_t>((o * s.n + k) * s.inner) * es,
+                  static_cast<size_t>(s.inner) * es);
   }
   for (int64_t k = 0; k < s.n; ++k) {
     const int64_t r = rank_of[static_cast<size_t>(which[static_cast<size_t>(k)])];
@@ -373,7 +389,8 @@ Result<Outputs> det(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   if (x->dtype != DType::kF32) return c.unsupported("non-float input");
   const size_t rank = x->shape.size();
-  if (rank < 2 || x->shape[rank - 1] != x->shape[rank - 2]) return c.invalid("input must be [..., M, M]");
+  if (rank < 2 || x->shape[rank - 1] != x->shape[rank - 2])
+    return c.invalid("input must be [..., M, M]");
   const int64_t M = x->shape.back();
   Tensor out = Tensor::zeros(DType::kF32, Shape(x->shape.begin(), x->shape.end() - 2));
   std::vector<double> a(static_cast<size_t>(M * M));
@@ -383,20 +400,24 @@ Result<Outputs> det(const OpContext& c) {
     for (int64_t col = 0; col < M && d != 0; ++col) {
       int64_t piv = col;
       for (int64_t r = col + 1; r < M; ++r)
-        if (std::fabs(a[static_cast<size_t>(r * M + col)]) > std::fabs(a[static_cast<size_t>(piv * M + col)])) piv = r;
+        if (std::fabs(a[static_cast<size_t>(r * M + col)]) >
+            std::fabs(a[static_cast<size_t>(piv * M + col)]))
+          piv = r;
       if (a[static_cast<size_t>(piv * M + col)] == 0) {
         d = 0;
         break;
       }
       if (piv != col) {
-        for (int64_t k = 0; k < M; ++k) std::swap(a[static_cast<size_t>(piv * M + k)], a[static_cast<size_t>(col * M + k)]);
+        for (int64_t k = 0; k < M; ++k)
+          std::swap(a[static_cast<size_t>(piv * M + k)], a[static_cast<size_t>(col * M + k)]);
         d = -d;
       }
       const double p = a[static_cast<size_t>(col * M + col)];
       d *= p;
       for (int64_t r = col + 1; r < M; ++r) {
         const double f = a[static_cast<size_t>(r * M + col)] / p;
-        for (int64_t k = col; k < M; ++k) a[static_cast<size_t>(r * M + k)] -= f * a[static_cast<size_t>(col * M + k)];
+        for (int64_t k = col; k < M; ++k)
+          a[static_cast<size_t>(r * M + k)] -= f * a[static_cast<size_t>(col * M + k)];
       }
     }
     out.as<float>()[m] = static_cast<float>(d);
@@ -408,11 +429,14 @@ Result<Outputs> reverse_sequence(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* lens_t, c.need(1));
   const int64_t batch_axis = c.attr_int("batch_axis", 1), time_axis = c.attr_int("time_axis", 0);
-  if (x->shape.size() < 2 || !((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
+  if (x->shape.size() < 2 ||
+      !((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
     return c.invalid("batch_axis and time_axis must be 0 and 1 (either way) of a rank >= 2 input");
-  const int64_t B = x->shape[static_cast<size_t>(batch_axis)], T = x->shape[static_cast<size_t>(time_axis)];
+  const int64_t B = x->shape[static_cast<size_t>(batch_axis)],
+                T = x->shape[static_cast<size_t>(time_axis)];
   const std::vector<int64_t> lens = to_int64_vector(*lens_t);
-  if (static_cast<int64_t>(lens.size()) != B) return c.invalid("sequence_lens must have one value per batch");
+  if (static_cast<int64_t>(lens.size()) != B)
+    return c.invalid("sequence_lens must have one value per batch");
   Tensor out = *x;
   const Shape st = strides_of(x->shape);
   const size_t es = dtype_size(x->dtype), inner = static_cast<size_t>(st[1]) * es;
@@ -420,7 +444,9 @@ Result<Outputs> reverse_sequence(const OpContext& c) {
     const int64_t len = std::clamp<int64_t>(lens[static_cast<size_t>(b)], 0, T);
     for (int64_t t = 0; t < len; ++t) {
       auto at = [&](int64_t tt) {
-        return static_cast<size_t>(batch_axis == 0 ? b * st[0] + tt * st[1] : tt * st[0] + b * st[1]) * es;
+        return static_cast<size_t>(batch_axis == 0 ? b * st[0] + tt * st[1]
+                                                   : tt * st[0] + b * st[1]) *
+               es;
       };
       std::memcpy(out.data.data() + at(t), x->data.data() + at(len - 1 - t), inner);
     }
@@ -430,7 +456,8 @@ Result<Outputs> reverse_sequence(const OpContext& c) {
 
 Result<Outputs> tfidf_vectorizer(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
-  if (x->dtype != DType::kI64 && x->dtype != DType::kI32) return c.unsupported("non-integer (string) input");
+  if (x->dtype != DType::kI64 && x->dtype != DType::kI32)
+    return c.unsupported("non-integer (string) input");
   if (x->shape.empty() || x->shape.size() > 2) return c.invalid("input must be [N] or [B, N]");
   const int64_t min_n = c.attr_int("min_gram_length", 1), max_n = c.attr_int("max_gram_length", 1),
                 max_skip = c.attr_int("max_skip_count", 0);
@@ -445,35 +472,47 @@ Result<Outputs> tfidf_vectorizer(const OpContext& c) {
   std::map<std::vector<int64_t>, int64_t> grams;
   int64_t p = 0;
   for (size_t n = 1; n <= counts.size(); ++n) {
-    const int64_t begin = counts[n - 1], end = n < counts.size() ? counts[n] : static_cast<int64_t>(pool.size());
-    if (begin < 0 || end > static_cast<int64_t>(pool.size()) || begin > end) return c.invalid("ngram_counts is out of range");
+    const int64_t begin = counts[n - 1],
+                  end = n < counts.size() ? counts[n] : static_cast<int64_t>(pool.size());
+    if (begin < 0 || end > static_cast<int64_t>(pool.size()) || begin > end)
+      return c.invalid("ngram_counts is out of range");
     for (int64_t i = begin; i + static_cast<int64_t>(n) <= end; i += static_cast<int64_t>(n), ++p)
       grams[std::vector<int64_t>(pool.begin() + i, pool.begin() + i + static_cast<int64_t>(n))] = p;
   }
-  if (static_cast<int64_t>(indexes.size()) < p) return c.invalid("ngram_indexes is shorter than the pool");
+  if (static_cast<int64_t>(indexes.size()) < p)
+    return c.invalid("ngram_indexes is shorter than the pool");
   int64_t width = 0;
-  for (int64_t v : indexes) width = std::max(width, v + 1);
+  for (int64_t v : indexes) {
+    if (v < 0) return c.invalid("ngram_indexes holds a negative index");
+    width = std::max(width, v + 1);
+  }
   const bool batched = x->shape.size() == 2;
   const int64_t rows = batched ? x->shape[0] : 1, len = x->shape.back();
-  NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, DType::kF32, batched ? Shape{rows, width} : Shape{width}));
+  NPU_ASSIGN_OR_RETURN(Tensor out,
+                       new_tensor(c, DType::kF32, batched ? Shape{rows, width} : Shape{width}));
   const std::vector<int64_t> v = to_int64_vector(*x);
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<double> tf(static_cast<size_t>(width), 0.0);
     const int64_t* row = v.data() + r * len;
     for (int64_t n = min_n; n <= max_n; ++n)
-      for (int64_t skip = 0; skip <= (n == 1 ? 0 : max_skip); ++skip)
+      for (int64_t skip = 0; skip <= (n == 1 ? 0 : max_skip) && (n - 1) * skip < len; ++skip)
         for (int64_t i = 0; i + (n - 1) * (skip + 1) < len; ++i) {
           std::vector<int64_t> g;
           for (int64_t k = 0; k < n; ++k) g.push_back(row[i + k * (skip + 1)]);
           auto it = grams.find(g);
-          if (it != grams.end()) tf[static_cast<size_t>(indexes[static_cast<size_t>(it->second)])] += 1;
+          if (it != grams.end())
+            tf[static_cast<size_t>(indexes[static_cast<size_t>(it->second)])] += 1;
         }
     for (auto [gram, pos] : grams) {
       const auto col = static_cast<size_t>(indexes[static_cast<size_t>(pos)]);
-      const double w = weights && static_cast<size_t>(pos) < weights->floats.size() ? weights->floats[static_cast<size_t>(pos)] : 1.0;
+      const double w = weights && static_cast<size_t>(pos) < weights->floats.size()
+                           ? weights->floats[static_cast<size_t>(pos)]
+                           : 1.0;
       double value = tf[col];
-      if (mode == "IDF") value = value > 0 ? w : 0;
-      else if (mode == "TFIDF") value *= w;
+      if (mode == "IDF")
+        value = value > 0 ? w : 0;
+      else if (mode == "TFIDF")
+        value *= w;
       out.as<float>()[static_cast<size_t>(r * width) + col] = static_cast<float>(value);
     }
   }

@@ -13,11 +13,14 @@ namespace npu::compiler {
 
 Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
   std::ifstream in(onnx_path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, onnx_path + ": cannot open ONNX model (does it exist?)");
+  if (!in)
+    return make_error(StatusCode::kNotFound,
+                      onnx_path + ": cannot open ONNX model (does it exist?)");
   onnx::ModelProto model;
   try {
     if (!model.ParseFromIstream(&in))
-      return make_error(StatusCode::kInvalidArgument, onnx_path + ": not an ONNX model (protobuf parse failed)");
+      return make_error(StatusCode::kInvalidArgument,
+                        onnx_path + ": not an ONNX model (protobuf parse failed)");
   } catch (const std::exception& e) {
     return make_error(StatusCode::kInvalidArgument, onnx_path + ": " + e.what());
   }
@@ -26,19 +29,22 @@ Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
   for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
   auto check_tensor = [&](const onnx::ValueInfoProto& v, const char* what) -> Status {
     if (v.type().has_tensor_type()) return Status::ok();
-    return make_error(StatusCode::kUnsupported, onnx_path + ": " + what + " '" + v.name() +
-                                                    "' is not a tensor (a sequence, map or optional), "
-                                                    "which neither the NPU nor the host fallback supports");
+    return make_error(StatusCode::kUnsupported,
+                      onnx_path + ": " + what + " '" + v.name() +
+                          "' is not a tensor (a sequence, map or optional), "
+                          "which neither the NPU nor the host fallback supports");
   };
   for (const auto& i : model.graph().input()) {
     if (initializers.count(i.name())) continue;
     NPU_RETURN_IF_ERROR(check_tensor(i, "input"));
     const auto& tt = i.type().tensor_type();
-    NPU_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(tt.elem_type(), onnx_path + ": input '" + i.name() + "'"));
+    NPU_ASSIGN_OR_RETURN(DType dtype,
+                         dtype_from_onnx(tt.elem_type(), onnx_path + ": input '" + i.name() + "'"));
     std::optional<std::vector<int64_t>> shape;
     if (tt.has_shape()) {
       shape.emplace();
-      for (const auto& d : tt.shape().dim()) shape->push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+      for (const auto& d : tt.shape().dim())
+        shape->push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
     }
     info.inputs.push_back(i.name());
     info.input_dtypes.push_back(dtype);
@@ -52,11 +58,12 @@ Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
   return info;
 }
 
-Result<std::map<std::string, std::vector<int64_t>>> match_inputs(const OnnxModelInfo& info,
-                                                                 const std::vector<Tensor>& inputs) {
+Result<std::map<std::string, std::vector<int64_t>>> match_inputs(
+    const OnnxModelInfo& info, const std::vector<Tensor>& inputs) {
   if (info.inputs.size() != inputs.size())
-    return make_error(StatusCode::kInvalidArgument, "the model has " + std::to_string(info.inputs.size()) +
-                                                        " input(s), got " + std::to_string(inputs.size()) + " tensor(s)");
+    return make_error(StatusCode::kInvalidArgument,
+                      "the model has " + std::to_string(info.inputs.size()) + " input(s), got " +
+                          std::to_string(inputs.size()) + " tensor(s)");
   std::map<std::string, std::vector<int64_t>> overrides;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
@@ -64,15 +71,17 @@ Result<std::map<std::string, std::vector<int64_t>>> match_inputs(const OnnxModel
     bool ok = t.dtype == info.input_dtypes[i] && (!declared || declared->size() == t.shape.size());
     bool dynamic = !declared;
     for (size_t d = 0; ok && declared && d < t.shape.size(); ++d) {
-      if ((*declared)[d] < 0) dynamic = true;
-      else ok = (*declared)[d] == t.shape[d];
+      if ((*declared)[d] < 0)
+        dynamic = true;
+      else
+        ok = (*declared)[d] == t.shape[d];
     }
     if (!ok)
       return make_error(StatusCode::kInvalidArgument,
                         "input " + std::to_string(i) + " '" + info.inputs[i] + "' is declared " +
                             std::string(dtype_name(info.input_dtypes[i])) +
-                            (declared ? shape_to_string(*declared) : std::string("[?]")) + ", got " +
-                            std::string(dtype_name(t.dtype)) + shape_to_string(t.shape));
+                            (declared ? shape_to_string(*declared) : std::string("[?]")) +
+                            ", got " + std::string(dtype_name(t.dtype)) + shape_to_string(t.shape));
     if (dynamic) overrides[info.inputs[i]] = t.shape;
   }
   return overrides;

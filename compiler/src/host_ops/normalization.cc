@@ -12,7 +12,9 @@ namespace {
 
 Result<const Tensor*> float_input(const OpContext& c, size_t k) {
   NPU_ASSIGN_OR_RETURN(const Tensor* t, c.need(k));
-  if (t->dtype != DType::kF32) return c.unsupported("input " + std::to_string(k) + " of type " + std::string(dtype_name(t->dtype)));
+  if (t->dtype != DType::kF32)
+    return c.unsupported("input " + std::to_string(k) + " of type " +
+                         std::string(dtype_name(t->dtype)));
   return t;
 }
 
@@ -20,8 +22,8 @@ Result<const Tensor*> float_input(const OpContext& c, size_t k) {
 Result<std::vector<float>> channel_param(const OpContext& c, size_t k, int64_t count) {
   NPU_ASSIGN_OR_RETURN(const Tensor* t, c.need(k));
   if (t->element_count() != count)
-    return c.invalid("input " + std::to_string(k) + " has shape " + shape_to_string(t->shape) + ", expected " +
-                     std::to_string(count) + " values (one per channel)");
+    return c.invalid("input " + std::to_string(k) + " has shape " + shape_to_string(t->shape) +
+                     ", expected " + std::to_string(count) + " values (one per channel)");
   return to_float_vector(*t);
 }
 
@@ -30,7 +32,8 @@ void moments(const Tensor& x, const std::vector<int64_t>& axes, std::vector<doub
              std::vector<double>& var) {
   const Shape st = reduce_strides(x.shape, axes);
   const size_t groups = static_cast<size_t>(numel(reduced_shape(x.shape, axes, true)));
-  const double n = static_cast<double>(x.element_count()) / static_cast<double>(std::max<size_t>(1, groups));
+  const double n =
+      static_cast<double>(x.element_count()) / static_cast<double>(std::max<size_t>(1, groups));
   mean.assign(groups, 0.0);
   var.assign(groups, 0.0);
   auto px = x.as<float>();
@@ -53,7 +56,8 @@ std::vector<int64_t> all_but_channel(size_t rank) {
 
 Result<Outputs> batch_norm(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, float_input(c, 0));
-  if (x->shape.size() < 2) return c.invalid("X " + shape_to_string(x->shape) + " must be [N, C, ...]");
+  if (x->shape.size() < 2)
+    return c.invalid("X " + shape_to_string(x->shape) + " must be [N, C, ...]");
   if (c.opset < 9 && c.attr_int("spatial", 1) == 0) return c.unsupported("spatial=0");
   const int64_t C = x->shape[1];
   const AxisSplit s = split_at(x->shape, 1);
@@ -90,7 +94,8 @@ Result<Outputs> batch_norm(const OpContext& c) {
 
 Result<Outputs> instance_norm(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, float_input(c, 0));
-  if (x->shape.size() < 3) return c.invalid("X " + shape_to_string(x->shape) + " must be [N, C, D1, ...]");
+  if (x->shape.size() < 3)
+    return c.invalid("X " + shape_to_string(x->shape) + " must be [N, C, D1, ...]");
   const int64_t C = x->shape[1];
   NPU_ASSIGN_OR_RETURN(std::vector<float> scale, channel_param(c, 1, C));
   NPU_ASSIGN_OR_RETURN(std::vector<float> bias, channel_param(c, 2, C));
@@ -106,7 +111,8 @@ Result<Outputs> instance_norm(const OpContext& c) {
     const size_t ch = pl % static_cast<size_t>(C);
     const double mul = scale[ch] / std::sqrt(var[pl] + eps);
     float* p = py.data() + static_cast<int64_t>(pl) * inner;
-    for (int64_t i = 0; i < inner; ++i) p[i] = static_cast<float>((p[i] - mean[pl]) * mul + bias[ch]);
+    for (int64_t i = 0; i < inner; ++i)
+      p[i] = static_cast<float>((p[i] - mean[pl]) * mul + bias[ch]);
   }
   return one(std::move(y));
 }
@@ -125,12 +131,14 @@ Result<Outputs> layer_norm(const OpContext& c) {
     if (!t) continue;
     const std::vector<const Shape*> shapes{&t->shape, &x->shape};
     NPU_ASSIGN_OR_RETURN(Shape b, broadcast_shapes(c, shapes));
-    if (b != x->shape) return c.invalid("Scale/B " + shape_to_string(t->shape) + " do not broadcast to X");
+    if (b != x->shape)
+      return c.invalid("Scale/B " + shape_to_string(t->shape) + " do not broadcast to X");
   }
   std::vector<double> mean, var;
   moments(*x, axes, mean, var);
   const Shape stat_shape = reduced_shape(x->shape, axes, true);
-  Tensor y = *x, m = Tensor::zeros(DType::kF32, stat_shape), inv = Tensor::zeros(DType::kF32, stat_shape);
+  Tensor y = *x, m = Tensor::zeros(DType::kF32, stat_shape),
+         inv = Tensor::zeros(DType::kF32, stat_shape);
   for (size_t i = 0; i < mean.size(); ++i) {
     m.as<float>()[i] = static_cast<float>(mean[i]);
     inv.as<float>()[i] = static_cast<float>(1.0 / std::sqrt(var[i] + eps));
@@ -145,7 +153,8 @@ Result<Outputs> layer_norm(const OpContext& c) {
   for_each_strided<3>(x->shape, {&st, &ss, &bs}, [&](int64_t i, const std::array<int64_t, 3>& o) {
     const auto g = static_cast<size_t>(o[0]);
     float& v = py[static_cast<size_t>(i)];
-    v = static_cast<float>((v - mean[g]) * inv.as<float>()[g] * psc[static_cast<size_t>(o[1])] + pb[o[2]]);
+    v = static_cast<float>((v - mean[g]) * inv.as<float>()[g] * psc[static_cast<size_t>(o[1])] +
+                           pb[o[2]]);
   });
   Outputs out;
   out.push_back(std::move(y));
@@ -156,9 +165,10 @@ Result<Outputs> layer_norm(const OpContext& c) {
 
 Result<Outputs> mean_variance_norm(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, float_input(c, 0));
-  NPU_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
-                       normalize_axes(c, c.attr_ints("axes").value_or(std::vector<int64_t>{0, 2, 3}),
-                                      static_cast<int64_t>(x->shape.size())));
+  NPU_ASSIGN_OR_RETURN(
+      std::vector<int64_t> axes,
+      normalize_axes(c, c.attr_ints("axes").value_or(std::vector<int64_t>{0, 2, 3}),
+                     static_cast<int64_t>(x->shape.size())));
   std::vector<double> mean, var;
   moments(*x, axes, mean, var);
   Tensor y = *x;
@@ -193,7 +203,8 @@ Result<Outputs> lrn(const OpContext& c) {
           sq += v * v;
         }
         const auto idx = static_cast<size_t>((o * s.n + ch) * s.inner + i);
-        py[idx] = static_cast<float>(px[idx] / std::pow(bias + alpha / static_cast<double>(size) * sq, beta));
+        py[idx] = static_cast<float>(px[idx] /
+                                     std::pow(bias + alpha / static_cast<double>(size) * sq, beta));
       }
   return one(std::move(y));
 }
@@ -207,7 +218,8 @@ Result<Outputs> softmax(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, float_input(c, 0));
   const auto rank = static_cast<int64_t>(x->shape.size());
   const bool legacy = c.opset < 13;
-  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", legacy ? 1 : -1), std::max<int64_t>(rank, 1)));
+  NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", legacy ? 1 : -1),
+                                                    std::max<int64_t>(rank, 1)));
   AxisSplit s = split_at(x->shape, axis);
   if (legacy) s = {s.outer, s.n * s.inner, 1};
   Tensor y = *x;
@@ -227,7 +239,8 @@ Result<Outputs> softmax(const OpContext& c) {
         for (int64_t k = 0; k < s.n; ++k) sum += std::exp(static_cast<double>(px[at(k)] - mx));
         for (int64_t k = 0; k < s.n; ++k) {
           const double d = px[at(k)] - mx;
-          py[at(k)] = static_cast<float>(kKind == SoftmaxKind::kSoftmax ? std::exp(d) / sum : d - std::log(sum));
+          py[at(k)] = static_cast<float>(kKind == SoftmaxKind::kSoftmax ? std::exp(d) / sum
+                                                                        : d - std::log(sum));
         }
       }
     }

@@ -9,7 +9,8 @@
 
 namespace npu::compiler::host {
 
-Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp, int64_t axis) {
+Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp,
+                                int64_t axis) {
   Tensor out = cast_tensor(x, DType::kI32);
   if (!zp || zp->element_count() == 0) return out;
   const std::vector<int64_t> z = to_int64_vector(*zp);
@@ -18,13 +19,15 @@ Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tenso
     NPU_ASSIGN_OR_RETURN(int64_t a, normalize_axis(c, axis, static_cast<int64_t>(x.shape.size())));
     s = split_at(x.shape, a);
     if (static_cast<int64_t>(z.size()) != s.n)
-      return c.invalid("zero point has " + std::to_string(z.size()) + " values for an axis of " + std::to_string(s.n));
+      return c.invalid("zero point has " + std::to_string(z.size()) + " values for an axis of " +
+                       std::to_string(s.n));
   }
   auto v = out.as<int32_t>();
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t k = 0; k < s.n; ++k)
       for (int64_t i = 0; i < s.inner; ++i)
-        v[static_cast<size_t>((o * s.n + k) * s.inner + i)] -= static_cast<int32_t>(z[static_cast<size_t>(k)]);
+        v[static_cast<size_t>((o * s.n + k) * s.inner + i)] -=
+            static_cast<int32_t>(z[static_cast<size_t>(k)]);
   return out;
 }
 
@@ -38,11 +41,12 @@ struct QuantParams {
   int64_t channel(size_t at) const { return static_cast<int64_t>(at) / split.inner % split.n; }
 };
 
-Result<QuantParams> quant_params(const OpContext& c, const Tensor& x, const Tensor& scale, const Tensor* zp,
-                                 int64_t axis) {
+Result<QuantParams> quant_params(const OpContext& c, const Tensor& x, const Tensor& scale,
+                                 const Tensor* zp, int64_t axis) {
   QuantParams q;
   q.scale = to_float_vector(scale);
-  q.zero = zp && zp->element_count() > 0 ? to_int64_vector(*zp) : std::vector<int64_t>(q.scale.size(), 0);
+  q.zero = zp && zp->element_count() > 0 ? to_int64_vector(*zp)
+                                         : std::vector<int64_t>(q.scale.size(), 0);
   if (q.zero.size() != q.scale.size() || q.scale.empty())
     return c.invalid("scale and zero point must be non-empty and of one size");
   if (q.scale.size() == 1) {
@@ -52,8 +56,8 @@ Result<QuantParams> quant_params(const OpContext& c, const Tensor& x, const Tens
   NPU_ASSIGN_OR_RETURN(int64_t a, normalize_axis(c, axis, static_cast<int64_t>(x.shape.size())));
   q.split = split_at(x.shape, a);
   if (static_cast<int64_t>(q.scale.size()) != q.split.n)
-    return c.invalid("per-axis scale has " + std::to_string(q.scale.size()) + " values for an axis of " +
-                     std::to_string(q.split.n));
+    return c.invalid("per-axis scale has " + std::to_string(q.scale.size()) +
+                     " values for an axis of " + std::to_string(q.split.n));
   return q;
 }
 
@@ -67,8 +71,10 @@ Result<Tensor> saturate_to(const OpContext& c, DType dtype, const Shape& shape, 
   const double lo = dtype == DType::kU8 ? 0 : -128, hi = dtype == DType::kU8 ? 255 : 127;
   for (size_t at = 0; at < out.data.size(); ++at) {
     const double v = std::clamp(value(at), lo, hi);
-    if (dtype == DType::kU8) out.data[at] = static_cast<uint8_t>(v);
-    else out.as<int8_t>()[at] = static_cast<int8_t>(v);
+    if (dtype == DType::kU8)
+      out.data[at] = static_cast<uint8_t>(v);
+    else
+      out.as<int8_t>()[at] = static_cast<int8_t>(v);
   }
   return out;
 }
@@ -79,10 +85,11 @@ Result<Outputs> quantize_linear(const OpContext& c) {
   const Tensor* zp = c.in(2);
   NPU_ASSIGN_OR_RETURN(QuantParams q, quant_params(c, *x, *scale, zp, c.attr_int("axis", 1)));
   const std::vector<float> xv = to_float_vector(*x);
-  NPU_ASSIGN_OR_RETURN(Tensor out, saturate_to(c, zp ? zp->dtype : DType::kU8, x->shape, [&](size_t at) {
-    const auto k = static_cast<size_t>(q.channel(at));
-    return std::nearbyint(xv[at] / q.scale[k]) + static_cast<double>(q.zero[k]);
-  }));
+  NPU_ASSIGN_OR_RETURN(
+      Tensor out, saturate_to(c, zp ? zp->dtype : DType::kU8, x->shape, [&](size_t at) {
+        const auto k = static_cast<size_t>(q.channel(at));
+        return std::nearbyint(xv[at] / q.scale[k]) + static_cast<double>(q.zero[k]);
+      }));
   return one(std::move(out));
 }
 
@@ -94,7 +101,8 @@ Result<Outputs> dequantize_linear(const OpContext& c) {
   auto po = out.as<float>();
   for (size_t at = 0; at < po.size(); ++at) {
     const auto k = static_cast<size_t>(q.channel(at));
-    po[at] = static_cast<float>(static_cast<double>(element_as_int(*x, at) - q.zero[k]) * q.scale[k]);
+    po[at] =
+        static_cast<float>(static_cast<double>(element_as_int(*x, at) - q.zero[k]) * q.scale[k]);
   }
   return one(std::move(out));
 }
@@ -108,9 +116,10 @@ Result<Outputs> dynamic_quantize_linear(const OpContext& c) {
   const float scale = (hi - lo) / 255.0f;
   const float zp = scale == 0 ? 0 : std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
   Outputs out;
-  NPU_ASSIGN_OR_RETURN(Tensor y, saturate_to(c, DType::kU8, x->shape, [&](size_t at) {
-    return static_cast<double>(scale == 0 ? zp : std::nearbyint(xv[at] / scale) + zp);
-  }));
+  NPU_ASSIGN_OR_RETURN(
+      Tensor y, saturate_to(c, DType::kU8, x->shape, [&](size_t at) {
+        return static_cast<double>(scale == 0 ? zp : std::nearbyint(xv[at] / scale) + zp);
+      }));
   out.push_back(std::move(y));
   Tensor s = Tensor::zeros(DType::kF32, {}), z = Tensor::zeros(DType::kU8, {});
   s.as<float>()[0] = scale;
@@ -123,8 +132,8 @@ Result<Outputs> dynamic_quantize_linear(const OpContext& c) {
 // Requantises an int32 accumulator to the output's scale and zero point; `in_scale(at)` is
 // the accumulator's real scale at element at.
 template <typename F>
-Result<Tensor> requantize(const OpContext& c, const Tensor& acc, const Tensor& y_scale, const Tensor& y_zp,
-                          F&& in_scale) {
+Result<Tensor> requantize(const OpContext& c, const Tensor& acc, const Tensor& y_scale,
+                          const Tensor& y_zp, F&& in_scale) {
   if (y_scale.element_count() != 1 || y_zp.element_count() != 1)
     return c.unsupported("a per-channel output scale");
   const double ys = element_as_double(y_scale, 0), yz = element_as_double(y_zp, 0);
@@ -145,12 +154,16 @@ Result<Outputs> qlinear_matmul(const OpContext& c) {
   const std::vector<float> as = to_float_vector(*in[1]), bs = to_float_vector(*in[4]);
   const int64_t N = in[3]->shape.size() >= 2 ? in[3]->shape.back() : 1;
   const int64_t M = in[0]->shape.size() >= 2 ? in[0]->shape[in[0]->shape.size() - 2] : 1;
-  if ((as.size() != 1 && static_cast<int64_t>(as.size()) != M) || (bs.size() != 1 && static_cast<int64_t>(bs.size()) != N))
-    return c.unsupported("a_scale/b_scale shapes other than per tensor, per row (a) or per column (b)");
+  if ((as.size() != 1 && static_cast<int64_t>(as.size()) != M) ||
+      (bs.size() != 1 && static_cast<int64_t>(bs.size()) != N))
+    return c.unsupported(
+        "a_scale/b_scale shapes other than per tensor, per row (a) or per column (b)");
   NPU_ASSIGN_OR_RETURN(Tensor y, requantize(c, acc, *in[6], *in[7], [&](size_t at) {
-    const auto col = static_cast<size_t>(static_cast<int64_t>(at) % N), row = static_cast<size_t>(static_cast<int64_t>(at) / N % M);
-    return static_cast<double>(as[as.size() == 1 ? 0 : row]) * bs[bs.size() == 1 ? 0 : col];
-  }));
+                         const auto col = static_cast<size_t>(static_cast<int64_t>(at) % N),
+                                    row = static_cast<size_t>(static_cast<int64_t>(at) / N % M);
+                         return static_cast<double>(as[as.size() == 1 ? 0 : row]) *
+                                bs[bs.size() == 1 ? 0 : col];
+                       }));
   return one(std::move(y));
 }
 
@@ -169,11 +182,13 @@ Result<Outputs> qlinear_conv(const OpContext& c) {
   const double xs = element_as_double(*in[1], 0);
   const std::vector<float> ws = to_float_vector(*in[4]);
   const int64_t M = acc.shape[1], plane = numel(std::span<const int64_t>(acc.shape).subspan(2));
-  if (ws.size() != 1 && static_cast<int64_t>(ws.size()) != M) return c.invalid("w_scale must have 1 or M values");
+  if (ws.size() != 1 && static_cast<int64_t>(ws.size()) != M)
+    return c.invalid("w_scale must have 1 or M values");
   NPU_ASSIGN_OR_RETURN(Tensor y, requantize(c, acc, *in[6], *in[7], [&](size_t at) {
-    const auto m = static_cast<size_t>(static_cast<int64_t>(at) / std::max<int64_t>(1, plane) % M);
-    return xs * ws[ws.size() == 1 ? 0 : m];
-  }));
+                         const auto m = static_cast<size_t>(static_cast<int64_t>(at) /
+                                                            std::max<int64_t>(1, plane) % M);
+                         return xs * ws[ws.size() == 1 ? 0 : m];
+                       }));
   return one(std::move(y));
 }
 

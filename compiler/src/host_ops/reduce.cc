@@ -16,7 +16,8 @@ Result<Outputs> reduce(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   const auto rank = static_cast<int64_t>(x->shape.size());
   const int64_t input_from = kR == R::kSum ? 13 : 18;
-  NPU_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> given, axes_attr_or_input(c, input_from, 1));
+  NPU_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> given,
+                       axes_attr_or_input(c, input_from, 1));
   std::vector<int64_t> axes = given.value_or(std::vector<int64_t>{});
   if (axes.empty()) {
     if (c.opset >= input_from && c.attr_int("noop_with_empty_axes", 0) != 0) return one(Tensor(*x));
@@ -26,7 +27,8 @@ Result<Outputs> reduce(const OpContext& c) {
   const bool keepdims = c.attr_int("keepdims", 1) != 0;
   const Shape st = reduce_strides(x->shape, axes);
   const auto groups = static_cast<size_t>(numel(reduced_shape(x->shape, axes, true)));
-  const double count = static_cast<double>(x->element_count()) / static_cast<double>(std::max<size_t>(groups, 1));
+  const double count =
+      static_cast<double>(x->element_count()) / static_cast<double>(std::max<size_t>(groups, 1));
   double init = 0;
   if (kR == R::kMax || kR == R::kLogSumExp) init = -std::numeric_limits<double>::infinity();
   if (kR == R::kMin) init = std::numeric_limits<double>::infinity();
@@ -44,18 +46,27 @@ Result<Outputs> reduce(const OpContext& c) {
   if constexpr (kR == R::kLogSumExp) {
     pass([](double a, double v, double) { return std::max(a, v); });
     shift = acc;
-    for (double& s : shift) if (!std::isfinite(s)) s = 0;
+    for (double& s : shift)
+      if (!std::isfinite(s)) s = 0;
     std::fill(acc.begin(), acc.end(), 0.0);
   }
   pass([](double a, double v, double s) {
     switch (kR) {
-      case R::kMax: return std::max(a, v);
-      case R::kMin: return std::min(a, v);
-      case R::kProd: return a * v;
-      case R::kL1: return a + std::fabs(v);
-      case R::kL2: case R::kSumSquare: return a + v * v;
-      case R::kLogSumExp: return a + std::exp(v - s);
-      default: return a + v;
+      case R::kMax:
+        return std::max(a, v);
+      case R::kMin:
+        return std::min(a, v);
+      case R::kProd:
+        return a * v;
+      case R::kL1:
+        return a + std::fabs(v);
+      case R::kL2:
+      case R::kSumSquare:
+        return a + v * v;
+      case R::kLogSumExp:
+        return a + std::exp(v - s);
+      default:
+        return a + v;
     }
   });
   for (size_t g = 0; g < groups; ++g) {
@@ -77,7 +88,8 @@ Result<Outputs> arg_reduce(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   const auto rank = static_cast<int64_t>(x->shape.size());
   NPU_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(c, c.attr_int("axis", 0), rank));
-  const bool keepdims = c.attr_int("keepdims", 1) != 0, last = c.attr_int("select_last_index", 0) != 0;
+  const bool keepdims = c.attr_int("keepdims", 1) != 0,
+             last = c.attr_int("select_last_index", 0) != 0;
   const AxisSplit s = split_at(x->shape, axis);
   if (s.n == 0) return c.invalid("cannot take the arg-extreme of an empty axis");
   Tensor out = Tensor::zeros(DType::kI64, reduced_shape(x->shape, {axis}, keepdims));

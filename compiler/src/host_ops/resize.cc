@@ -19,8 +19,8 @@ struct AxisTaps {
 };
 
 struct ResizeMode {
-  std::string mode = "nearest";          // nearest | linear | cubic
-  std::string coord = "half_pixel";      // coordinate_transformation_mode
+  std::string mode = "nearest";      // nearest | linear | cubic
+  std::string coord = "half_pixel";  // coordinate_transformation_mode
   std::string nearest = "round_prefer_floor";
   double cubic_a = -0.75;
   bool exclude_outside = false;
@@ -28,22 +28,24 @@ struct ResizeMode {
 
 // The input coordinate of output coordinate x. As in the ONNX reference, the resized length
 // is in·scale (not rounded), which matters for align_corners and downsampling.
-Result<double> source_coordinate(const OpContext& c, const ResizeMode& m, int64_t x, int64_t in, double scale,
-                                 double roi_start, double roi_end) {
-  const double xd = static_cast<double>(x), out = static_cast<double>(in) * scale, last = static_cast<double>(in - 1);
+Result<double> source_coordinate(const OpContext& c, const ResizeMode& m, int64_t x, int64_t in,
+                                 double scale, double roi_start, double roi_end) {
+  const double xd = static_cast<double>(x), out = static_cast<double>(in) * scale,
+               last = static_cast<double>(in - 1);
   if (m.coord == "half_pixel") return (xd + 0.5) / scale - 0.5;
   if (m.coord == "pytorch_half_pixel") return out > 1 ? (xd + 0.5) / scale - 0.5 : -0.5;
   if (m.coord == "align_corners") return out == 1 ? 0.0 : xd * last / (out - 1);
   if (m.coord == "asymmetric") return xd / scale;
-  if (m.coord == "tf_half_pixel_for_nearest" || m.coord == "tf_half_pixel_for_nn") return (xd + 0.5) / scale;
+  if (m.coord == "tf_half_pixel_for_nearest" || m.coord == "tf_half_pixel_for_nn")
+    return (xd + 0.5) / scale;
   if (m.coord == "tf_crop_and_resize")
     return out > 1 ? roi_start * last + xd * (roi_end - roi_start) * last / (out - 1)
                    : 0.5 * (roi_start + roi_end) * last;
   return c.unsupported("coordinate_transformation_mode '" + m.coord + "'");
 }
 
-Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, int64_t out, double scale,
-                           double roi_start, double roi_end) {
+Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, int64_t out,
+                           double scale, double roi_start, double roi_end) {
   AxisTaps a;
   a.taps.resize(static_cast<size_t>(out));
   auto clampi = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
@@ -54,11 +56,16 @@ Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, 
     if (m.mode == "nearest") {
       double r;
       const double fl = std::floor(s), frac = s - fl;
-      if (m.nearest == "round_prefer_floor") r = frac == 0.5 ? fl : std::round(s);
-      else if (m.nearest == "round_prefer_ceil") r = frac == 0.5 ? fl + 1 : std::round(s);
-      else if (m.nearest == "floor") r = fl;
-      else if (m.nearest == "ceil") r = std::ceil(s);
-      else return c.unsupported("nearest_mode '" + m.nearest + "'");
+      if (m.nearest == "round_prefer_floor")
+        r = frac == 0.5 ? fl : std::round(s);
+      else if (m.nearest == "round_prefer_ceil")
+        r = frac == 0.5 ? fl + 1 : std::round(s);
+      else if (m.nearest == "floor")
+        r = fl;
+      else if (m.nearest == "ceil")
+        r = std::ceil(s);
+      else
+        return c.unsupported("nearest_mode '" + m.nearest + "'");
       taps.push_back({clampi(static_cast<int64_t>(r)), 1.0});
     } else if (m.mode == "linear") {
       const double fl = std::floor(s), w = s - fl;
@@ -68,8 +75,10 @@ Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, 
     } else if (m.mode == "cubic") {
       const double fl = std::floor(s), r = s - fl, A = m.cubic_a;
       const auto i0 = static_cast<int64_t>(fl);
-      auto far = [&](double t) { return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A; };   // 1 < |t| < 2
-      auto near = [&](double t) { return ((A + 2) * t - (A + 3)) * t * t + 1; };         // |t| <= 1
+      auto far = [&](double t) {
+        return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+      };                                                                          // 1 < |t| < 2
+      auto near = [&](double t) { return ((A + 2) * t - (A + 3)) * t * t + 1; };  // |t| <= 1
       const double w[4] = {far(r + 1), near(r), near(1 - r), far(2 - r)};
       double sum = 0;
       for (int k = 0; k < 4; ++k) {
@@ -89,21 +98,25 @@ Result<AxisTaps> axis_taps(const OpContext& c, const ResizeMode& m, int64_t in, 
 
 // floor(length), or INVALID_ARGUMENT when it is not a sensible dimension.
 Result<int64_t> output_length(const OpContext& c, double length) {
-  if (!(length >= 0 && length < 1e12)) return c.invalid("the output length " + std::to_string(length) + " is out of range");
+  if (!(length >= 0 && length < 1e12))
+    return c.invalid("the output length " + std::to_string(length) + " is out of range");
   return static_cast<int64_t>(std::floor(length));
 }
 
 // The interpolation itself, given output sizes, scales and roi per axis.
-Result<Outputs> interpolate(const OpContext& c, const Tensor& x, const ResizeMode& m, const Shape& out_shape,
-                            const std::vector<double>& scales, const std::vector<double>& roi) {
-  if (x.dtype != DType::kF32 && m.mode != "nearest") return c.unsupported("non-float input for mode " + m.mode);
+Result<Outputs> interpolate(const OpContext& c, const Tensor& x, const ResizeMode& m,
+                            const Shape& out_shape, const std::vector<double>& scales,
+                            const std::vector<double>& roi) {
+  if (x.dtype != DType::kF32 && m.mode != "nearest")
+    return c.unsupported("non-float input for mode " + m.mode);
   const size_t rank = x.shape.size();
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, x.dtype, out_shape));
   std::vector<AxisTaps> axes;
   for (size_t d = 0; d < rank; ++d) {
     if (x.shape[d] == 0) return c.invalid("cannot resize an empty axis");
     const double start = roi.empty() ? 0.0 : roi[d], end = roi.empty() ? 1.0 : roi[rank + d];
-    NPU_ASSIGN_OR_RETURN(AxisTaps t, axis_taps(c, m, x.shape[d], out_shape[d], scales[d], start, end));
+    NPU_ASSIGN_OR_RETURN(AxisTaps t,
+                         axis_taps(c, m, x.shape[d], out_shape[d], scales[d], start, end));
     axes.push_back(std::move(t));
   }
   const double extrapolation = c.attr_float("extrapolation_value", 0.0f);
@@ -176,7 +189,9 @@ Result<Outputs> resize(const OpContext& c) {
   Shape out_shape = x->shape;
   if (scales_t) {
     const std::vector<float> s = to_float_vector(*scales_t);
-    if (s.size() != axes.size()) return c.invalid("scales has " + std::to_string(s.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    if (s.size() != axes.size())
+      return c.invalid("scales has " + std::to_string(s.size()) + " values for " +
+                       std::to_string(axes.size()) + " axes");
     for (size_t i = 0; i < axes.size(); ++i) {
       const auto d = static_cast<size_t>(axes[i]);
       if (!(s[i] > 0)) return c.invalid("scales must be positive");
@@ -185,11 +200,14 @@ Result<Outputs> resize(const OpContext& c) {
     }
   } else {
     const std::vector<int64_t> s = to_int64_vector(*sizes_t);
-    if (s.size() != axes.size()) return c.invalid("sizes has " + std::to_string(s.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    if (s.size() != axes.size())
+      return c.invalid("sizes has " + std::to_string(s.size()) + " values for " +
+                       std::to_string(axes.size()) + " axes");
     const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
     double common = policy == "not_larger" ? 1e300 : 0.0;
     for (size_t i = 0; i < axes.size(); ++i) {
-      const double r = static_cast<double>(s[i]) / static_cast<double>(x->shape[static_cast<size_t>(axes[i])]);
+      const double r =
+          static_cast<double>(s[i]) / static_cast<double>(x->shape[static_cast<size_t>(axes[i])]);
       common = policy == "not_larger" ? std::min(common, r) : std::max(common, r);
     }
     for (size_t i = 0; i < axes.size(); ++i) {
@@ -200,7 +218,8 @@ Result<Outputs> resize(const OpContext& c) {
         scales[d] = static_cast<double>(s[i]) / static_cast<double>(x->shape[d]);
       } else if (policy == "not_larger" || policy == "not_smaller") {
         scales[d] = common;
-        NPU_ASSIGN_OR_RETURN(out_shape[d], output_length(c, std::round(static_cast<double>(x->shape[d]) * common)));
+        NPU_ASSIGN_OR_RETURN(
+            out_shape[d], output_length(c, std::round(static_cast<double>(x->shape[d]) * common)));
       } else {
         return c.unsupported("keep_aspect_ratio_policy '" + policy + "'");
       }
@@ -237,7 +256,8 @@ Result<Outputs> upsample(const OpContext& c) {
   Shape out_shape = x->shape;
   for (size_t d = 0; d < s.size(); ++d) {
     if (!(s[d] > 0)) return c.invalid("scales must be positive");
-    NPU_ASSIGN_OR_RETURN(out_shape[d], output_length(c, static_cast<double>(x->shape[d]) * scales[d]));
+    NPU_ASSIGN_OR_RETURN(out_shape[d],
+                         output_length(c, static_cast<double>(x->shape[d]) * scales[d]));
   }
   return interpolate(c, *x, m, out_shape, scales, {});
 }

@@ -27,8 +27,9 @@ Result<Outputs> dropout(const OpContext& c) {
   const bool train = training && training->element_count() > 0 && element_as_int(*training, 0) != 0;
   const Tensor* ratio_t = c.opset >= 12 ? c.in(1) : nullptr;
   const double ratio = ratio_t && ratio_t->element_count() > 0 ? element_as_double(*ratio_t, 0)
-                                                                 : c.attr_float("ratio", 0.5f);
-  if (train && ratio > 0) return c.unsupported("training_mode with a non-zero ratio (random masks)");
+                                                               : c.attr_float("ratio", 0.5f);
+  if (train && ratio > 0)
+    return c.unsupported("training_mode with a non-zero ratio (random masks)");
   Outputs out;
   out.push_back(*x);
   Tensor mask = Tensor::zeros(DType::kU8, x->shape);
@@ -45,7 +46,8 @@ Result<Outputs> reshape(const OpContext& c) {
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allowzero) {
-      if (i >= x->shape.size()) return c.invalid("shape " + shape_to_string(shape) + " copies a dim X lacks");
+      if (i >= x->shape.size())
+        return c.invalid("shape " + shape_to_string(shape) + " copies a dim X lacks");
       shape[i] = x->shape[i];
     }
     if (shape[i] == -1) {
@@ -59,11 +61,13 @@ Result<Outputs> reshape(const OpContext& c) {
   }
   if (infer >= 0) {
     if (known == 0 || x->element_count() % known != 0)
-      return c.invalid("cannot reshape " + shape_to_string(x->shape) + " to " + shape_to_string(shape));
+      return c.invalid("cannot reshape " + shape_to_string(x->shape) + " to " +
+                       shape_to_string(shape));
     shape[static_cast<size_t>(infer)] = x->element_count() / known;
   }
   if (numel(shape) != x->element_count())
-    return c.invalid("cannot reshape " + shape_to_string(x->shape) + " to " + shape_to_string(shape));
+    return c.invalid("cannot reshape " + shape_to_string(x->shape) + " to " +
+                     shape_to_string(shape));
   return one(with_shape(*x, shape));
 }
 
@@ -71,7 +75,8 @@ Result<Outputs> flatten(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   const auto rank = static_cast<int64_t>(x->shape.size());
   int64_t axis = c.attr_int("axis", 1);
-  if (axis < -rank || axis > rank) return c.invalid("axis " + std::to_string(axis) + " is out of range");
+  if (axis < -rank || axis > rank)
+    return c.invalid("axis " + std::to_string(axis) + " is out of range");
   if (axis < 0) axis += rank;
   const int64_t outer = numel(std::span<const int64_t>(x->shape).first(static_cast<size_t>(axis)));
   return one(with_shape(*x, {outer, outer ? x->element_count() / outer : 0}));
@@ -87,7 +92,8 @@ Result<Outputs> transpose(const OpContext& c) {
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)
     if (sorted.size() != rank || sorted[i] != static_cast<int64_t>(i))
-      return c.invalid("perm " + shape_to_string(perm) + " is not a permutation of rank " + std::to_string(rank));
+      return c.invalid("perm " + shape_to_string(perm) + " is not a permutation of rank " +
+                       std::to_string(rank));
   const Shape in_strides = strides_of(x->shape);
   Shape out_shape(rank), strides(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -112,7 +118,8 @@ Result<Outputs> squeeze(const OpContext& c) {
   }
   for (int64_t a : axes)
     if (x->shape[static_cast<size_t>(a)] != 1)
-      return c.invalid("axis " + std::to_string(a) + " of " + shape_to_string(x->shape) + " is not 1");
+      return c.invalid("axis " + std::to_string(a) + " of " + shape_to_string(x->shape) +
+                       " is not 1");
   return one(with_shape(*x, reduced_shape(x->shape, axes, false)));
 }
 
@@ -125,8 +132,10 @@ Result<Outputs> unsqueeze(const OpContext& c) {
   Shape shape;
   size_t next = 0;
   for (int64_t i = 0; i < rank; ++i) {
-    if (std::find(axes.begin(), axes.end(), i) != axes.end()) shape.push_back(1);
-    else shape.push_back(x->shape[next++]);
+    if (std::find(axes.begin(), axes.end(), i) != axes.end())
+      shape.push_back(1);
+    else
+      shape.push_back(x->shape[next++]);
   }
   return one(with_shape(*x, shape));
 }
@@ -143,8 +152,9 @@ Result<Outputs> concat(const OpContext& c) {
     for (size_t d = 0; ok && d < t->shape.size(); ++d)
       ok = d == static_cast<size_t>(axis) || t->shape[d] == first->shape[d];
     if (!ok)
-      return c.invalid("input " + std::to_string(k) + " " + shape_to_string(t->shape) + " does not match input 0 " +
-                       shape_to_string(first->shape) + " outside axis " + std::to_string(axis));
+      return c.invalid("input " + std::to_string(k) + " " + shape_to_string(t->shape) +
+                       " does not match input 0 " + shape_to_string(first->shape) +
+                       " outside axis " + std::to_string(axis));
     shape[static_cast<size_t>(axis)] += t->shape[static_cast<size_t>(axis)];
   }
   Tensor out = Tensor::zeros(first->dtype, shape);
@@ -154,7 +164,8 @@ Result<Outputs> concat(const OpContext& c) {
   for (int64_t o = 0; o < s.outer; ++o)
     for (const Tensor* t : c.inputs) {
       const auto chunk = static_cast<size_t>(t->shape[static_cast<size_t>(axis)] * s.inner) * es;
-      if (chunk) std::memcpy(out.data.data() + at, t->data.data() + static_cast<size_t>(o) * chunk, chunk);
+      if (chunk)
+        std::memcpy(out.data.data() + at, t->data.data() + static_cast<size_t>(o) * chunk, chunk);
       at += chunk;
     }
   return one(std::move(out));
@@ -173,12 +184,14 @@ Result<Outputs> split(const OpContext& c) {
   }
   if (sizes.empty()) {
     const int64_t n = c.opset >= 18 && c.attr("num_outputs") ? c.attr_int("num_outputs", 0)
-                                                              : static_cast<int64_t>(c.num_outputs);
+                                                             : static_cast<int64_t>(c.num_outputs);
     if (n < 1) return c.invalid("the number of outputs is unknown; give the split sizes");
     const int64_t part = (dim + n - 1) / n;
-    for (int64_t i = 0, left = dim; i < n; ++i, left -= part) sizes.push_back(std::max<int64_t>(0, std::min(part, left)));
+    for (int64_t i = 0, left = dim; i < n; ++i, left -= part)
+      sizes.push_back(std::max<int64_t>(0, std::min(part, left)));
     if (c.opset < 18 && dim % n != 0)
-      return c.invalid("axis of size " + std::to_string(dim) + " does not split into " + std::to_string(n) + " equal parts");
+      return c.invalid("axis of size " + std::to_string(dim) + " does not split into " +
+                       std::to_string(n) + " equal parts");
   }
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -186,7 +199,8 @@ Result<Outputs> split(const OpContext& c) {
     total += s;
   }
   if (total != dim)
-    return c.invalid("split sizes " + shape_to_string(sizes) + " do not add up to " + std::to_string(dim));
+    return c.invalid("split sizes " + shape_to_string(sizes) + " do not add up to " +
+                     std::to_string(dim));
   Outputs out;
   const Shape strides = strides_of(x->shape);
   int64_t start = 0;
@@ -254,7 +268,8 @@ Result<Outputs> slice(const OpContext& c) {
 // Index with numpy wrap-around of negatives; INVALID_ARGUMENT when out of range.
 Result<int64_t> wrap_index(const OpContext& c, int64_t i, int64_t dim) {
   if (i < -dim || i >= dim)
-    return c.invalid("index " + std::to_string(i) + " is out of range for a dimension of " + std::to_string(dim));
+    return c.invalid("index " + std::to_string(i) + " is out of range for a dimension of " +
+                     std::to_string(dim));
   return i < 0 ? i + dim : i;
 }
 
@@ -274,7 +289,9 @@ Result<Outputs> gather(const OpContext& c) {
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i : ids) {
       NPU_ASSIGN_OR_RETURN(int64_t k, wrap_index(c, i, s.n));
-      if (chunk) std::memcpy(out.data.data() + at, x->data.data() + static_cast<size_t>(o * s.n + k) * chunk, chunk);
+      if (chunk)
+        std::memcpy(out.data.data() + at, x->data.data() + static_cast<size_t>(o * s.n + k) * chunk,
+                    chunk);
       at += chunk;
     }
   return one(std::move(out));
@@ -300,8 +317,9 @@ Result<Outputs> gather_elements(const OpContext& c) {
       bad = k.status();
       return;
     }
-    std::memcpy(out.data.data() + static_cast<size_t>(i) * es,
-                x->data.data() + static_cast<size_t>(o[0] + *k * xs[static_cast<size_t>(axis)]) * es, es);
+    std::memcpy(
+        out.data.data() + static_cast<size_t>(i) * es,
+        x->data.data() + static_cast<size_t>(o[0] + *k * xs[static_cast<size_t>(axis)]) * es, es);
   });
   NPU_RETURN_IF_ERROR(bad);
   return one(std::move(out));
@@ -312,7 +330,8 @@ Result<Outputs> gather_nd(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* idx, c.need(1));
   const auto b = static_cast<size_t>(c.attr_int("batch_dims", 0));
   if (idx->shape.empty() || b >= idx->shape.size() || b >= x->shape.size())
-    return c.invalid("indices " + shape_to_string(idx->shape) + " do not fit batch_dims " + std::to_string(b));
+    return c.invalid("indices " + shape_to_string(idx->shape) + " do not fit batch_dims " +
+                     std::to_string(b));
   const auto m = static_cast<size_t>(idx->shape.back());
   if (b + m > x->shape.size()) return c.invalid("indices' last dim is larger than data's rank");
   Shape shape(idx->shape.begin(), idx->shape.end() - 1);
@@ -320,8 +339,11 @@ Result<Outputs> gather_nd(const OpContext& c) {
   Tensor out = Tensor::zeros(x->dtype, shape);
   const Shape xs = strides_of(x->shape);
   const int64_t batch = numel(std::span<const int64_t>(x->shape).first(b));
-  const int64_t tuples = numel(std::span<const int64_t>(idx->shape).first(idx->shape.size() - 1)) / std::max<int64_t>(1, batch);
-  const size_t chunk = static_cast<size_t>(numel(std::span<const int64_t>(x->shape).subspan(b + m))) * dtype_size(x->dtype);
+  const int64_t tuples = numel(std::span<const int64_t>(idx->shape).first(idx->shape.size() - 1)) /
+                         std::max<int64_t>(1, batch);
+  const size_t chunk =
+      static_cast<size_t>(numel(std::span<const int64_t>(x->shape).subspan(b + m))) *
+      dtype_size(x->dtype);
   const int64_t batch_stride = b ? xs[b - 1] : 0;
   const std::vector<int64_t> ids = to_int64_vector(*idx);
   size_t at = 0;
@@ -329,10 +351,14 @@ Result<Outputs> gather_nd(const OpContext& c) {
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t off = bi * batch_stride;
       for (size_t j = 0; j < m; ++j) {
-        NPU_ASSIGN_OR_RETURN(int64_t k, wrap_index(c, ids[static_cast<size_t>((bi * tuples + t)) * m + j], x->shape[b + j]));
+        NPU_ASSIGN_OR_RETURN(
+            int64_t k,
+            wrap_index(c, ids[static_cast<size_t>((bi * tuples + t)) * m + j], x->shape[b + j]));
         off += k * xs[b + j];
       }
-      if (chunk) std::memcpy(out.data.data() + at, x->data.data() + static_cast<size_t>(off) * dtype_size(x->dtype), chunk);
+      if (chunk)
+        std::memcpy(out.data.data() + at,
+                    x->data.data() + static_cast<size_t>(off) * dtype_size(x->dtype), chunk);
       at += chunk;
     }
   return one(std::move(out));
@@ -348,7 +374,8 @@ Result<Outputs> shape_op(const OpContext& c) {
   end = std::clamp<int64_t>(end, 0, rank);
   const int64_t n = std::max<int64_t>(0, end - start);
   Tensor out = Tensor::zeros(DType::kI64, {n});
-  for (int64_t i = 0; i < n; ++i) out.as<int64_t>()[static_cast<size_t>(i)] = x->shape[static_cast<size_t>(start + i)];
+  for (int64_t i = 0; i < n; ++i)
+    out.as<int64_t>()[static_cast<size_t>(i)] = x->shape[static_cast<size_t>(start + i)];
   return one(std::move(out));
 }
 
@@ -393,7 +420,8 @@ Result<Outputs> constant_of_shape(const OpContext& c) {
   }
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, value.dtype, to_int64_vector(*s)));
   const size_t es = dtype_size(value.dtype);
-  for (size_t i = 0; i + es <= out.data.size(); i += es) std::memcpy(out.data.data() + i, value.data.data(), es);
+  for (size_t i = 0; i + es <= out.data.size(); i += es)
+    std::memcpy(out.data.data() + i, value.data.data(), es);
   return one(std::move(out));
 }
 
@@ -424,7 +452,8 @@ Result<Outputs> tile(const OpContext& c) {
   for (int64_t i = 0; i < out.element_count(); ++i) {
     int64_t off = 0;
     for (size_t d = 0; d < rank; ++d) off += (idx[d] % x->shape[d]) * xs[d];
-    std::memcpy(out.data.data() + static_cast<size_t>(i) * es, x->data.data() + static_cast<size_t>(off) * es, es);
+    std::memcpy(out.data.data() + static_cast<size_t>(i) * es,
+                x->data.data() + static_cast<size_t>(off) * es, es);
     for (size_t d = rank; d-- > 0;) {
       if (++idx[d] < shape[d]) break;
       idx[d] = 0;
@@ -448,7 +477,8 @@ Result<Outputs> pad(const OpContext& c) {
     pads = to_int64_vector(*p);
     if (const Tensor* v = c.in(2); v && v->element_count() > 0) value = cast_tensor(*v, x->dtype);
     if (const Tensor* a = c.in(3)) {
-      NPU_ASSIGN_OR_RETURN(std::vector<int64_t> axes, normalize_axes(c, to_int64_vector(*a), static_cast<int64_t>(rank)));
+      NPU_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                           normalize_axes(c, to_int64_vector(*a), static_cast<int64_t>(rank)));
       if (pads.size() != 2 * axes.size()) return c.invalid("pads must have two values per axis");
       std::vector<int64_t> full(2 * rank, 0);
       for (size_t i = 0; i < axes.size(); ++i) {
@@ -459,7 +489,8 @@ Result<Outputs> pad(const OpContext& c) {
     }
   }
   if (pads.size() != 2 * rank)
-    return c.invalid("pads has " + std::to_string(pads.size()) + " values, expected " + std::to_string(2 * rank));
+    return c.invalid("pads has " + std::to_string(pads.size()) + " values, expected " +
+                     std::to_string(2 * rank));
   const std::string mode = c.attr_string("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return c.unsupported("mode '" + mode + "'");
@@ -467,7 +498,8 @@ Result<Outputs> pad(const OpContext& c) {
   for (size_t d = 0; d < rank; ++d) {
     shape[d] += pads[d] + pads[rank + d];
     if (shape[d] < 0) return c.invalid("pads " + shape_to_string(pads) + " crop below zero");
-    if (mode != "constant" && x->shape[d] == 0 && shape[d] > 0) return c.invalid("cannot " + mode + "-pad an empty axis");
+    if (mode != "constant" && x->shape[d] == 0 && shape[d] > 0)
+      return c.invalid("cannot " + mode + "-pad an empty axis");
   }
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, x->dtype, shape));
   const Shape xs = strides_of(x->shape);

@@ -17,14 +17,15 @@ Result<int64_t> scalar_int(const OpContext& c, size_t k) {
 
 // One DFT of `n` complex points (in: stride `in_stride` elements of re/im pairs) of length
 // `len` (zero-padded or truncated to it), writing `bins` outputs.
-void dft_1d(const float* in, int64_t n, int64_t in_stride, bool complex_in, int64_t len, bool inverse, int64_t bins,
-            float* out, int64_t out_stride) {
+void dft_1d(const float* in, int64_t n, int64_t in_stride, bool complex_in, int64_t len,
+            bool inverse, int64_t bins, float* out, int64_t out_stride) {
   const double sign = inverse ? 1.0 : -1.0;
   for (int64_t k = 0; k < bins; ++k) {
     double re = 0, im = 0;
     for (int64_t t = 0; t < std::min(n, len); ++t) {
       const double xr = in[t * in_stride], xi = complex_in ? in[t * in_stride + 1] : 0.0;
-      const double a = sign * 2 * std::numbers::pi * static_cast<double>(k * t % len) / static_cast<double>(len);
+      const double a =
+          sign * 2 * std::numbers::pi * static_cast<double>(k * t % len) / static_cast<double>(len);
       re += xr * std::cos(a) - xi * std::sin(a);
       im += xr * std::sin(a) + xi * std::cos(a);
     }
@@ -59,8 +60,9 @@ Result<Outputs> dft(const OpContext& c) {
   const AxisSplit si = split_at(xt->shape, axis), so = split_at(shape, axis);
   for (int64_t o = 0; o < si.outer; ++o)
     for (int64_t i = 0; i < si.inner / xt->shape.back(); ++i)
-      dft_1d(x.as<float>().data() + o * si.n * si.inner + i * xt->shape.back(), n, si.inner, complex_in, len, inverse,
-             bins, out.as<float>().data() + o * so.n * so.inner + i * 2, so.inner);
+      dft_1d(x.as<float>().data() + o * si.n * si.inner + i * xt->shape.back(), n, si.inner,
+             complex_in, len, inverse, bins, out.as<float>().data() + o * so.n * so.inner + i * 2,
+             so.inner);
   return one(std::move(out));
 }
 
@@ -75,22 +77,26 @@ Result<Outputs> stft(const OpContext& c) {
   if (c.in(3) && c.in(3)->element_count() > 0) {
     NPU_ASSIGN_OR_RETURN(frame, scalar_int(c, 3));
   }
-  if (window && window->element_count() != frame) return c.invalid("window length differs from frame_length");
+  if (window && window->element_count() != frame)
+    return c.invalid("window length differs from frame_length");
   const int64_t B = st->shape[0], L = st->shape[1], comps = st->shape[2];
-  if (step < 1 || frame < 1 || frame > L) return c.invalid("frame_step and frame_length must fit the signal");
+  if (step < 1 || frame < 1 || frame > L)
+    return c.invalid("frame_step and frame_length must fit the signal");
   const bool onesided = c.attr_int("onesided", 1) != 0;
   if (onesided && comps == 2) return c.invalid("onesided needs a real signal");
   const int64_t frames = 1 + (L - frame) / step, bins = onesided ? frame / 2 + 1 : frame;
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, DType::kF32, {B, frames, bins, 2}));
   const Tensor x = cast_tensor(*st, DType::kF32);
-  const std::vector<float> w = window ? to_float_vector(*window) : std::vector<float>(static_cast<size_t>(frame), 1.0f);
+  const std::vector<float> w =
+      window ? to_float_vector(*window) : std::vector<float>(static_cast<size_t>(frame), 1.0f);
   std::vector<float> buf(static_cast<size_t>(frame * comps));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t f = 0; f < frames; ++f) {
       for (int64_t t = 0; t < frame; ++t)
         for (int64_t k = 0; k < comps; ++k)
           buf[static_cast<size_t>(t * comps + k)] =
-              x.as<float>()[static_cast<size_t>((b * L + f * step + t) * comps + k)] * w[static_cast<size_t>(t)];
+              x.as<float>()[static_cast<size_t>((b * L + f * step + t) * comps + k)] *
+              w[static_cast<size_t>(t)];
       dft_1d(buf.data(), frame, comps, comps == 2, frame, false, bins,
              out.as<float>().data() + ((b * frames + f) * bins) * 2, 2);
     }
@@ -110,9 +116,12 @@ Result<Outputs> window(const OpContext& c) {
   for (int64_t i = 0; i < n; ++i) {
     const double a = 2 * std::numbers::pi * static_cast<double>(i) / denom;
     double v;
-    if (kWindow == Window::kHann) v = 0.5 - 0.5 * std::cos(a);
-    else if (kWindow == Window::kHamming) v = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(a);
-    else v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    if (kWindow == Window::kHann)
+      v = 0.5 - 0.5 * std::cos(a);
+    else if (kWindow == Window::kHamming)
+      v = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(a);
+    else
+      v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
     f.as<float>()[static_cast<size_t>(i)] = static_cast<float>(v);
   }
   return one(cast_tensor(f, dtype));
@@ -125,8 +134,10 @@ Result<Outputs> mel_weight_matrix(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(int64_t rate, scalar_int(c, 2));
   NPU_ASSIGN_OR_RETURN(const Tensor* lo_t, c.need(3));
   NPU_ASSIGN_OR_RETURN(const Tensor* hi_t, c.need(4));
-  if (mels < 1 || dft_length < 1 || rate < 1 || lo_t->element_count() != 1 || hi_t->element_count() != 1)
-    return c.invalid("num_mel_bins, dft_length and sample_rate must be positive, the edges scalars");
+  if (mels < 1 || dft_length < 1 || rate < 1 || lo_t->element_count() != 1 ||
+      hi_t->element_count() != 1)
+    return c.invalid(
+        "num_mel_bins, dft_length and sample_rate must be positive, the edges scalars");
   NPU_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx_type(c, c.attr_int("output_datatype", 1)));
   const int64_t spec_bins = dft_length / 2 + 1;
   auto to_mel = [](double hz) { return 2595.0 * std::log10(1 + hz / 700.0); };
@@ -135,7 +146,8 @@ Result<Outputs> mel_weight_matrix(const OpContext& c) {
   std::vector<int64_t> bin(static_cast<size_t>(mels + 2));
   for (int64_t i = 0; i < mels + 2; ++i) {
     const double hz = 700.0 * (std::pow(10.0, (static_cast<double>(i) * step + lo) / 2595.0) - 1);
-    bin[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(rate)));
+    bin[static_cast<size_t>(i)] = static_cast<int64_t>(
+        std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(rate)));
   }
   NPU_ASSIGN_OR_RETURN(Tensor f, new_tensor(c, DType::kF32, {spec_bins, mels}));
   auto at = [&](int64_t j, int64_t i) -> float* {
@@ -148,10 +160,12 @@ Result<Outputs> mel_weight_matrix(const OpContext& c) {
       if (float* p = at(center, i)) *p = 1;
     } else {
       for (int64_t j = left; j <= center; ++j)
-        if (float* p = at(j, i)) *p = static_cast<float>(j - left) / static_cast<float>(center - left);
+        if (float* p = at(j, i))
+          *p = static_cast<float>(j - left) / static_cast<float>(center - left);
     }
     for (int64_t j = center; j < right; ++j)
-      if (float* p = at(j, i)) *p = static_cast<float>(right - j) / static_cast<float>(right - center);
+      if (float* p = at(j, i))
+        *p = static_cast<float>(right - j) / static_cast<float>(right - center);
   }
   return one(cast_tensor(f, dtype));
 }

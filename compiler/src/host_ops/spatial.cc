@@ -10,21 +10,27 @@
 namespace npu::compiler::host {
 namespace {
 
+// Bound on kernel sizes, strides, pads and dilations: keeps the geometry in int64.
+constexpr int64_t kMaxSpatial = int64_t{1} << 31;
+
 struct Geometry {
   Shape in, kernel, strides, dilations, pads_begin, pads_end, out;  // spatial dims only
 };
 
 // Reads an ints attribute of `rank` values, or `fallback` for each when absent.
-Result<Shape> spatial_attr(const OpContext& c, const std::string& key, size_t rank, int64_t fallback,
-                           int64_t min_value) {
+Result<Shape> spatial_attr(const OpContext& c, const std::string& key, size_t rank,
+                           int64_t fallback, int64_t min_value) {
   Shape v(rank, fallback);
   if (auto a = c.attr_ints(key)) {
     if (a->size() != rank)
-      return c.invalid(key + " has " + std::to_string(a->size()) + " values, expected " + std::to_string(rank));
+      return c.invalid(key + " has " + std::to_string(a->size()) + " values, expected " +
+                       std::to_string(rank));
     v = *a;
   }
   for (int64_t x : v)
-    if (x < min_value) return c.invalid(key + " " + shape_to_string(v) + " has a value below " + std::to_string(min_value));
+    if (x < min_value || x > kMaxSpatial)
+      return c.invalid(key + " " + shape_to_string(v) + " has a value outside [" +
+                       std::to_string(min_value) + ", 2^31]");
   return v;
 }
 
@@ -43,7 +49,8 @@ Result<Geometry> window_geometry(const OpContext& c, const Shape& in, const Shap
   const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
   g.out.resize(rank);
   for (size_t i = 0; i < rank; ++i) {
-    if (kernel[i] < 1) return c.invalid("kernel_shape " + shape_to_string(kernel) + " must be positive");
+    if (kernel[i] < 1 || kernel[i] > kMaxSpatial)
+      return c.invalid("kernel_shape " + shape_to_string(kernel) + " must be positive");
     const int64_t span = (kernel[i] - 1) * g.dilations[i] + 1, s = g.strides[i];
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       g.out[i] = (in[i] + s - 1) / s;
@@ -61,9 +68,14 @@ Result<Geometry> window_geometry(const OpContext& c, const Shape& in, const Shap
       // A window may not start in the end padding (the rule of PyTorch and onnxruntime).
       if (ceil_mode && (g.out[i] - 1) * s >= in[i] + g.pads_begin[i]) --g.out[i];
     } else {
-      return c.invalid("auto_pad '" + auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+      return c.invalid("auto_pad '" + auto_pad +
+                       "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
     }
   }
+  // The window table holds one entry per output position and kernel offset.
+  if (static_cast<double>(numel(g.out)) * static_cast<double>(numel(kernel)) > 1 << 28)
+    return c.invalid("output " + shape_to_string(g.out) + " with kernel " +
+                     shape_to_string(kernel) + " is too large for the host");
   return g;
 }
 
@@ -85,7 +97,8 @@ std::vector<int64_t> window_table(const Shape& from, const Shape& to, const Geom
       int64_t idx = 0, state = 0;
       for (size_t d = 0; d < rank; ++d) {
         const int64_t coord = p[d] * g.strides[d] + k[d] * g.dilations[d] - g.pads_begin[d];
-        if (coord < 0 || coord >= to[d]) state = std::min(state, coord < to[d] + g.pads_end[d] ? kPad : kBeyond);
+        if (coord < 0 || coord >= to[d])
+          state = std::min(state, coord < to[d] + g.pads_end[d] ? kPad : kBeyond);
         idx += coord * to_strides[d];
       }
       table[static_cast<size_t>(fp * nk + kk)] = state < 0 ? state : idx;
@@ -113,7 +126,8 @@ Result<Shape> kernel_shape(const OpContext& c, const Tensor& w, size_t rank) {
   if (auto k = c.attr_ints("kernel_shape")) {
     if (k->size() != rank) return c.invalid("kernel_shape has the wrong rank");
     if (w.shape.size() == rank + 2 && !std::equal(k->begin(), k->end(), w.shape.begin() + 2))
-      return c.invalid("kernel_shape " + shape_to_string(*k) + " disagrees with W " + shape_to_string(w.shape));
+      return c.invalid("kernel_shape " + shape_to_string(*k) + " disagrees with W " +
+                       shape_to_string(w.shape));
     return *k;
   }
   return Shape(w.shape.begin() + 2, w.shape.end());
@@ -144,15 +158,18 @@ void conv_kernel(const Tensor& x, const Tensor& w, const Tensor* b, const Geomet
       }
       T* out = py + (n * M + gi * Mg) * out_size;
       for (int64_t m = 0; m < Mg; ++m)
-        std::fill_n(out + m * out_size, out_size, b ? b->as<T>()[static_cast<size_t>(gi * Mg + m)] : T{0});
-      matmul_2d<T>(pw + gi * Mg * Cg * K, Cg * K, 1, col.data(), out_size, 1, out, Mg, Cg * K, out_size);
+        std::fill_n(out + m * out_size, out_size,
+                    b ? b->as<T>()[static_cast<size_t>(gi * Mg + m)] : T{0});
+      matmul_2d<T>(pw + gi * Mg * Cg * K, Cg * K, 1, col.data(), out_size, 1, out, Mg, Cg * K,
+                   out_size);
     }
 }
 
 Result<Outputs> conv(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* w, c.need(1));
-  if (x->dtype != DType::kF32 || w->dtype != DType::kF32) return c.unsupported("non-float operands");
+  if (x->dtype != DType::kF32 || w->dtype != DType::kF32)
+    return c.unsupported("non-float operands");
   NPU_ASSIGN_OR_RETURN(Tensor y, conv_tensors(c, *x, *w, c.in(2)));
   return one(std::move(y));
 }
@@ -172,15 +189,17 @@ Result<Outputs> conv_transpose(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(const Tensor* x, c.need(0));
   NPU_ASSIGN_OR_RETURN(const Tensor* w, c.need(1));
   const Tensor* b = c.in(2);
-  if (x->dtype != DType::kF32 || w->dtype != DType::kF32) return c.unsupported("non-float operands");
+  if (x->dtype != DType::kF32 || w->dtype != DType::kF32)
+    return c.unsupported("non-float operands");
   NPU_ASSIGN_OR_RETURN(Shape in, spatial_of(c, *x));
   const size_t rank = in.size();
   const int64_t group = c.attr_int("group", 1), C = x->shape[1];
   if (w->shape.size() != x->shape.size() || group < 1 || w->shape[0] != C || C % group != 0)
-    return c.invalid("X " + shape_to_string(x->shape) + ", W " + shape_to_string(w->shape) + " and group " +
-                     std::to_string(group) + " do not agree");
+    return c.invalid("X " + shape_to_string(x->shape) + ", W " + shape_to_string(w->shape) +
+                     " and group " + std::to_string(group) + " do not agree");
   const int64_t Mg = w->shape[1], M = Mg * group, Cg = C / group;
-  if (b && b->element_count() != M) return c.invalid("B must have " + std::to_string(M) + " values");
+  if (b && b->element_count() != M)
+    return c.invalid("B must have " + std::to_string(M) + " values");
   NPU_ASSIGN_OR_RETURN(Shape kernel, kernel_shape(c, *w, rank));
   Geometry g;
   g.kernel = kernel;
@@ -192,13 +211,15 @@ Result<Outputs> conv_transpose(const OpContext& c) {
   std::optional<Shape> out_shape_attr = c.attr_ints("output_shape");
   if (out_shape_attr && out_shape_attr->size() == rank + 2)
     out_shape_attr = Shape(out_shape_attr->begin() + 2, out_shape_attr->end());
-  if (out_shape_attr && out_shape_attr->size() != rank) return c.invalid("output_shape has the wrong rank");
+  if (out_shape_attr && out_shape_attr->size() != rank)
+    return c.invalid("output_shape has the wrong rank");
   g.in = in;
   g.pads_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(rank));
   g.pads_end.assign(pads.begin() + static_cast<int64_t>(rank), pads.end());
   g.out.resize(rank);
   for (size_t i = 0; i < rank; ++i) {
-    const int64_t full = g.strides[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * g.dilations[i] + 1;
+    const int64_t full =
+        g.strides[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * g.dilations[i] + 1;
     if (out_shape_attr || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       g.out[i] = out_shape_attr ? (*out_shape_attr)[i] : in[i] * g.strides[i];
       const int64_t total = std::max<int64_t>(0, full - g.out[i]);
@@ -238,7 +259,8 @@ Result<Outputs> conv_transpose(const OpContext& c) {
     const std::vector<float> bias = to_float_vector(*b);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t p = 0; p < out_size; ++p) py[(n * M + m) * out_size + p] += bias[static_cast<size_t>(m)];
+        for (int64_t p = 0; p < out_size; ++p)
+          py[(n * M + m) * out_size + p] += bias[static_cast<size_t>(m)];
   }
   return one(std::move(y));
 }
@@ -298,14 +320,17 @@ Result<Outputs> pool(const OpContext& c) {
           for (int64_t kk = 0; kk < K; ++kk) {
             if (row[kk] >= 0) {
               const double v = static_cast<double>(xc[row[kk]]);
-              sum += kKind == PoolKind::kLp ? std::pow(std::fabs(v), static_cast<double>(p_norm)) : v;
+              sum +=
+                  kKind == PoolKind::kLp ? std::pow(std::fabs(v), static_cast<double>(p_norm)) : v;
               ++count;
             } else if (row[kk] == kPad && include_pad) {
               ++count;
             }
           }
-          if constexpr (kKind == PoolKind::kLp) py[o] = static_cast<T>(std::pow(sum, 1.0 / static_cast<double>(p_norm)));
-          else py[o] = static_cast<T>(count ? sum / static_cast<double>(count) : 0.0);
+          if constexpr (kKind == PoolKind::kLp)
+            py[o] = static_cast<T>(std::pow(sum, 1.0 / static_cast<double>(p_norm)));
+          else
+            py[o] = static_cast<T>(count ? sum / static_cast<double>(count) : 0.0);
         }
       }
   });
@@ -332,9 +357,12 @@ Result<Outputs> global_pool(const OpContext& c) {
     double acc = kKind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
     for (int64_t i = 0; i < n; ++i) {
       const double v = xc[i];
-      if constexpr (kKind == PoolKind::kMax) acc = std::max(acc, v);
-      else if constexpr (kKind == PoolKind::kLp) acc += std::pow(std::fabs(v), p);
-      else acc += v;
+      if constexpr (kKind == PoolKind::kMax)
+        acc = std::max(acc, v);
+      else if constexpr (kKind == PoolKind::kLp)
+        acc += std::pow(std::fabs(v), p);
+      else
+        acc += v;
     }
     if constexpr (kKind == PoolKind::kAverage) acc /= static_cast<double>(std::max<int64_t>(1, n));
     if constexpr (kKind == PoolKind::kLp) acc = std::pow(acc, 1.0 / p);
@@ -348,7 +376,8 @@ Result<Outputs> global_pool(const OpContext& c) {
 Result<Tensor> conv_tensors(const OpContext& c, const Tensor& x, const Tensor& w, const Tensor* b) {
   NPU_ASSIGN_OR_RETURN(Shape in, spatial_of(c, x));
   if (w.shape.size() != x.shape.size())
-    return c.invalid("W " + shape_to_string(w.shape) + " must have the rank of X " + shape_to_string(x.shape));
+    return c.invalid("W " + shape_to_string(w.shape) + " must have the rank of X " +
+                     shape_to_string(x.shape));
   const int64_t group = c.attr_int("group", 1);
   const int64_t C = x.shape[1], M = w.shape[0];
   if (group < 1 || C % group != 0 || M % group != 0 || w.shape[1] * group != C)
@@ -361,11 +390,12 @@ Result<Tensor> conv_tensors(const OpContext& c, const Tensor& x, const Tensor& w
   Shape out_shape{x.shape[0], M};
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
   NPU_ASSIGN_OR_RETURN(Tensor y, new_tensor(c, x.dtype, out_shape));
-  if (x.dtype == DType::kF32) conv_kernel<float>(x, w, b, g, group, y);
-  else conv_kernel<int32_t>(x, w, b, g, group, y);
+  if (x.dtype == DType::kF32)
+    conv_kernel<float>(x, w, b, g, group, y);
+  else
+    conv_kernel<int32_t>(x, w, b, g, group, y);
   return y;
 }
-
 
 void register_spatial(KernelTable& t) {
   t["Conv"] = conv;

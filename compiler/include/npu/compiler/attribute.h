@@ -13,7 +13,16 @@ namespace npu::compiler {
 struct Attribute {
   // kOther: a type the IR does not carry (graphs, sparse tensors, tensors of an unsupported
   // element type); `s` then says what it was, for error messages.
-  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kStrings, kTensor, kOther } kind = Kind::kInt;
+  enum class Kind {
+    kInt,
+    kFloat,
+    kInts,
+    kFloats,
+    kString,
+    kStrings,
+    kTensor,
+    kOther
+  } kind = Kind::kInt;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
