@@ -91,6 +91,20 @@ def main():
     h.append("constexpr uint32_t COUNTER_LO(uint32_t index) { return COUNTER_BASE + 8 * index; }")
     h.append("constexpr uint32_t COUNTER_HI(uint32_t index) { return COUNTER_BASE + 8 * index + 4; }")
     h.append(f"inline constexpr uint32_t REGISTER_SPACE_BYTES = {c['base'] + 8 * len(c['names']):#05x};")
+    # Every named 32-bit register, for tools that take or print register names.
+    named = [(k, v) for k, v in cfg["registers"].items()]
+    for qi in range(dev["num_queues"]):
+        for k, v in q.items():
+            if k not in ("base", "stride"):
+                named.append((f"{k}{qi}", q["base"] + qi * q["stride"] + v))
+    for i, n in enumerate(c["names"]):
+        named.append((f"{n}_LO", c["base"] + 8 * i))
+        named.append((f"{n}_HI", c["base"] + 8 * i + 4))
+    h.append("struct NamedRegister {\n  std::string_view name;\n  uint32_t offset;\n};")
+    h.append(f"inline constexpr std::array<NamedRegister, {len(named)}> kNamedRegisters = {{{{")
+    for k, v in named:
+        h.append(f'    {{"{k}", {v:#05x}}},')
+    h.append("}};")
     h.append("}  // namespace reg\n")
 
     h.append("// Performance counters, in register order.")

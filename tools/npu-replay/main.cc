@@ -53,38 +53,8 @@ std::string hex(uint64_t v) {
 }
 
 std::map<std::string, uint32_t> register_names() {
-  namespace r = hw::reg;
-  std::map<std::string, uint32_t> m = {
-      {"ID", r::ID},
-      {"VERSION", r::VERSION},
-      {"FINGERPRINT_LO", r::FINGERPRINT_LO},
-      {"FINGERPRINT_HI", r::FINGERPRINT_HI},
-      {"CONFIG", r::CONFIG},
-      {"CONTROL", r::CONTROL},
-      {"STATUS", r::STATUS},
-      {"IRQ_STATUS", r::IRQ_STATUS},
-      {"IRQ_MASK", r::IRQ_MASK},
-      {"ERROR_CODE", r::ERROR_CODE},
-      {"ERROR_ADDR", r::ERROR_ADDR},
-      {"ERROR_QUEUE", r::ERROR_QUEUE},
-      {"ERROR_INSTR", r::ERROR_INSTR},
-      {"ACT_SP_ROWS", r::ACT_SP_ROWS},
-      {"WGT_SP_TILES", r::WGT_SP_TILES},
-      {"ACC_SP_ROWS", r::ACC_SP_ROWS},
-      {"RESET_COUNT", r::RESET_COUNT},
-  };
-  for (uint32_t q = 0; q < hw::kNumQueues; ++q) {
-    const std::string s = std::to_string(q);
-    m["RING_BASE" + s] = r::RING_BASE(q);
-    m["RING_SIZE" + s] = r::RING_SIZE(q);
-    m["RING_HEAD" + s] = r::RING_HEAD(q);
-    m["RING_TAIL" + s] = r::RING_TAIL(q);
-    m["COMPLETED_SEQ" + s] = r::COMPLETED_SEQ(q);
-  }
-  for (uint32_t i = 0; i < hw::kNumCounters; ++i) {
-    m[std::string(hw::kCounterNames[i]) + "_LO"] = r::COUNTER_LO(i);
-    m[std::string(hw::kCounterNames[i]) + "_HI"] = r::COUNTER_HI(i);
-  }
+  std::map<std::string, uint32_t> m;
+  for (const auto& r : hw::reg::kNamedRegisters) m[std::string(r.name)] = r.offset;
   return m;
 }
 

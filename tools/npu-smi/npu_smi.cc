@@ -46,38 +46,8 @@ struct Reg {
 
 // Register names come from the generated configuration, never from hand-copied offsets.
 std::vector<Reg> registers() {
-  namespace r = hw::reg;
-  std::vector<Reg> regs = {
-      {"ID", r::ID},
-      {"VERSION", r::VERSION},
-      {"FINGERPRINT_LO", r::FINGERPRINT_LO},
-      {"FINGERPRINT_HI", r::FINGERPRINT_HI},
-      {"CONFIG", r::CONFIG},
-      {"CONTROL", r::CONTROL},
-      {"STATUS", r::STATUS},
-      {"IRQ_STATUS", r::IRQ_STATUS},
-      {"IRQ_MASK", r::IRQ_MASK},
-      {"ERROR_CODE", r::ERROR_CODE},
-      {"ERROR_ADDR", r::ERROR_ADDR},
-      {"ERROR_QUEUE", r::ERROR_QUEUE},
-      {"ERROR_INSTR", r::ERROR_INSTR},
-      {"ACT_SP_ROWS", r::ACT_SP_ROWS},
-      {"WGT_SP_TILES", r::WGT_SP_TILES},
-      {"ACC_SP_ROWS", r::ACC_SP_ROWS},
-      {"RESET_COUNT", r::RESET_COUNT},
-  };
-  for (uint32_t q = 0; q < hw::kNumQueues; ++q) {
-    const std::string s = std::to_string(q);
-    regs.push_back({"RING_BASE" + s, r::RING_BASE(q)});
-    regs.push_back({"RING_SIZE" + s, r::RING_SIZE(q)});
-    regs.push_back({"RING_HEAD" + s, r::RING_HEAD(q)});
-    regs.push_back({"RING_TAIL" + s, r::RING_TAIL(q)});
-    regs.push_back({"COMPLETED_SEQ" + s, r::COMPLETED_SEQ(q)});
-  }
-  for (uint32_t i = 0; i < hw::kNumCounters; ++i) {
-    regs.push_back({std::string(hw::kCounterNames[i]) + "_LO", r::COUNTER_LO(i)});
-    regs.push_back({std::string(hw::kCounterNames[i]) + "_HI", r::COUNTER_HI(i)});
-  }
+  std::vector<Reg> regs;
+  for (const auto& r : hw::reg::kNamedRegisters) regs.push_back({std::string(r.name), r.offset});
   return regs;
 }
 
