@@ -164,7 +164,7 @@ class RtlDevice final : public Device {
     }
     edge();
     ++cycle_;
-    if (trace_ && top_->trace_valid_o) emit_trace();
+    if (trace_ && top_->trace_valid_o) emit_trace();  // completions of this edge, by engine
   }
 
   void read_beat(uint32_t addr) {
@@ -188,13 +188,18 @@ class RtlDevice final : public Device {
     }
   }
 
+  // One port per engine (LOAD, COMPUTE, STORE): instructions complete out of program order
+  // when the engines overlap, and several may complete on one edge.
   void emit_trace() {
-    TraceEvent ev;
-    ev.cycle = cycle_;
-    ev.queue = top_->trace_queue_o;
-    ev.cmd_offset = top_->trace_offset_o;
-    std::memcpy(ev.words, top_->trace_instr_o.data(), sizeof(ev.words));
-    trace_(ev);
+    for (uint32_t e = 0; e < 3; ++e) {
+      if (((top_->trace_valid_o >> e) & 1u) == 0) continue;
+      TraceEvent ev;
+      ev.cycle = cycle_;
+      ev.queue = top_->trace_queue_o;
+      ev.cmd_offset = top_->trace_offset_o[e];
+      std::memcpy(ev.words, top_->trace_instr_o.data() + 8 * e, sizeof(ev.words));
+      trace_(ev);
+    }
   }
 
   DeviceConfig config_;

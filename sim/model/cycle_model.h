@@ -1,14 +1,24 @@
 // The functional model's cycle predictor. Timing is not architectural (architecture.md
-// 1.7): this is the RTL's timing exactly as sim/rtl/TIMING.md specifies it (and as
+// 1.7): this follows the RTL's timing as sim/rtl/TIMING.md specifies it (and as
 // tests/rtl/rtl_timing_test.cc checks it on the RTL), so that the functional model predicts
-// RTL cycle counts at functional-model speed. Engines run one instruction at a time in
-// program order, as in the RTL. L = DRAM first-beat latency, N = array dim,
+// RTL cycle counts at functional-model speed. L = DRAM first-beat latency, N = array dim,
 // B(pa, len) = 16-byte beats touched.
+//
+// The engines overlap as in the RTL: the dispatcher fetches and decodes in program order and
+// hands each instruction to its engine's queue (kEngineQueueDepth entries); each engine runs
+// its instructions in order, starting one when it is free, the instruction has reached the
+// queue, its pops are covered by pushes of completed instructions, and no earlier LOAD/STORE
+// with an overlapping DRAM range (STORE/LOAD) is queued or running. The functional model
+// executes in program order and reports each instruction here (instruction(), then its
+// engine's cost through load()/store()/gemm()/vec()); end_job() closes the job. Each
+// instruction's own cost is exact (TIMING.md); what is approximated is the memory port shared
+// by concurrent units (fetch, LOAD and STORE are each costed as if they had the port alone).
 //
 // Not thread-safe; one per device.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -24,30 +34,44 @@ struct DmaRow {
 };
 
 class CycleModel {
- public:
+public:
+  // Instructions each engine's queue holds (sim/rtl/npu_top.sv EQ_DEPTH).
+  static constexpr int kEngineQueueDepth = 4;
+
   explicit CycleModel(const DeviceConfig& config)
       : n_(config.array_dim), latency_(config.dram_latency_cycles) {}
 
-  // EXEC starts: every translation cache and the fetch buffer are emptied.
+  // EXEC starts: every translation cache and the fetch buffer are emptied, the engines and
+  // token channels are idle.
   void begin_job() {
-    ifu_tlb_ = ldq_tlb_ = stq_tlb_ = kEmpty;
-    buf_lo_ = buf_hi_ = 0;
-    buf_valid_ = false;
+    flush_caches();
+    pending_ = false;
+    fetch_ = 0;
+    job_end_ = 0;
+    for (Engine& e : engines_) e = Engine{};
+    for (Channel& c : channels_) c.ready.clear(), c.next = 0;
+    recent_.clear();
   }
   // A STORE wrote [pa, pa + len): a write into the page table flushes every cache; a write
   // into the fetched block empties the fetch buffer.
   void store_written(uint32_t pa, uint32_t len, bool into_page_table) {
-    if (into_page_table) begin_job();
+    if (into_page_table) flush_caches();
     if (buf_valid_ && pa < buf_pa_hi_ && uint64_t{pa} + len > buf_pa_lo_) buf_valid_ = false;
   }
 
   // A ring entry (NOP, FENCE, or an EXEC up to its first fetch), including decode.
   uint64_t ring_entry() const { return latency_ + 7; }
 
-  // Fetch of the instruction at `va` (physical `pa`), command buffer ending at `cmd_end`,
-  // plus decode, dispatch and completion (3).
-  uint64_t instruction(uint32_t va, uint32_t pa, uint64_t cmd_end, uint64_t dram_end) {
-    uint64_t cycles = 4;
+  // The instruction `w` at `va` (physical `pa`) is fetched and dispatched; command buffer
+  // ending at `cmd_end`. Its engine cost follows through load()/store()/gemm()/vec() (none
+  // for NOP and SYNC). Returns 0: a job's cycles come from end_job().
+  uint64_t instruction(uint32_t va, uint32_t pa, uint64_t cmd_end, uint64_t dram_end, const uint32_t* w) {
+    if (pending_) schedule();
+    // Fetch waits while an earlier STORE that overlaps the instruction is queued or running.
+    int64_t f = fetch_;
+    for (const Dma& d : recent_)
+      if (d.store && d.lo < uint64_t{va} + 32 && va < d.hi) f = std::max(f, d.done + 1);
+    int64_t cycles = 4;
     if (!buf_valid_ || va < buf_lo_ || va >= buf_hi_) {
       cycles = latency_ + 6;
       if (ifu_tlb_ != (va >> 16)) {
@@ -55,39 +79,142 @@ class CycleModel {
         ifu_tlb_ = va >> 16;
       }
       const uint64_t len = std::min<uint64_t>({256, 0x10000u - (va & 0xFFFFu), cmd_end - va, dram_end - pa}) & ~uint64_t{31};
-      cycles += len / 16;
+      cycles += static_cast<int64_t>(len / 16);
       buf_lo_ = va;
       buf_hi_ = va + len;
       buf_pa_lo_ = pa;
       buf_pa_hi_ = pa + len;
       buf_valid_ = true;
     }
-    return cycles + 3;
+    // Decode, range check, then into the engine's queue.
+    cur_ = Instr{};
+    cur_.ready = f + cycles + 2;
+    const uint32_t op = w[0] & 0xFF;
+    cur_.engine = op == 1 ? 0 : op == 2 ? 2 : op == 5 ? static_cast<int>((w[0] >> 16) & 3) : 1;
+    cur_.flags = (w[0] >> 8) & 0xF;
+    if (op == 1 || op == 2) {
+      const uint32_t elems = (w[0] >> 24) ? (w[0] >> 24) : n_;
+      const uint64_t row = uint64_t{elems} << (((w[0] >> 16) & 3) == 2 ? 2 : 0);
+      const uint64_t end = uint64_t{w[1]} + (uint64_t{w[4] & 0xFFFF} - 1) * w[7] +
+                           (uint64_t{w[3] >> 16} - 1) * w[6] + (uint64_t{w[3] & 0xFFFF} - 1) * w[5] + row;
+      cur_.lo = end > (uint64_t{1} << 32) ? 0 : w[1];
+      cur_.hi = end > (uint64_t{1} << 32) ? uint64_t{1} << 32 : end;
+    }
+    pending_ = true;
+    return 0;
   }
 
-  uint64_t load(const std::vector<DmaRow>& rows) { return LoadPipe{latency_, &ldq_tlb_}.run(rows); }
-  uint64_t store(const std::vector<DmaRow>& rows) const;
+  // The job's last instruction has been dispatched (or the job stopped on an error): the
+  // cycles from its first fetch until the command processor is idle again.
+  uint64_t end_job() {
+    if (pending_) schedule();
+    return static_cast<uint64_t>(std::max(fetch_, job_end_) + 1);
+  }
+
+  // Engine costs of the current instruction (TIMING.md); they return 0 (see end_job()).
+  uint64_t load(const std::vector<DmaRow>& rows) { return cost(LoadPipe{latency_, &ldq_tlb_}.run(rows)); }
+  uint64_t store(const std::vector<DmaRow>& rows) { return cost(store_cycles(rows)); }
 
   // Setup, the first weight tile, R streamed rows, then max(R, N) per further (o, i) block
   // because the next tile loads while the current block streams.
-  uint64_t gemm(uint32_t o, uint32_t i, uint32_t r) const {
-    return 1 + n_ + r + (uint64_t{o} * i - 1) * std::max(r, n_);
+  uint64_t gemm(uint32_t o, uint32_t i, uint32_t r) {
+    return cost(1 + n_ + r + (uint64_t{o} * i - 1) * std::max(r, n_));
   }
   // REQUANT: 3 parameter-row reads, then a row per cycle. LUT: its 256/N table rows, then a
   // row per cycle. ADD/MUL: the scalar row, then two source rows per output row. Window
   // modes: one window element per cycle.
-  uint64_t vec(uint32_t mode, uint32_t o, uint32_t r, uint32_t window) const {
+  uint64_t vec(uint32_t mode, uint32_t o, uint32_t r, uint32_t window) {
     const uint64_t rows = uint64_t{o} * r;
     switch (mode) {
-      case 0: return 3 + rows;
-      case 1: return 1 + 256 / n_ + rows;
-      case 2: case 3: return 2 + 2 * rows;
-      default: return 3 + rows * window;
+      case 0: return cost(3 + rows);
+      case 1: return cost(1 + 256 / n_ + rows);
+      case 2: case 3: return cost(2 + 2 * rows);
+      default: return cost(3 + rows * window);
     }
   }
 
  private:
   static constexpr int64_t kEmpty = -1;
+
+  void flush_caches() {
+    ifu_tlb_ = ldq_tlb_ = stq_tlb_ = kEmpty;
+    buf_lo_ = buf_hi_ = 0;
+    buf_valid_ = false;
+  }
+
+  uint64_t cost(uint64_t engine_cycles) {
+    cur_.cycles = static_cast<int64_t>(engine_cycles);
+    return 0;
+  }
+
+  // Places the pending instruction on its engine's timeline (edges relative to the job's
+  // first fetch): it enters the queue once a slot is free (the instruction kEngineQueueDepth
+  // before it on that engine has started), starts on the edge after it is visible, the engine
+  // is free and its pops are pushed, runs `cycles`, and completes one edge later; its pushes
+  // are visible the edge after that.
+  void schedule() {
+    pending_ = false;
+    if (cur_.engine > 2) return;  // an illegal SYNC: the dispatcher stopped here
+    Engine& e = engines_[static_cast<size_t>(cur_.engine)];
+    const int64_t issue = std::max(cur_.ready, e.starts[e.count % kEngineQueueDepth] + 1);
+    fetch_ = issue + 1;
+    int64_t start = std::max(issue + 1, e.free);
+    const bool pop_prev = cur_.flags & 1, pop_next = cur_.flags & 2;
+    const bool push_prev = cur_.flags & 4, push_next = cur_.flags & 8;
+    if (pop_prev) start = std::max(start, take(cur_.engine == 1 ? 0 : 2));
+    if (pop_next) start = std::max(start, take(cur_.engine == 0 ? 1 : 3));
+    // DRAM hazards against earlier STOREs (for a LOAD) or LOADs (for a STORE).
+    if (cur_.hi > cur_.lo) {
+      for (const Dma& d : recent_)
+        if (d.store != (cur_.engine == 2) && d.lo < cur_.hi && cur_.lo < d.hi) start = std::max(start, d.done + 1);
+    }
+    const int64_t done = start + 1 + cur_.cycles;
+    e.starts[e.count % kEngineQueueDepth] = start;
+    ++e.count;
+    e.free = done + 1;
+    job_end_ = std::max(job_end_, done + 1);
+    if (push_prev) channels_[cur_.engine == 1 ? 1 : 3].ready.push_back(done + 1);
+    if (push_next) channels_[cur_.engine == 0 ? 0 : 2].ready.push_back(done + 1);
+    if (cur_.hi > cur_.lo) {
+      // Only DMAs still running after the dispatcher's time can delay a later instruction.
+      std::erase_if(recent_, [&](const Dma& d) { return d.done + 1 <= fetch_; });
+      recent_.push_back(Dma{cur_.engine == 2, cur_.lo, cur_.hi, done});
+    }
+  }
+  // The edge from which the next token of `channel` is available.
+  int64_t take(int channel) {
+    Channel& c = channels_[static_cast<size_t>(channel)];
+    return c.next < c.ready.size() ? c.ready[c.next++] : 0;
+  }
+
+  struct Instr {
+    int engine = 1;
+    uint32_t flags = 0;        // pop_prev, pop_next, push_prev, push_next
+    uint64_t lo = 0, hi = 0;   // DRAM VA range of a LOAD/STORE
+    int64_t ready = 0;         // edge on which the dispatcher could put it into the queue
+    int64_t cycles = 0;        // engine cycles (TIMING.md)
+  };
+  struct Engine {
+    std::array<int64_t, kEngineQueueDepth> starts{-1000, -1000, -1000, -1000};
+    uint64_t count = 0;
+    int64_t free = 0;
+  };
+  struct Channel {
+    std::vector<int64_t> ready;  // edges the pushes become visible, in program order
+    size_t next = 0;
+  };
+  struct Dma {
+    bool store;
+    uint64_t lo, hi;
+    int64_t done;
+  };
+  Instr cur_;
+  bool pending_ = false;
+  int64_t fetch_ = 0;          // edge the dispatcher may start the next fetch
+  int64_t job_end_ = 0;        // edge after the last completion
+  std::array<Engine, 3> engines_;
+  std::array<Channel, 4> channels_;
+  std::vector<Dma> recent_;
   // The memory bus is hw::kDmaBeatBytes wide (the RTL is generated for that width only).
   static int64_t beats(uint32_t pa, uint32_t len) {
     constexpr int64_t kBeat = static_cast<int64_t>(hw::kDmaBeatBytes);
@@ -165,16 +292,18 @@ class CycleModel {
     }
   };
 
+  uint64_t store_cycles(const std::vector<DmaRow>& rows);
+
   uint32_t n_;
   uint32_t latency_;
   int64_t ifu_tlb_ = kEmpty, ldq_tlb_ = kEmpty;
-  mutable int64_t stq_tlb_ = kEmpty;
+  int64_t stq_tlb_ = kEmpty;
   bool buf_valid_ = false;
   uint64_t buf_lo_ = 0, buf_hi_ = 0, buf_pa_lo_ = 0, buf_pa_hi_ = 0;
 };
 
 // STORE's write path (TIMING.md "STORE"): rows handed over one at a time, posted writes.
-inline uint64_t CycleModel::store(const std::vector<DmaRow>& rows) const {
+inline uint64_t CycleModel::store_cycles(const std::vector<DmaRow>& rows) {
   const int64_t L = latency_;
   int64_t a = 1, done = 0;
   for (const DmaRow& r : rows) {

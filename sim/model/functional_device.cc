@@ -266,6 +266,7 @@ class FunctionalDevice final : public Device {
           break;
         }
         fault = exec(w[1], w[2], w[3], qi, &fault_instr);
+        job_cycles_ += timing_.end_job();  // the engines overlap: the job's cycles come at its end
         if (!fault) count(hw::Counter::kJobs, 1);
         break;
       default:
@@ -291,9 +292,9 @@ class FunctionalDevice final : public Device {
       const uint32_t va = cmd_va + off;
       Chunks chunks;
       if (auto f = translate_range(va, hw::kInstructionBytes, false, itlb_, &chunks)) return f;
-      job_cycles_ += timing_.instruction(va, chunks.phys[0], uint64_t{cmd_va} + cmd_bytes, dram_.size());
       isa::Words w;
       std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
+      job_cycles_ += timing_.instruction(va, chunks.phys[0], uint64_t{cmd_va} + cmd_bytes, dram_.size(), w.data());
       if (auto f = execute(w, va)) return f;
       count(hw::Counter::kInstrs, 1);
       if (trace_) {

@@ -5,7 +5,8 @@
 // the page, of the command buffer or of DRAM) into a buffer; later instructions of the block
 // are delivered from it. The buffer only ever returns what an instruction-by-instruction fetch
 // would: it is dropped at every EXEC and page-table write (flush_i) and whenever a STORE
-// writes into its physical range (inval_i), and faults are checked on the instruction that is
+// writes a beat into its physical range (inval_i; also while the block is being read, which
+// then leaves the buffer empty after the delivery, since STOREs run beside fetch), and faults are checked on the instruction that is
 // actually requested (a block never extends past the page that instruction validated).
 //
 // Memory port: read bursts only; responses arrive in order.
@@ -57,6 +58,7 @@ module npu_ifu
 
   logic [BB-1:0] buf_q [NB];
   logic          buf_v_q;                 // the buffer holds a block of the current job
+  logic          stale_q;                 // a STORE wrote into the block while it was read
   logic [31:0]   buf_va_q, buf_pa_q;
   logic [9:0]    buf_len_q;               // bytes, multiple of 32
   logic [31:0]   va_q, limit_q;
@@ -103,10 +105,12 @@ module npu_ifu
         buf_v_q <= 1'b0;
         tlb_v_q <= 1'b0;
       end
-      // A STORE into the buffered block: fetch it again from DRAM.
+      // A STORE into the buffered block (or the block being read): fetch it again from DRAM.
       if (inval_i && {2'b00, inval_pa_i} + 34'(inval_len_i) > {2'b00, buf_pa_q} &&
-          {2'b00, inval_pa_i} < {2'b00, buf_pa_q} + 34'(buf_len_q))
+          {2'b00, inval_pa_i} < {2'b00, buf_pa_q} + 34'(buf_len_q)) begin
         buf_v_q <= 1'b0;
+        if (st_q == F_FILL) stale_q <= 1'b1;
+      end
 
       unique case (st_q)
         F_IDLE: begin
@@ -205,6 +209,7 @@ module npu_ifu
             buf_va_q <= va_q;
             buf_pa_q <= pa;
             buf_len_q <= 10'(len);
+            stale_q <= 1'b0;
             mem_req_valid_o <= 1'b1;
             mem_req_addr_o <= pa;
             mem_req_beats_o <= 8'(len >> OFFW);
@@ -220,8 +225,11 @@ module npu_ifu
             buf_q[BW'(beat_q)] <= mem_rsp_data_i;
             beat_q <= beat_q + 1'b1;
             if (beat_q + 1'b1 == nbeats_q) begin
-              // A STORE may not run during a fill, so the block is current.
-              buf_v_q <= !phys_q;
+              // The requested instruction is current (fetch waits for STOREs that overlap
+              // it); the rest of the block only if no STORE wrote into it meanwhile.
+              buf_v_q <= !phys_q && !stale_q && !(inval_i &&
+                  {2'b00, inval_pa_i} + 34'(inval_len_i) > {2'b00, buf_pa_q} &&
+                  {2'b00, inval_pa_i} < {2'b00, buf_pa_q} + 34'(buf_len_q));
               st_q <= F_DELIVER;
             end
           end

@@ -34,9 +34,6 @@ module npu_stq
   output logic [7:0]                err_code_o,
   output logic [31:0]               err_addr_o,
   output logic                      pt_write_o,
-  output logic                      wr_o,         // pulse: [wr_pa_o, +wr_len_o) is being written
-  output logic [31:0]               wr_pa_o,
-  output logic [8:0]                wr_len_o,
   output logic                      stall_o,
 
   output logic                      mem_req_valid_o,
@@ -120,7 +117,6 @@ module npu_stq
       mem_req_wstrb_o <= '0;
       row_done_o <= 1'b0;
       pt_write_o <= 1'b0;
-      wr_o <= 1'b0;
     end else if (!hold_i) begin
       logic        setup;       // start the beats of a translated piece this cycle
       logic [31:0] s_pa;
@@ -133,7 +129,6 @@ module npu_stq
       s_data = data_q;
       row_done_o <= 1'b0;
       pt_write_o <= 1'b0;
-      wr_o <= 1'b0;
       if (tlb_flush_i) tlb_v_q <= 1'b0;
 
       unique case (t_st_q)
@@ -292,9 +287,6 @@ module npu_stq
         mem_req_wdata_o <= wbuf[BB-1:0];
         mem_req_wstrb_o <= bmask[BEAT_BYTES-1:0];
         t_st_q <= T_BEAT;
-        wr_o <= 1'b1;
-        wr_pa_o <= s_pa;
-        wr_len_o <= s_len;
         // A write into the page table invalidates every cached translation.
         if (hits_pt(s_pa, s_len, pt_base_i)) begin
           tlb_v_q <= 1'b0;

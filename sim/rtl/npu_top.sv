@@ -7,20 +7,26 @@
 //   npu_ifu  ring entries and instruction fetch (block buffer of 8 instructions)
 //   npu_ldq  LOAD's pipelined reads (up to 128 bursts in flight, rows return in order)
 //   npu_stq  STORE's posted writes
-//   here     command processor, dispatcher (token rule, checks), GEMM array, VEC unit,
-//            scratchpads, registers, counters
+//   here     command processor, dispatcher (token rule, checks), the three engines' queues,
+//            GEMM array, VEC unit, scratchpads, registers, counters, memory-port arbiter
 //
-// Execution: the command processor picks the lowest-numbered ring with HEAD != TAIL, reads the
-// entry and, for an EXEC, fetches and executes the command buffer one instruction at a time in
-// program order. The token rule makes program order the architectural result, so tokens are
-// only counted and checked here (pops before, pushes after each instruction). Within an
-// instruction the units pipeline (rows stream through LOAD/STORE, GEMM overlaps the next weight
-// tile with the current rows); faults stay precise (architecture.md 1.4). Cycle costs are in
-// TIMING.md.
+// Execution (architecture.md 1.4, TIMING.md): the command processor picks the lowest-numbered
+// ring with HEAD != TAIL and reads the entry. For an EXEC the dispatcher fetches and decodes
+// the command buffer in program order, does the program-order checks (fetch faults,
+// ILLEGAL_INSTRUCTION, token counting and TOKEN_DEADLOCK, SP_RANGE) and hands each
+// instruction to its engine's in-order queue (EQ_DEPTH entries). LOAD, COMPUTE and STORE run
+// concurrently: an engine starts its next instruction when its pops are covered by pushes of
+// *completed* instructions of the other engine (pushes take effect at completion) and, for
+// LOAD and STORE, when no earlier (program order) STORE/LOAD with an overlapping DRAM range
+// is queued or running. Fetch waits while an earlier queued or running STORE overlaps the
+// instruction being fetched. Errors are precise in the error registers: the first faulting
+// instruction in program order is reported once every earlier instruction has finished;
+// later instructions are dropped (one already running finishes).
 //
 // Scratchpads are arrays of rows read through registered addresses (synchronous-read SRAM
-// behaviour). A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs
-// from the current epoch reads as zero.
+// behaviour): COMPUTE has one read port per scratchpad, STORE a second one; LOAD and COMPUTE
+// write. A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs from
+// the current epoch reads as zero.
 module npu_top
   import npu_config_pkg::*;
 #(
@@ -53,10 +59,12 @@ module npu_top
   output logic                              irq_o,
   output logic                              busy_o,
 
-  output logic                              trace_valid_o,
+  // Instruction trace: one port per engine (0 LOAD, 1 COMPUTE, 2 STORE), pulsed when an
+  // instruction of that engine completes (several may complete on one edge).
+  output logic [2:0]                        trace_valid_o,
   output logic [7:0]                        trace_queue_o,
-  output logic [31:0]                       trace_offset_o,
-  output logic [255:0]                      trace_instr_o
+  output logic [95:0]                       trace_offset_o,
+  output logic [767:0]                      trace_instr_o
 );
   localparam int unsigned N = ARRAY_DIM;
   localparam int unsigned Q = NUM_QUEUES;
@@ -77,6 +85,11 @@ module npu_top
   localparam int unsigned LDQ_DEPTH = 128;
   // ACT rows holding the 256-entry VEC LUT table.
   localparam int unsigned LUT_ROWS = 256 / N;
+  // Instructions each engine's queue holds between the dispatcher and the engine.
+  localparam int unsigned EQ_DEPTH = 4;
+  localparam int unsigned EQW = $clog2(EQ_DEPTH);
+  // Read bursts in flight on the memory port (LOAD's queue, one fetch, one STORE PTE read).
+  localparam int unsigned TAG_DEPTH = 256;
 
   // ------------------------------------------------------------------------------------------
   // Scratchpads
@@ -88,6 +101,7 @@ module npu_top
   logic [N*32-1:0] acc_mem [ACC_ROWS];
   logic [31:0]     acc_tag [ACC_ROWS];
   logic [31:0]     epoch_q;
+  // COMPUTE's read ports.
   logic [AAW-1:0]  act_ra_q;
   logic [WAW-1:0]  wgt_ra_q;
   logic [CAW-1:0]  acc_ra_q;
@@ -97,6 +111,17 @@ module npu_top
   assign act_rd = (act_tag[act_ra_q] == epoch_q) ? act_mem[act_ra_q] : '0;
   assign wgt_rd = (wgt_tag[wgt_ra_q] == epoch_q) ? wgt_mem[wgt_ra_q] : '0;
   assign acc_rd = (acc_tag[acc_ra_q] == epoch_q) ? acc_mem[acc_ra_q] : '0;
+  // STORE's read port (one row address into the scratchpad the STORE reads).
+  logic [31:0]     s_ra_q;
+  logic [1:0]      s_sp_q;
+  logic [RB-1:0]   s_rd;
+  always_comb begin
+    unique case (s_sp_q)
+      SP_ACT[1:0]: s_rd = (act_tag[AAW'(s_ra_q)] == epoch_q) ? RB'(act_mem[AAW'(s_ra_q)]) : '0;
+      SP_WGT[1:0]: s_rd = (wgt_tag[WAW'(s_ra_q)] == epoch_q) ? RB'(wgt_mem[WAW'(s_ra_q)]) : '0;
+      default:     s_rd = (acc_tag[CAW'(s_ra_q)] == epoch_q) ? acc_mem[CAW'(s_ra_q)] : '0;
+    endcase
+  end
 
   // ------------------------------------------------------------------------------------------
   // Architectural registers
@@ -114,32 +139,67 @@ module npu_top
   logic [63:0] cnt_q [NUM_COUNTERS];
 
   // ------------------------------------------------------------------------------------------
-  // Controller state
+  // Dispatcher state
   // ------------------------------------------------------------------------------------------
-  typedef enum logic [5:0] {
-    S_IDLE, S_RING_WAIT, S_RING_DEC, S_FETCH, S_FETCH_WAIT, S_DECODE, S_RANGE,
-    S_LD_ROW, S_ST_RUN,
-    S_G_BLK, S_G_WLOAD, S_G_RUN,
-    S_V_SETUP, S_V_RUN,
-    S_COMPLETE
-  } state_e;
-  state_e st_q;
+  typedef enum logic [3:0] {
+    D_IDLE, D_RING_WAIT, D_RING_DEC, D_FETCH, D_FETCH_WAIT, D_DECODE, D_RANGE, D_ISSUE,
+    D_DRAIN
+  } dstate_e;
+  dstate_e ds_q;
 
   logic [QW-1:0] q_q;            // queue being served
-  logic          in_job_q;
   logic [31:0]   cb_va_q, cb_len_q, pt_base_q, pc_q;
   logic [31:0]   entry_pa_q;
-  logic [31:0]   iw [8];         // current instruction words
-  logic [7:0]    tok_q [4];      // token channels: 0 L->C, 1 C->L, 2 C->S, 3 S->C
+  logic [31:0]   dw [8];         // instruction (or ring entry) being dispatched
+  logic [7:0]    tok_q [4];      // program-order token counts: 0 L->C, 1 C->L, 2 C->S, 3 S->C
+  logic [8:0]    tok_av_q [4];   // tokens pushed by completed instructions, not yet popped
+  logic [33:0]   d_lo_q, d_hi_q; // DRAM VA range of the LOAD/STORE being dispatched
+  // The first error in program order so far (precise error registers): latched into the
+  // architectural registers once every instruction before it has finished.
+  logic          perr_v_q;
+  logic [7:0]    perr_code_q;
+  logic [31:0]   perr_addr_q, perr_pc_q;
 
-  // Engine loop registers (shared by the engines; only one instruction runs at a time).
-  logic [15:0] lz_q, ly_q, lx_q;     // LOAD/STORE (padded) loop indices, GEMM o/i/r, VEC o/r
-  logic [16:0] ly_n, lx_n;           // LOAD padded extents
-  logic [31:0] row_q;                // scratchpad row of the LOAD/STORE
-  logic        ld_done_q;            // LOAD: every row has been generated
-  logic        st_done_q;            // STORE: every row has been handed to npu_stq
-  logic [7:0]  len_q;                // bytes per DRAM row
-  logic [1:0]  sp_q;
+  // Engine queues: instruction words, offset in the command buffer, DRAM VA range.
+  typedef struct packed {
+    logic [255:0] w;
+    logic [31:0]  pc;
+    logic [33:0]  lo, hi;
+  } eq_t;
+  eq_t            eq_q [3][EQ_DEPTH];
+  logic [EQ_DEPTH-1:0] eq_v_q [3];
+  logic [EQW-1:0] eq_hd_q [3];
+  logic [EQW-1:0] eq_tl_q [3];
+
+  // ------------------------------------------------------------------------------------------
+  // Engine state
+  // ------------------------------------------------------------------------------------------
+  typedef enum logic [1:0] { L_IDLE, L_ROW, L_DONE } lstate_e;
+  typedef enum logic [1:0] { T_IDLE, T_RUN, T_DONE } sstate_e;
+  typedef enum logic [2:0] { C_IDLE, G_BLK, G_WLOAD, G_RUN, V_SETUP, V_RUN, C_DONE } cstate_e;
+  lstate_e ls_q;
+  sstate_e ss_q;
+  cstate_e cs_q;
+  logic [31:0] lw [8];               // LOAD engine's instruction
+  logic [31:0] sw [8];               // STORE engine's instruction
+  logic [31:0] iw [8];               // COMPUTE engine's instruction
+  logic [31:0] l_pc_q, s_pc_q, c_pc_q;
+  logic [33:0] l_lo_q, l_hi_q, s_lo_q, s_hi_q;
+
+  // LOAD loop registers.
+  logic [15:0] l_z_q, l_y_q, l_x_q;  // padded loop indices
+  logic [16:0] l_yn_q, l_xn_q;       // padded extents
+  logic [31:0] l_row_q;              // scratchpad row
+  logic        l_done_q;             // every row has been generated
+  logic [7:0]  l_len_q;              // bytes per DRAM row
+  logic [1:0]  l_sp_q;
+  // STORE loop registers.
+  logic [15:0] s_z_q, s_y_q, s_x_q;
+  logic [16:0] s_yn_q, s_xn_q;
+  logic        s_done_q;             // every row has been handed to npu_stq
+  logic [7:0]  s_len_q;
+  // COMPUTE loop registers: GEMM o/i/r, VEC o/r.
+  logic [15:0] lz_q, ly_q, lx_q;
   logic [N*N*8-1:0] wtile_q;         // weight tile held in the array, row k at bits k*N*8
   logic [N*N*8-1:0] wnext_q;         // tile being loaded for the next block
   logic           wl_run_q;          // weight loader active
@@ -166,6 +226,11 @@ module npu_top
   logic [31:0]  ifu_req_addr;
   logic [7:0]   ifu_req_beats;
 
+  // Memory port: per-unit grants and routed responses (below).
+  logic ifu_gnt, ldq_gnt, stq_gnt;
+  logic ifu_rsp, ldq_rsp, stq_rsp;
+  logic st_inval;                    // a STORE beat is written this edge (fetch buffer check)
+
   // Soft reset: a CONTROL write with the RESET bit takes effect on this edge.
   logic soft_rst;
   assign soft_rst = reg_valid_i && reg_write_i && reg_addr_i == REG_CONTROL &&
@@ -173,13 +238,13 @@ module npu_top
 
   npu_ifu #(.BEAT_BYTES(BEAT_BYTES)) u_ifu (
     .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .flush_i(tlb_flush_q || stq_pt_write),
-    .inval_i(stq_wr), .inval_pa_i(stq_wr_pa), .inval_len_i(stq_wr_len),
+    .inval_i(st_inval), .inval_pa_i(mem_req_addr_o), .inval_len_i(9'(BEAT_BYTES)),
     .pt_base_i(pt_base_q), .dram_bytes_i,
     .start_i(ifu_start_q), .phys_i(ifu_phys_q), .addr_i(ifu_addr_q), .limit_i(cb_len_q - pc_q),
     .busy_o(ifu_busy), .done_o(ifu_done), .err_o(ifu_err), .err_code_o(ifu_err_code),
     .err_addr_o(ifu_err_addr), .data_o(ifu_data), .stall_o(ifu_stall),
-    .mem_req_valid_o(ifu_req_valid), .mem_req_ready_i, .mem_req_addr_o(ifu_req_addr),
-    .mem_req_beats_o(ifu_req_beats), .mem_rsp_valid_i, .mem_rsp_data_i
+    .mem_req_valid_o(ifu_req_valid), .mem_req_ready_i(ifu_gnt), .mem_req_addr_o(ifu_req_addr),
+    .mem_req_beats_o(ifu_req_beats), .mem_rsp_valid_i(ifu_rsp), .mem_rsp_data_i
   );
 
   // LOAD's pipelined read path.
@@ -197,12 +262,12 @@ module npu_top
     .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q || stq_pt_write),
     .pt_base_i(pt_base_q), .dram_bytes_i,
     .req_valid_i(ldq_req_valid_q), .req_ready_o(ldq_req_ready), .req_va_i(ldq_req_va_q),
-    .req_len_i(len_q), .req_row_i(ldq_req_row_q),
+    .req_len_i(l_len_q), .req_row_i(ldq_req_row_q),
     .row_valid_o(ldq_row_valid), .row_data_o(ldq_row_data), .row_idx_o(ldq_row_idx),
     .row_len_o(ldq_row_len), .idle_o(ldq_idle), .err_o(ldq_err), .err_code_o(ldq_err_code),
     .err_addr_o(ldq_err_addr), .stall_o(ldq_stall),
-    .mem_req_valid_o(ldq_mem_valid), .mem_req_ready_i, .mem_req_addr_o(ldq_mem_addr),
-    .mem_req_beats_o(ldq_mem_beats), .mem_rsp_valid_i, .mem_rsp_data_i
+    .mem_req_valid_o(ldq_mem_valid), .mem_req_ready_i(ldq_gnt), .mem_req_addr_o(ldq_mem_addr),
+    .mem_req_beats_o(ldq_mem_beats), .mem_rsp_valid_i(ldq_rsp), .mem_rsp_data_i
   );
 
   // STORE's write path.
@@ -212,33 +277,99 @@ module npu_top
   logic          stq_row_done, stq_idle, stq_err, stq_pt_write, stq_stall;
   logic [7:0]    stq_row_len, stq_err_code;
   logic [31:0]   stq_err_addr;
-  logic          stq_mem_valid, stq_mem_write, stq_wr;
-  logic [31:0]   stq_wr_pa;
-  logic [8:0]    stq_wr_len;
+  logic          stq_mem_valid, stq_mem_write;
   logic [31:0]   stq_mem_addr;
+  logic [int'(DMA_BEAT_BYTES)*8-1:0] stq_mem_wdata;
+  logic [int'(DMA_BEAT_BYTES)-1:0]   stq_mem_wstrb;
   npu_stq #(.ROW_BYTES(ROW_BYTES), .BEAT_BYTES(BEAT_BYTES)) u_stq (
     .clk_i, .rst_ni, .hold_i, .clear_i(soft_rst), .tlb_flush_i(tlb_flush_q),
     .pt_base_i(pt_base_q), .dram_bytes_i,
     .req_valid_i(stq_req_valid_q), .req_ready_o(stq_req_ready), .req_va_i(stq_req_va_q),
-    .req_len_i(len_q), .req_data_i(stq_req_data_q),
+    .req_len_i(s_len_q), .req_data_i(stq_req_data_q),
     .row_done_o(stq_row_done), .row_len_o(stq_row_len), .idle_o(stq_idle), .err_o(stq_err),
     .err_code_o(stq_err_code), .err_addr_o(stq_err_addr), .pt_write_o(stq_pt_write),
-    .wr_o(stq_wr), .wr_pa_o(stq_wr_pa), .wr_len_o(stq_wr_len),
     .stall_o(stq_stall),
-    .mem_req_valid_o(stq_mem_valid), .mem_req_ready_i, .mem_req_write_o(stq_mem_write),
-    .mem_req_addr_o(stq_mem_addr), .mem_req_wdata_o, .mem_req_wstrb_o, .mem_rsp_valid_i,
-    .mem_rsp_data_i
+    .mem_req_valid_o(stq_mem_valid), .mem_req_ready_i(stq_gnt), .mem_req_write_o(stq_mem_write),
+    .mem_req_addr_o(stq_mem_addr), .mem_req_wdata_o(stq_mem_wdata),
+    .mem_req_wstrb_o(stq_mem_wstrb), .mem_rsp_valid_i(stq_rsp), .mem_rsp_data_i
   );
 
-  // One memory port: npu_ifu, npu_ldq and npu_stq never have requests in flight at the same
-  // time (the controller runs one instruction at a time and LOAD/STORE drain their queues
-  // before completing).
-  assign mem_req_valid_o = ifu_req_valid || ldq_mem_valid || stq_mem_valid;
-  assign mem_req_write_o = stq_mem_valid && stq_mem_write;
-  assign mem_req_addr_o = stq_mem_valid ? stq_mem_addr :
-                          ldq_mem_valid ? ldq_mem_addr : ifu_req_addr;
-  assign mem_req_beats_o = stq_mem_valid ? 8'd1 : ldq_mem_valid ? ldq_mem_beats : ifu_req_beats;
+  // ------------------------------------------------------------------------------------------
+  // Memory port (TIMING.md "Memory port"): one request per edge. The fetch unit has priority;
+  // LOAD and STORE alternate when both request (round robin), so neither starves the other.
+  // Read data returns in request order, so a FIFO of (unit, beats) per accepted read burst
+  // routes each returning beat to its unit. With latency 0 a burst's first beat returns on
+  // its own accept edge, before the FIFO holds it.
+  // ------------------------------------------------------------------------------------------
+  logic       rr_stq_q;              // STORE wins the next LOAD/STORE contention
+  logic [1:0] tag_unit_q [TAG_DEPTH];
+  logic [7:0] tag_beats_q [TAG_DEPTH];
+  logic [7:0] tag_hd_q, tag_tl_q;
+  logic [8:0] tag_cnt_q;
+  logic [7:0] tag_beat_q;            // beats of the head burst already returned
+  logic       rd_acc;                // a read burst is accepted on this edge
+  logic [1:0] rd_unit, rsp_unit;
+  logic [7:0] rsp_beats;
+  always_comb begin
+    ifu_gnt = mem_req_ready_i && ifu_req_valid;
+    ldq_gnt = mem_req_ready_i && !ifu_req_valid && ldq_mem_valid && (!stq_mem_valid || !rr_stq_q);
+    stq_gnt = mem_req_ready_i && !ifu_req_valid && stq_mem_valid && (!ldq_mem_valid || rr_stq_q);
+    mem_req_valid_o = ifu_req_valid || ldq_mem_valid || stq_mem_valid;
+    mem_req_write_o = 1'b0;
+    mem_req_addr_o = ifu_req_addr;
+    mem_req_beats_o = ifu_req_beats;
+    rd_unit = 2'd0;
+    if (!ifu_req_valid && ldq_mem_valid && (!stq_mem_valid || !rr_stq_q)) begin
+      mem_req_addr_o = ldq_mem_addr;
+      mem_req_beats_o = ldq_mem_beats;
+      rd_unit = 2'd1;
+    end else if (!ifu_req_valid && stq_mem_valid) begin
+      mem_req_write_o = stq_mem_write;
+      mem_req_addr_o = stq_mem_addr;
+      mem_req_beats_o = 8'd1;
+      rd_unit = 2'd2;
+    end
+    mem_req_wdata_o = stq_mem_wdata;
+    mem_req_wstrb_o = stq_mem_wstrb;
+    rd_acc = mem_req_valid_o && mem_req_ready_i && !mem_req_write_o;
+    st_inval = stq_gnt && stq_mem_write;
+    rsp_unit = (tag_cnt_q != 0) ? tag_unit_q[tag_hd_q] : rd_unit;
+    rsp_beats = (tag_cnt_q != 0) ? tag_beats_q[tag_hd_q] : mem_req_beats_o;
+    ifu_rsp = mem_rsp_valid_i && rsp_unit == 2'd0;
+    ldq_rsp = mem_rsp_valid_i && rsp_unit == 2'd1;
+    stq_rsp = mem_rsp_valid_i && rsp_unit == 2'd2;
+  end
 
+  always_ff @(posedge clk_i) begin
+    if (!rst_ni || soft_rst) begin
+      rr_stq_q <= 1'b0;
+      tag_hd_q <= '0;
+      tag_tl_q <= '0;
+      tag_cnt_q <= '0;
+      tag_beat_q <= '0;
+    end else if (!hold_i) begin
+      logic push, pop;
+      push = rd_acc;
+      pop = 1'b0;
+      if (ldq_gnt) rr_stq_q <= 1'b1;
+      if (stq_gnt) rr_stq_q <= 1'b0;
+      if (push) begin
+        tag_unit_q[tag_tl_q] <= rd_unit;
+        tag_beats_q[tag_tl_q] <= mem_req_beats_o;
+        tag_tl_q <= tag_tl_q + 8'd1;
+      end
+      if (mem_rsp_valid_i) begin
+        if (tag_beat_q + 8'd1 == rsp_beats) begin
+          tag_beat_q <= '0;
+          pop = 1'b1;
+          tag_hd_q <= tag_hd_q + 8'd1;
+        end else begin
+          tag_beat_q <= tag_beat_q + 8'd1;
+        end
+      end
+      tag_cnt_q <= tag_cnt_q + 9'(push) - 9'(pop);
+    end
+  end
   // ------------------------------------------------------------------------------------------
   // Ring selection, status, interrupt
   // ------------------------------------------------------------------------------------------
@@ -257,7 +388,7 @@ module npu_top
 
   logic halted;
   assign halted = (err_code_q != ERR_NONE);
-  assign busy_o = (st_q != S_IDLE) || (enable_q && !halted && pending);
+  assign busy_o = (ds_q != D_IDLE) || (enable_q && !halted && pending);
   assign irq_o = (irq_status_q & irq_mask_q) != 0;
 
   // ------------------------------------------------------------------------------------------
@@ -315,13 +446,14 @@ module npu_top
   // ------------------------------------------------------------------------------------------
   // Instruction fields
   // ------------------------------------------------------------------------------------------
+  // Of the instruction being dispatched.
   logic [7:0] op;
   logic pop_prev, pop_next, push_prev, push_next;
-  assign op = iw[0][7:0];
-  assign pop_prev = iw[0][8];
-  assign pop_next = iw[0][9];
-  assign push_prev = iw[0][10];
-  assign push_next = iw[0][11];
+  assign op = dw[0][7:0];
+  assign pop_prev = dw[0][8];
+  assign pop_next = dw[0][9];
+  assign push_prev = dw[0][10];
+  assign push_next = dw[0][11];
 
   // Engine of the instruction: 0 LOAD, 1 COMPUTE, 2 STORE (3 = invalid SYNC target).
   function automatic logic [1:0] engine_of(input logic [7:0] opc, input logic [1:0] sync_eng);
@@ -556,14 +688,93 @@ module npu_top
   endfunction
 
   // ------------------------------------------------------------------------------------------
-  // Controller
+  // Engine issue conditions (combinational on registered state)
+  // ------------------------------------------------------------------------------------------
+  function automatic logic overlaps(input logic [33:0] alo, input logic [33:0] ahi,
+                                    input logic [33:0] blo, input logic [33:0] bhi);
+    return alo < bhi && blo < ahi;
+  endfunction
+
+  eq_t         h_e [3];              // head entry of each engine's queue
+  logic [2:0]  h_v, h_drop, h_go, h_tokwait;
+  logic        fetch_hold;
+  logic [33:0] f_lo, f_hi;
+  always_comb begin
+    logic ld_haz, st_haz;
+    for (int e = 0; e < 3; e++) begin
+      logic [1:0] eg;
+      logic       tok_ok;
+      eg = 2'(e);
+      h_e[e] = eq_q[e][eq_hd_q[e]];
+      h_v[e] = eq_v_q[e][eq_hd_q[e]];
+      // After the first error, instructions later in program order are dropped.
+      h_drop[e] = h_v[e] && perr_v_q && h_e[e].pc > perr_pc_q;
+      tok_ok = (!h_e[e].w[8] || tok_av_q[ch_pop_prev(eg)] != 0) &&
+               (!h_e[e].w[9] || tok_av_q[ch_pop_next(eg)] != 0);
+      h_tokwait[e] = h_v[e] && !h_drop[e] && !tok_ok;
+      h_go[e] = h_v[e] && !h_drop[e] && tok_ok;
+    end
+    // DRAM hazards: a LOAD waits for every earlier STORE with an overlapping VA range that is
+    // queued or running, a STORE for every such earlier LOAD.
+    ld_haz = (ss_q != T_IDLE) && s_pc_q < h_e[0].pc &&
+             overlaps(s_lo_q, s_hi_q, h_e[0].lo, h_e[0].hi);
+    st_haz = (ls_q != L_IDLE) && l_pc_q < h_e[2].pc &&
+             overlaps(l_lo_q, l_hi_q, h_e[2].lo, h_e[2].hi);
+    for (int j = 0; j < int'(EQ_DEPTH); j++) begin
+      if (eq_v_q[2][j] && eq_q[2][j].pc < h_e[0].pc &&
+          overlaps(eq_q[2][j].lo, eq_q[2][j].hi, h_e[0].lo, h_e[0].hi))
+        ld_haz = 1'b1;
+      if (eq_v_q[0][j] && eq_q[0][j].pc < h_e[2].pc &&
+          overlaps(eq_q[0][j].lo, eq_q[0][j].hi, h_e[2].lo, h_e[2].hi))
+        st_haz = 1'b1;
+    end
+    if (ld_haz) h_go[0] = 1'b0;
+    if (st_haz) h_go[2] = 1'b0;
+    // Instruction fetch waits while a (necessarily earlier) STORE that may write the
+    // instruction is queued or running.
+    f_lo = {2'b00, cb_va_q + pc_q};
+    f_hi = f_lo + 34'd32;
+    fetch_hold = (ss_q != T_IDLE) && overlaps(s_lo_q, s_hi_q, f_lo, f_hi);
+    for (int j = 0; j < int'(EQ_DEPTH); j++)
+      if (eq_v_q[2][j] && overlaps(eq_q[2][j].lo, eq_q[2][j].hi, f_lo, f_hi)) fetch_hold = 1'b1;
+  end
+
+  // DRAM VA range of a LOAD or STORE: [va, va + sum (count-1)*stride + row bytes), the whole
+  // 32-bit space when it wraps; empty for the other instructions.
+  function automatic logic [67:0] dram_range(input logic [31:0] w [8]);
+    logic [63:0] ext;
+    logic [33:0] lo, hi;
+    logic [7:0]  len;
+    lo = '0;
+    hi = '0;
+    if (w[0][7:0] == OP_LOAD || w[0][7:0] == OP_STORE) begin
+      len = ((w[0][31:24] == 0) ? 8'(N) : w[0][31:24]) << ((w[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+      ext = 64'(w[1]) + (64'(w[4][15:0]) - 64'd1) * 64'(w[7]) +
+            (64'(w[3][31:16]) - 64'd1) * 64'(w[6]) + (64'(w[3][15:0]) - 64'd1) * 64'(w[5]) +
+            64'(len);
+      if (ext > 64'h1_0000_0000) begin
+        lo = '0;
+        hi = 34'h1_0000_0000;
+      end else begin
+        lo = 34'(w[1]);
+        hi = 34'(ext);
+      end
+    end
+    return {lo, hi};
+  endfunction
+
+  // ------------------------------------------------------------------------------------------
+  // Command processor, dispatcher and engines
   // ------------------------------------------------------------------------------------------
   always_ff @(posedge clk_i) begin
     if (!rst_ni || soft_rst) begin
       // Power-on values. A soft reset also counts itself and clears the scratchpads.
       reset_count_q <= !rst_ni ? 32'd0 : reset_count_q + 32'd1;
       epoch_q <= !rst_ni ? 32'd1 : epoch_q + 32'd1;
-      st_q <= S_IDLE;
+      ds_q <= D_IDLE;
+      ls_q <= L_IDLE;
+      ss_q <= T_IDLE;
+      cs_q <= C_IDLE;
       enable_q <= 1'b0;
       irq_status_q <= '0;
       irq_mask_q <= '0;
@@ -579,21 +790,36 @@ module npu_top
         comp_seq_q[q] <= '0;
       end
       for (int c = 0; c < NUM_COUNTERS; c++) cnt_q[c] <= '0;
-      for (int t = 0; t < 4; t++) tok_q[t] <= '0;
+      for (int t = 0; t < 4; t++) begin
+        tok_q[t] <= '0;
+        tok_av_q[t] <= '0;
+      end
+      for (int e = 0; e < 3; e++) begin
+        eq_v_q[e] <= '0;
+        eq_hd_q[e] <= '0;
+        eq_tl_q[e] <= '0;
+      end
+      perr_v_q <= 1'b0;
       ifu_start_q <= 1'b0;
       tlb_flush_q <= 1'b0;
-      trace_valid_o <= 1'b0;
-      in_job_q <= 1'b0;
+      trace_valid_o <= '0;
       wl_run_q <= 1'b0;
       ldq_req_valid_q <= 1'b0;
       stq_req_valid_q <= 1'b0;
     end else begin
       logic [8:0] irq_next;
-      logic       raise;
+      logic       raise;             // ring-level error (no job running)
       logic [7:0] r_code;
       logic [31:0] r_addr;
       logic [QW-1:0] r_queue;
       logic       g_swap;
+      // First error in program order, updated by the candidates of this edge.
+      logic        pv;
+      logic [7:0]  pcode;
+      logic [31:0] paddr, ppc;
+      logic [8:0]  tav [4];
+      logic [1:0]  ndone;
+      logic [2:0]  pop_e;            // engine queue heads consumed on this edge
 
       raise = 1'b0;
       r_code = ERR_NONE;
@@ -601,6 +827,13 @@ module npu_top
       r_queue = q_q;
       g_swap = 1'b0;
       irq_next = irq_status_q;
+      pv = perr_v_q;
+      pcode = perr_code_q;
+      paddr = perr_addr_q;
+      ppc = perr_pc_q;
+      for (int t = 0; t < 4; t++) tav[t] = tok_av_q[t];
+      ndone = '0;
+      pop_e = '0;
 
       // Register writes.
       if (reg_valid_i && reg_write_i) begin
@@ -633,7 +866,7 @@ module npu_top
       if (!hold_i) begin
         ifu_start_q <= 1'b0;
         tlb_flush_q <= 1'b0;
-        trace_valid_o <= 1'b0;
+        trace_valid_o <= '0;
 
         // GEMM weight loader: one WGT row per cycle into wnext_q while wl_run_q.
         if (wl_run_q) begin
@@ -642,29 +875,25 @@ module npu_top
           k_q <= k_q + 16'd1;
           if (wl_full) wl_run_q <= 1'b0;
         end
-  
-        // Counters that depend only on the controller state.
+
+        // Counters that depend only on the engine states.
         cnt_q[CNT_CYCLES] <= cnt_q[CNT_CYCLES] + 64'd1;
-        if (st_q == S_LD_ROW ||
-            (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd0))
-          cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
-        if (st_q inside {S_G_BLK, S_G_WLOAD, S_G_RUN, S_V_SETUP, S_V_RUN} ||
-            (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd1))
-          cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
-        if (st_q == S_ST_RUN ||
-            (st_q inside {S_DECODE, S_RANGE, S_COMPLETE} && engine_of(iw[0][7:0], iw[0][17:16]) == 2'd2))
-          cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
-        if (ifu_stall || stq_stall || (st_q == S_LD_ROW && ldq_stall && !ldq_row_valid))
+        if (ls_q != L_IDLE) cnt_q[CNT_BUSY_LOAD] <= cnt_q[CNT_BUSY_LOAD] + 64'd1;
+        if (cs_q != C_IDLE) cnt_q[CNT_BUSY_COMPUTE] <= cnt_q[CNT_BUSY_COMPUTE] + 64'd1;
+        if (ss_q != T_IDLE) cnt_q[CNT_BUSY_STORE] <= cnt_q[CNT_BUSY_STORE] + 64'd1;
+        if ((ls_q == L_IDLE && h_tokwait[0]) || (cs_q == C_IDLE && h_tokwait[1]) ||
+            (ss_q == T_IDLE && h_tokwait[2]))
+          cnt_q[CNT_STALL_TOKEN] <= cnt_q[CNT_STALL_TOKEN] + 64'd1;
+        if (ifu_stall || stq_stall || (ls_q == L_ROW && ldq_stall && !ldq_row_valid))
           cnt_q[CNT_STALL_MEM] <= cnt_q[CNT_STALL_MEM] + 64'd1;
 
-        unique case (st_q)
-          // ------------------------------------------------------------ command processor
-          S_IDLE: begin
+        // ========================================================== command processor
+        unique case (ds_q)
+          D_IDLE: begin
             if (enable_q && !halted && pending && !ifu_busy) begin
               logic [32:0] pa;
               logic [31:0] size;
               q_q <= pick;
-              in_job_q <= 1'b0;
               size = ring_size_q[pick];
               pa = {1'b0, ring_base_q[pick]} + {1'b0, ring_head_q[pick]};
               entry_pa_q <= pa[31:0];
@@ -682,53 +911,56 @@ module npu_top
                 r_addr = pa[31:0];
               end else begin
                 ifu_start_q <= 1'b1;
-                  ifu_phys_q <= 1'b1;
+                ifu_phys_q <= 1'b1;
                 ifu_addr_q <= pa[31:0];
-                st_q <= S_RING_WAIT;
+                ds_q <= D_RING_WAIT;
               end
             end
           end
 
-          S_RING_WAIT: begin
+          D_RING_WAIT: begin
             if (ifu_done) begin
               if (ifu_err) begin
                 raise = 1'b1;
                 r_code = ifu_err_code;
                 r_addr = ifu_err_addr;
               end else begin
-                for (int i = 0; i < 8; i++) iw[i] <= ifu_data[i*32 +: 32];
-                st_q <= S_RING_DEC;
+                for (int i = 0; i < 8; i++) dw[i] <= ifu_data[i*32 +: 32];
+                ds_q <= D_RING_DEC;
               end
             end
           end
 
-          S_RING_DEC: begin
-            // iw holds the ring entry here.
-            unique case (iw[0][7:0])
+          D_RING_DEC: begin
+            // dw holds the ring entry here.
+            unique case (dw[0][7:0])
               RING_OP_NOP: begin
                 ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
-                st_q <= S_IDLE;
+                ds_q <= D_IDLE;
               end
               RING_OP_FENCE: begin
-                comp_seq_q[q_q] <= iw[1];
+                comp_seq_q[q_q] <= dw[1];
                 irq_next = irq_next | (9'd1 << q_q);
                 ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
-                st_q <= S_IDLE;
+                ds_q <= D_IDLE;
               end
               RING_OP_EXEC: begin
-                if (iw[1][4:0] != 0 || iw[2][4:0] != 0 || iw[2] == 0 || iw[3][1:0] != 0) begin
+                if (dw[1][4:0] != 0 || dw[2][4:0] != 0 || dw[2] == 0 || dw[3][1:0] != 0) begin
                   raise = 1'b1;
                   r_code = ERR_BAD_RING_ENTRY;
                   r_addr = entry_pa_q;
                 end else begin
-                  cb_va_q <= iw[1];
-                  cb_len_q <= iw[2];
-                  pt_base_q <= iw[3];
+                  cb_va_q <= dw[1];
+                  cb_len_q <= dw[2];
+                  pt_base_q <= dw[3];
                   pc_q <= '0;
-                  in_job_q <= 1'b1;
-                  for (int t = 0; t < 4; t++) tok_q[t] <= '0;
+                  for (int t = 0; t < 4; t++) begin
+                    tok_q[t] <= '0;
+                    tav[t] = '0;
+                  end
+                  pv = 1'b0;
                   tlb_flush_q <= 1'b1;
-                  st_q <= S_FETCH;
+                  ds_q <= D_FETCH;
                 end
               end
               default: begin
@@ -740,84 +972,104 @@ module npu_top
           end
 
           // ------------------------------------------------------------ fetch and dispatch
-          S_FETCH: begin
-            ifu_start_q <= 1'b1;
-            ifu_phys_q <= 1'b0;
-            ifu_addr_q <= cb_va_q + pc_q;
-            st_q <= S_FETCH_WAIT;
+          D_FETCH: begin
+            if (perr_v_q) begin
+              ds_q <= D_DRAIN;
+            end else if (!fetch_hold) begin
+              ifu_start_q <= 1'b1;
+              ifu_phys_q <= 1'b0;
+              ifu_addr_q <= cb_va_q + pc_q;
+              ds_q <= D_FETCH_WAIT;
+            end
           end
 
-          S_FETCH_WAIT: begin
+          D_FETCH_WAIT: begin
             if (ifu_done) begin
-              if (ifu_err) begin
-                raise = 1'b1;
-                r_code = ifu_err_code;
-                r_addr = ifu_err_addr;
+              if (perr_v_q) begin
+                ds_q <= D_DRAIN;
+              end else if (ifu_err) begin
+                if (!pv) begin
+                  pv = 1'b1;
+                  pcode = ifu_err_code;
+                  paddr = ifu_err_addr;
+                  ppc = pc_q;
+                end
+                ds_q <= D_DRAIN;
               end else begin
-                for (int i = 0; i < 8; i++) iw[i] <= ifu_data[i*32 +: 32];
-                st_q <= S_DECODE;
+                for (int i = 0; i < 8; i++) dw[i] <= ifu_data[i*32 +: 32];
+                ds_q <= D_DECODE;
               end
             end
           end
 
-          S_DECODE: begin
+          D_DECODE: begin
             logic [1:0] eng;
-            eng = engine_of(iw[0][7:0], iw[0][17:16]);
-            if (illegal_instr(iw)) begin
-              raise = 1'b1;
-              r_code = ERR_ILLEGAL_INSTRUCTION;
-              r_addr = cb_va_q + pc_q;
+            logic       bad;
+            logic [7:0] bcode;
+            logic [31:0] baddr;
+            eng = engine_of(dw[0][7:0], dw[0][17:16]);
+            bad = 1'b1;
+            bcode = ERR_NONE;
+            baddr = '0;
+            if (illegal_instr(dw)) begin
+              bcode = ERR_ILLEGAL_INSTRUCTION;
+              baddr = cb_va_q + pc_q;
             end else if (pop_prev && tok_q[ch_pop_prev(eng)] == 0) begin
-              raise = 1'b1;
-              r_code = ERR_TOKEN_DEADLOCK;
-              r_addr = 32'(ch_pop_prev(eng));
+              bcode = ERR_TOKEN_DEADLOCK;
+              baddr = 32'(ch_pop_prev(eng));
             end else if (pop_next && tok_q[ch_pop_next(eng)] == 0) begin
-              raise = 1'b1;
-              r_code = ERR_TOKEN_DEADLOCK;
-              r_addr = 32'(ch_pop_next(eng));
+              bcode = ERR_TOKEN_DEADLOCK;
+              baddr = 32'(ch_pop_next(eng));
             end else begin
+              bad = 1'b0;
               if (pop_prev) tok_q[ch_pop_prev(eng)] <= tok_q[ch_pop_prev(eng)] - 8'd1;
               if (pop_next) tok_q[ch_pop_next(eng)] <= tok_q[ch_pop_next(eng)] - 8'd1;
-              st_q <= S_RANGE;
+            end
+            if (perr_v_q) begin
+              ds_q <= D_DRAIN;
+            end else if (bad) begin
+              if (!pv) begin
+                pv = 1'b1;
+                pcode = bcode;
+                paddr = baddr;
+                ppc = pc_q;
+              end
+              ds_q <= D_DRAIN;
+            end else begin
+              ds_q <= D_RANGE;
             end
           end
 
-          S_RANGE: begin
+          D_RANGE: begin
             // Largest scratchpad index of each range the instruction touches, checked in field
-            // order; then the engine's loop registers are set up.
+            // order.
             logic [63:0] m0, m1, m2, m3;
             logic [63:0] lim0, lim1, lim2, lim3;
+            logic [67:0] rng;
             m0 = '0; m1 = '0; m2 = '0; m3 = '0;
             lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1; lim3 = 64'd1;
-            lz_q <= '0;
-            ly_q <= '0;
-            lx_q <= '0;
             unique case (op)
               OP_LOAD: begin
                 logic [16:0] yn, xn;
-                yn = 17'(iw[3][31:16]) + 17'(iw[4][27:24]) + 17'(iw[4][31:28]);
-                xn = 17'(iw[3][15:0]) + 17'(iw[4][19:16]) + 17'(iw[4][23:20]);
-                m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(yn) * 64'(xn) - 64'd1;
-                lim0 = sp_rows(iw[0][17:16]);
-                ly_n <= yn;
-                lx_n <= xn;
+                yn = 17'(dw[3][31:16]) + 17'(dw[4][27:24]) + 17'(dw[4][31:28]);
+                xn = 17'(dw[3][15:0]) + 17'(dw[4][19:16]) + 17'(dw[4][23:20]);
+                m0 = 64'(dw[2]) + 64'(dw[4][15:0]) * 64'(yn) * 64'(xn) - 64'd1;
+                lim0 = sp_rows(dw[0][17:16]);
               end
               OP_STORE: begin
-                m0 = 64'(iw[2]) + 64'(iw[4][15:0]) * 64'(iw[3][31:16]) * 64'(iw[3][15:0]) - 64'd1;
-                lim0 = sp_rows(iw[0][17:16]);
-                ly_n <= 17'(iw[3][31:16]);
-                lx_n <= 17'(iw[3][15:0]);
+                m0 = 64'(dw[2]) + 64'(dw[4][15:0]) * 64'(dw[3][31:16]) * 64'(dw[3][15:0]) - 64'd1;
+                lim0 = sp_rows(dw[0][17:16]);
               end
               OP_GEMM: begin
                 logic [63:0] o1, i1, r1;
-                o1 = 64'(iw[3][15:0]) - 64'd1;
-                i1 = 64'(iw[3][31:16]) - 64'd1;
-                r1 = 64'(iw[2][31:16]) - 64'd1;
-                m0 = 64'(iw[1][15:0]) + o1 * 64'(iw[4][15:0]) + i1 * 64'(iw[4][31:16]) +
-                     r1 * 64'(iw[5][15:0]);
-                m1 = 64'(iw[1][31:16]) + o1 * 64'(iw[7][15:0]) + i1 * 64'(iw[7][31:16]);
-                m2 = 64'(iw[2][15:0]) + o1 * 64'(iw[5][31:16]) + i1 * 64'(iw[6][15:0]) +
-                     r1 * 64'(iw[6][31:16]);
+                o1 = 64'(dw[3][15:0]) - 64'd1;
+                i1 = 64'(dw[3][31:16]) - 64'd1;
+                r1 = 64'(dw[2][31:16]) - 64'd1;
+                m0 = 64'(dw[1][15:0]) + o1 * 64'(dw[4][15:0]) + i1 * 64'(dw[4][31:16]) +
+                     r1 * 64'(dw[5][15:0]);
+                m1 = 64'(dw[1][31:16]) + o1 * 64'(dw[7][15:0]) + i1 * 64'(dw[7][31:16]);
+                m2 = 64'(dw[2][15:0]) + o1 * 64'(dw[5][31:16]) + i1 * 64'(dw[6][15:0]) +
+                     r1 * 64'(dw[6][31:16]);
                 lim0 = 64'(ACT_ROWS);
                 lim1 = 64'(WGT_TILES);
                 lim2 = 64'(ACC_ROWS);
@@ -826,83 +1078,160 @@ module npu_top
                 // src (window included), aux, dst, then the parameter rows.
                 logic [63:0] o1, r1, kw, kh, ext;
                 logic [3:0]  md;
-                md = iw[0][19:16];
-                o1 = 64'(iw[3][15:0]) - 64'd1;
-                r1 = 64'(iw[2][31:16]) - 64'd1;
-                kw = vec_window(md) ? 64'(iw[7][7:0]) : 64'd1;
-                kh = vec_window(md) ? 64'(iw[7][15:8]) : 64'd1;
-                ext = o1 * 64'(iw[4][15:0]) + r1 * 64'(iw[4][31:16]) +
-                      (kh - 64'd1) * 64'(iw[7][31:16]) + (kw - 64'd1);
-                m0 = 64'(iw[1][15:0]) + ext;
+                md = dw[0][19:16];
+                o1 = 64'(dw[3][15:0]) - 64'd1;
+                r1 = 64'(dw[2][31:16]) - 64'd1;
+                kw = vec_window(md) ? 64'(dw[7][7:0]) : 64'd1;
+                kh = vec_window(md) ? 64'(dw[7][15:8]) : 64'd1;
+                ext = o1 * 64'(dw[4][15:0]) + r1 * 64'(dw[4][31:16]) +
+                      (kh - 64'd1) * 64'(dw[7][31:16]) + (kw - 64'd1);
+                m0 = 64'(dw[1][15:0]) + ext;
                 lim0 = (md == VEC_REQUANT[3:0]) ? 64'(ACC_ROWS) : 64'(ACT_ROWS);
                 if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) begin
-                  m1 = 64'(iw[6][31:16]) + ext;
+                  m1 = 64'(dw[6][31:16]) + ext;
                   lim1 = 64'(ACT_ROWS);
                 end else if (md == VEC_DWCONV[3:0]) begin
-                  m1 = 64'(iw[6][31:16]) + kh * kw - 64'd1;
+                  m1 = 64'(dw[6][31:16]) + kh * kw - 64'd1;
                   lim1 = 64'(WGT_ROWS);
                 end
-                m2 = 64'(iw[1][31:16]) + o1 * 64'(iw[5][15:0]) + r1 * 64'(iw[5][31:16]);
+                m2 = 64'(dw[1][31:16]) + o1 * 64'(dw[5][15:0]) + r1 * 64'(dw[5][31:16]);
                 lim2 = 64'(ACT_ROWS);
                 if (md == VEC_REQUANT[3:0] || md == VEC_DWCONV[3:0]) begin
-                  m3 = 64'(iw[2][15:0]) + 64'd2;
+                  m3 = 64'(dw[2][15:0]) + 64'd2;
                   lim3 = 64'(ACC_ROWS);
                 end else if (md == VEC_LUT[3:0]) begin
-                  m3 = 64'(iw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
+                  m3 = 64'(dw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
                   lim3 = 64'(ACT_ROWS);
                 end else if (md != VEC_MAXPOOL[3:0]) begin
-                  m3 = 64'(iw[2][15:0]);
+                  m3 = 64'(dw[2][15:0]);
                   lim3 = 64'(ACC_ROWS);
                 end
               end
               default: ;
             endcase
-            if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2 || m3 >= lim3) begin
-              raise = 1'b1;
-              r_code = ERR_SP_RANGE;
-              r_addr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] :
-                       (m2 >= lim2) ? m2[31:0] : m3[31:0];
-            end else begin
-              sp_q <= iw[0][17:16];
-              row_q <= iw[2];
-              len_q <= ((iw[0][31:24] == 0) ? 8'(N) : iw[0][31:24]) <<
-                       ((iw[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
-              unique case (op)
-                OP_LOAD: begin
-                ld_done_q <= 1'b0;
-                ldq_req_valid_q <= 1'b0;
-                st_q <= S_LD_ROW;
+            rng = dram_range(dw);
+            d_lo_q <= rng[67:34];
+            d_hi_q <= rng[33:0];
+            if (perr_v_q) begin
+              ds_q <= D_DRAIN;
+            end else if (m0 >= lim0 || m1 >= lim1 || m2 >= lim2 || m3 >= lim3) begin
+              if (!pv) begin
+                pv = 1'b1;
+                pcode = ERR_SP_RANGE;
+                paddr = (m0 >= lim0) ? m0[31:0] : (m1 >= lim1) ? m1[31:0] :
+                        (m2 >= lim2) ? m2[31:0] : m3[31:0];
+                ppc = pc_q;
               end
-                OP_STORE: begin
-                  act_ra_q <= AAW'(iw[2]);
-                  wgt_ra_q <= WAW'(iw[2]);
-                  acc_ra_q <= CAW'(iw[2]);
-                  st_done_q <= 1'b0;
-                  stq_req_valid_q <= 1'b0;
-                  st_q <= S_ST_RUN;
-                end
-                OP_GEMM:  st_q <= S_G_BLK;
-                OP_VEC: begin
-                  acc_ra_q <= CAW'(iw[2][15:0]);
-                  act_ra_q <= AAW'(iw[2][15:0]);
-                  k_q <= '0;
-                  st_q <= S_V_SETUP;
-                end
-                default:  st_q <= S_COMPLETE;   // NOP, SYNC
-              endcase
+              ds_q <= D_DRAIN;
+            end else begin
+              ds_q <= D_ISSUE;
             end
           end
 
-          // ------------------------------------------------------------ LOAD
+          D_ISSUE: begin
+            // Into the engine's queue when it has room. Pushes count in program order here;
+            // one beyond MAX_TOKENS is the instruction's error, reported after it ran.
+            logic [1:0] eng;
+            eng = engine_of(dw[0][7:0], dw[0][17:16]);
+            if (perr_v_q) begin
+              ds_q <= D_DRAIN;
+            end else if (!eq_v_q[eng][eq_tl_q[eng]]) begin
+              eq_q[eng][eq_tl_q[eng]] <= '{w: {dw[7], dw[6], dw[5], dw[4], dw[3], dw[2], dw[1], dw[0]},
+                                          pc: pc_q, lo: d_lo_q, hi: d_hi_q};
+              eq_v_q[eng][eq_tl_q[eng]] <= 1'b1;
+              eq_tl_q[eng] <= eq_tl_q[eng] + 1'b1;
+              if (push_prev && tok_q[ch_push_prev(eng)] == 8'(MAX_TOKENS)) begin
+                if (!pv) begin
+                  pv = 1'b1;
+                  pcode = ERR_TOKEN_DEADLOCK;
+                  paddr = 32'(ch_push_prev(eng));
+                  ppc = pc_q;
+                end
+                ds_q <= D_DRAIN;
+              end else if (push_next && tok_q[ch_push_next(eng)] == 8'(MAX_TOKENS)) begin
+                if (!pv) begin
+                  pv = 1'b1;
+                  pcode = ERR_TOKEN_DEADLOCK;
+                  paddr = 32'(ch_push_next(eng));
+                  ppc = pc_q;
+                end
+                ds_q <= D_DRAIN;
+              end else begin
+                if (push_prev) tok_q[ch_push_prev(eng)] <= tok_q[ch_push_prev(eng)] + 8'd1;
+                if (push_next) tok_q[ch_push_next(eng)] <= tok_q[ch_push_next(eng)] + 8'd1;
+                if (pc_q + 32'd32 == cb_len_q) begin
+                  ds_q <= D_DRAIN;
+                end else begin
+                  pc_q <= pc_q + 32'd32;
+                  ds_q <= D_FETCH;
+                end
+              end
+            end
+          end
+
+          D_DRAIN: begin
+            // Every dispatched instruction has finished (or was dropped after an error).
+            if (eq_v_q[0] == 0 && eq_v_q[1] == 0 && eq_v_q[2] == 0 && ls_q == L_IDLE &&
+                cs_q == C_IDLE && ss_q == T_IDLE && !ifu_busy) begin
+              if (perr_v_q) begin
+                err_code_q <= perr_code_q;
+                err_addr_q <= perr_addr_q;
+                err_queue_q <= q_q;
+                err_instr_q <= perr_pc_q;
+                irq_next[8] = 1'b1;
+              end else begin
+                cnt_q[CNT_JOBS] <= cnt_q[CNT_JOBS] + 64'd1;
+                ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
+              end
+              ds_q <= D_IDLE;
+            end
+          end
+
+          default: ds_q <= D_IDLE;
+        endcase
+
+        // ========================================================== LOAD engine
+        unique case (ls_q)
+          L_IDLE: begin
+            if (h_drop[0]) begin
+              pop_e[0] = 1'b1;
+            end else if (h_go[0]) begin
+              logic [31:0] w [8];
+              for (int i = 0; i < 8; i++) w[i] = h_e[0].w[i*32 +: 32];
+              pop_e[0] = 1'b1;
+              if (w[0][9]) tav[ch_pop_next(2'd0)] = tav[ch_pop_next(2'd0)] - 9'd1;
+              for (int i = 0; i < 8; i++) lw[i] <= w[i];
+              l_pc_q <= h_e[0].pc;
+              l_lo_q <= h_e[0].lo;
+              l_hi_q <= h_e[0].hi;
+              if (w[0][7:0] == OP_LOAD) begin
+                l_z_q <= '0;
+                l_y_q <= '0;
+                l_x_q <= '0;
+                l_yn_q <= 17'(w[3][31:16]) + 17'(w[4][27:24]) + 17'(w[4][31:28]);
+                l_xn_q <= 17'(w[3][15:0]) + 17'(w[4][19:16]) + 17'(w[4][23:20]);
+                l_row_q <= w[2];
+                l_sp_q <= w[0][17:16];
+                l_len_q <= ((w[0][31:24] == 0) ? 8'(N) : w[0][31:24]) <<
+                           ((w[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+                l_done_q <= 1'b0;
+                ldq_req_valid_q <= 1'b0;
+                ls_q <= L_ROW;
+              end else begin
+                ls_q <= L_DONE;      // SYNC
+              end
+            end
+          end
+
           // Rows are generated in (z, y, x) order at up to one per cycle: padding rows are
-        // written here, DRAM rows go to npu_ldq and come back in order. Returned rows own the
-        // scratchpad write port; padding waits a cycle when both want it.
-        S_LD_ROW: begin
+          // written here, DRAM rows go to npu_ldq and come back in order. Returned rows own
+          // the scratchpad write port; padding waits a cycle when both want it.
+        L_ROW: begin
           logic accepted;
           accepted = ldq_req_valid_q && ldq_req_ready;
           if (accepted) ldq_req_valid_q <= 1'b0;
           if (ldq_row_valid) begin
-            unique case (sp_q)
+            unique case (l_sp_q)
               SP_ACT[1:0]: begin
                 act_mem[AAW'(ldq_row_idx)] <= ldq_row_data[N*8-1:0];
                 act_tag[AAW'(ldq_row_idx)] <= epoch_q;
@@ -918,128 +1247,221 @@ module npu_top
             endcase
             cnt_q[CNT_DMA_RD_BYTES] <= cnt_q[CNT_DMA_RD_BYTES] + 64'(ldq_row_len);
           end
-          if (!ld_done_q && (!ldq_req_valid_q || accepted) && !ldq_err) begin
+          if (!l_done_q && (!ldq_req_valid_q || accepted) && !ldq_err) begin
             logic [16:0] y0, x0;
             logic pad, adv;
-            y0 = 17'(ly_q) - 17'(iw[4][27:24]);
-            x0 = 17'(lx_q) - 17'(iw[4][19:16]);
-            pad = (17'(ly_q) < 17'(iw[4][27:24])) || (y0 >= 17'(iw[3][31:16])) ||
-                  (17'(lx_q) < 17'(iw[4][19:16])) || (x0 >= 17'(iw[3][15:0]));
+            y0 = 17'(l_y_q) - 17'(lw[4][27:24]);
+            x0 = 17'(l_x_q) - 17'(lw[4][19:16]);
+            pad = (17'(l_y_q) < 17'(lw[4][27:24])) || (y0 >= 17'(lw[3][31:16])) ||
+                  (17'(l_x_q) < 17'(lw[4][19:16])) || (x0 >= 17'(lw[3][15:0]));
             adv = 1'b0;
             if (pad) begin
               if (!ldq_row_valid) begin
-                unique case (sp_q)
-                  SP_ACT[1:0]: begin act_mem[AAW'(row_q)] <= '0; act_tag[AAW'(row_q)] <= epoch_q; end
-                  SP_WGT[1:0]: begin wgt_mem[WAW'(row_q)] <= '0; wgt_tag[WAW'(row_q)] <= epoch_q; end
-                  default: begin acc_mem[CAW'(row_q)] <= '0; acc_tag[CAW'(row_q)] <= epoch_q; end
+                unique case (l_sp_q)
+                  SP_ACT[1:0]: begin act_mem[AAW'(l_row_q)] <= '0; act_tag[AAW'(l_row_q)] <= epoch_q; end
+                  SP_WGT[1:0]: begin wgt_mem[WAW'(l_row_q)] <= '0; wgt_tag[WAW'(l_row_q)] <= epoch_q; end
+                  default: begin acc_mem[CAW'(l_row_q)] <= '0; acc_tag[CAW'(l_row_q)] <= epoch_q; end
                 endcase
                 adv = 1'b1;
               end
             end else begin
               ldq_req_valid_q <= 1'b1;
-              ldq_req_va_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(y0[15:0]) * iw[6] +
-                              32'(x0[15:0]) * iw[5];
-              ldq_req_row_q <= row_q;
+              ldq_req_va_q <= lw[1] + 32'(l_z_q) * lw[7] + 32'(y0[15:0]) * lw[6] +
+                              32'(x0[15:0]) * lw[5];
+              ldq_req_row_q <= l_row_q;
               adv = 1'b1;
             end
             if (adv) begin
-              row_q <= row_q + 32'd1;
-              if (17'(lx_q) + 1 == lx_n) begin
-                lx_q <= '0;
-                if (17'(ly_q) + 1 == ly_n) begin
-                  ly_q <= '0;
-                  lz_q <= lz_q + 16'd1;
-                  if (lz_q + 16'd1 == iw[4][15:0]) ld_done_q <= 1'b1;
+              l_row_q <= l_row_q + 32'd1;
+              if (17'(l_x_q) + 1 == l_xn_q) begin
+                l_x_q <= '0;
+                if (17'(l_y_q) + 1 == l_yn_q) begin
+                  l_y_q <= '0;
+                  l_z_q <= l_z_q + 16'd1;
+                  if (l_z_q + 16'd1 == lw[4][15:0]) l_done_q <= 1'b1;
                 end else begin
-                  ly_q <= ly_q + 16'd1;
+                  l_y_q <= l_y_q + 16'd1;
                 end
               end else begin
-                lx_q <= lx_q + 16'd1;
+                l_x_q <= l_x_q + 16'd1;
               end
             end
           end
           // Finished once every row was handed over (a request accepted this cycle is not yet
           // visible in ldq_idle) and the queue drained.
-          if (ldq_idle && (ldq_err || (ld_done_q && !ldq_req_valid_q))) begin
+          if (ldq_idle && (ldq_err || (l_done_q && !ldq_req_valid_q))) begin
             ldq_req_valid_q <= 1'b0;
             if (ldq_err) begin
-              raise = 1'b1;
-              r_code = ldq_err_code;
-              r_addr = ldq_err_addr;
+              if (!pv || l_pc_q <= ppc) begin
+                pv = 1'b1;
+                pcode = ldq_err_code;
+                paddr = ldq_err_addr;
+                ppc = l_pc_q;
+              end
+              ls_q <= L_IDLE;
             end else begin
-              st_q <= S_COMPLETE;
+              ls_q <= L_DONE;
             end
           end
         end
 
           // ------------------------------------------------------------ STORE
-          // One row per request to npu_stq, in (z, y, x) order. The scratchpad read address
-          // runs one row ahead, so the row for the next request is always on the read port.
-          S_ST_RUN: begin
+
+          L_DONE: begin
+            if (lw[0][11]) tav[ch_push_next(2'd0)] = tav[ch_push_next(2'd0)] + 9'd1;
+            // The instruction that overflowed a token channel is not counted (1.4).
+            if (!perr_v_q || l_pc_q < perr_pc_q) begin
+              ndone = ndone + 2'd1;
+              trace_valid_o[0] <= 1'b1;
+            end
+            trace_offset_o[31:0] <= l_pc_q;
+            for (int i = 0; i < 8; i++) trace_instr_o[i*32 +: 32] <= lw[i];
+            ls_q <= L_IDLE;
+          end
+
+          default: ls_q <= L_IDLE;
+        endcase
+
+        // ========================================================== STORE engine
+        // One row per request to npu_stq, in (z, y, x) order. The scratchpad read address
+        // runs one row ahead, so the row for the next request is always on the read port.
+        unique case (ss_q)
+          T_IDLE: begin
+            if (h_drop[2]) begin
+              pop_e[2] = 1'b1;
+            end else if (h_go[2]) begin
+              logic [31:0] w [8];
+              for (int i = 0; i < 8; i++) w[i] = h_e[2].w[i*32 +: 32];
+              pop_e[2] = 1'b1;
+              if (w[0][8]) tav[ch_pop_prev(2'd2)] = tav[ch_pop_prev(2'd2)] - 9'd1;
+              for (int i = 0; i < 8; i++) sw[i] <= w[i];
+              s_pc_q <= h_e[2].pc;
+              s_lo_q <= h_e[2].lo;
+              s_hi_q <= h_e[2].hi;
+              if (w[0][7:0] == OP_STORE) begin
+                s_z_q <= '0;
+                s_y_q <= '0;
+                s_x_q <= '0;
+                s_yn_q <= 17'(w[3][31:16]);
+                s_xn_q <= 17'(w[3][15:0]);
+                s_ra_q <= w[2];
+                s_sp_q <= w[0][17:16];
+                s_len_q <= ((w[0][31:24] == 0) ? 8'(N) : w[0][31:24]) <<
+                           ((w[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+                s_done_q <= 1'b0;
+                stq_req_valid_q <= 1'b0;
+                ss_q <= T_RUN;
+              end else begin
+                ss_q <= T_DONE;      // SYNC
+              end
+            end
+          end
+
+          T_RUN: begin
             logic accepted;
             accepted = stq_req_valid_q && stq_req_ready;
             if (accepted) stq_req_valid_q <= 1'b0;
             if (stq_row_done)
               cnt_q[CNT_DMA_WR_BYTES] <= cnt_q[CNT_DMA_WR_BYTES] + 64'(stq_row_len);
-            if (!st_done_q && (!stq_req_valid_q || accepted) && !stq_err) begin
-              logic [31:0] nrow;
-              unique case (sp_q)
-                SP_ACT[1:0]: stq_req_data_q <= RB'(act_rd);
-                SP_WGT[1:0]: stq_req_data_q <= RB'(wgt_rd);
-                default: stq_req_data_q <= acc_rd;
-              endcase
+            if (!s_done_q && (!stq_req_valid_q || accepted) && !stq_err) begin
+              stq_req_data_q <= s_rd;
               stq_req_valid_q <= 1'b1;
-              stq_req_va_q <= iw[1] + 32'(lz_q) * iw[7] + 32'(ly_q) * iw[6] + 32'(lx_q) * iw[5];
-              nrow = row_q + 32'd1;
-              row_q <= nrow;
-              act_ra_q <= AAW'(nrow);
-              wgt_ra_q <= WAW'(nrow);
-              acc_ra_q <= CAW'(nrow);
-              if (17'(lx_q) + 1 == lx_n) begin
-                lx_q <= '0;
-                if (17'(ly_q) + 1 == ly_n) begin
-                  ly_q <= '0;
-                  lz_q <= lz_q + 16'd1;
-                  if (lz_q + 16'd1 == iw[4][15:0]) st_done_q <= 1'b1;
+              stq_req_va_q <= sw[1] + 32'(s_z_q) * sw[7] + 32'(s_y_q) * sw[6] + 32'(s_x_q) * sw[5];
+              s_ra_q <= s_ra_q + 32'd1;
+              if (17'(s_x_q) + 1 == s_xn_q) begin
+                s_x_q <= '0;
+                if (17'(s_y_q) + 1 == s_yn_q) begin
+                  s_y_q <= '0;
+                  s_z_q <= s_z_q + 16'd1;
+                  if (s_z_q + 16'd1 == sw[4][15:0]) s_done_q <= 1'b1;
                 end else begin
-                  ly_q <= ly_q + 16'd1;
+                  s_y_q <= s_y_q + 16'd1;
                 end
               end else begin
-                lx_q <= lx_q + 16'd1;
+                s_x_q <= s_x_q + 16'd1;
               end
             end
-            if (stq_idle && (stq_err || (st_done_q && !stq_req_valid_q))) begin
+            if (stq_idle && (stq_err || (s_done_q && !stq_req_valid_q))) begin
               stq_req_valid_q <= 1'b0;
               if (stq_err) begin
-                raise = 1'b1;
-                r_code = stq_err_code;
-                r_addr = stq_err_addr;
+                if (!pv || s_pc_q <= ppc) begin
+                  pv = 1'b1;
+                  pcode = stq_err_code;
+                  paddr = stq_err_addr;
+                  ppc = s_pc_q;
+                end
+                ss_q <= T_IDLE;
               end else begin
-                st_q <= S_COMPLETE;
+                ss_q <= T_DONE;
               end
             end
           end
+
+          T_DONE: begin
+            if (sw[0][10]) tav[ch_push_prev(2'd2)] = tav[ch_push_prev(2'd2)] + 9'd1;
+            // The instruction that overflowed a token channel is not counted (1.4).
+            if (!perr_v_q || s_pc_q < perr_pc_q) begin
+              ndone = ndone + 2'd1;
+              trace_valid_o[2] <= 1'b1;
+            end
+            trace_offset_o[95:64] <= s_pc_q;
+            for (int i = 0; i < 8; i++) trace_instr_o[512 + i*32 +: 32] <= sw[i];
+            ss_q <= T_IDLE;
+          end
+
+          default: ss_q <= T_IDLE;
+        endcase
+
+        // ========================================================== COMPUTE engine
+        unique case (cs_q)
+          C_IDLE: begin
+            if (h_drop[1]) begin
+              pop_e[1] = 1'b1;
+            end else if (h_go[1]) begin
+              logic [31:0] w [8];
+              for (int i = 0; i < 8; i++) w[i] = h_e[1].w[i*32 +: 32];
+              pop_e[1] = 1'b1;
+              if (w[0][8]) tav[ch_pop_prev(2'd1)] = tav[ch_pop_prev(2'd1)] - 9'd1;
+              if (w[0][9]) tav[ch_pop_next(2'd1)] = tav[ch_pop_next(2'd1)] - 9'd1;
+              for (int i = 0; i < 8; i++) iw[i] <= w[i];
+              c_pc_q <= h_e[1].pc;
+              lz_q <= '0;
+              ly_q <= '0;
+              lx_q <= '0;
+              unique case (w[0][7:0])
+                OP_GEMM: cs_q <= G_BLK;
+                OP_VEC: begin
+                  acc_ra_q <= CAW'(w[2][15:0]);
+                  act_ra_q <= AAW'(w[2][15:0]);
+                  k_q <= '0;
+                  cs_q <= V_SETUP;
+                end
+                default: cs_q <= C_DONE;   // NOP, SYNC
+              endcase
+            end
+          end
+
 
           // ------------------------------------------------------------ GEMM
           // lz_q = o, ly_q = i, lx_q = r.
           // Weight double buffering: a loader fills wnext_q one WGT row per cycle while the
           // array streams the current block, so a block costs max(R, N) cycles after the first.
-          S_G_BLK: begin
+          G_BLK: begin
             wgt_ra_q <= WAW'(g_tile(lz_q, ly_q) * N);
             wl_run_q <= 1'b1;
             k_q <= '0;
-            st_q <= S_G_WLOAD;
+            cs_q <= G_WLOAD;
           end
 
-          S_G_WLOAD: begin
+          G_WLOAD: begin
             // Waiting for the loader: swap as soon as the tile is complete.
             if (wl_full) begin
               g_swap = 1'b1;
-              st_q <= S_G_RUN;
+              cs_q <= G_RUN;
             end
           end
 
-          S_G_RUN: begin
+          G_RUN: begin
             logic [N*32-1:0] p;
             p = mac_row(act_rd, wtile_q);
             acc_mem[acc_ra_q] <= (iw[0][16] && ly_q == 0) ? p : add_rows(acc_rd, p);
@@ -1049,14 +1471,14 @@ module npu_top
             lx_q <= lx_q + 16'd1;
             if (lx_q + 16'd1 == iw[2][31:16]) begin
               if (!g_next_v) begin
-                st_q <= S_COMPLETE;
+                cs_q <= C_DONE;
                 cnt_q[CNT_MACS] <= cnt_q[CNT_MACS] + 64'(iw[3][15:0]) * 64'(iw[3][31:16]) *
                                    64'(iw[2][31:16]) * 64'(N * N);
               end else begin
                 lz_q <= g_next_o;
                 ly_q <= g_next_i;
                 if (wl_full) g_swap = 1'b1;
-                else st_q <= S_G_WLOAD;
+                else cs_q <= G_WLOAD;
               end
             end
           end
@@ -1066,7 +1488,7 @@ module npu_top
           // AVGPOOL read the scalars of row P; LUT reads its 256/N table rows. Then one source
           // element per cycle: REQUANT and LUT one row per output row, ADD/MUL rows a and b,
           // window modes kh*kw rows. lz_q = o, lx_q = r.
-          S_V_SETUP: begin
+          V_SETUP: begin
             logic [3:0] md;
             md = iw[0][19:16];
             k_q <= k_q + 16'd1;
@@ -1098,11 +1520,11 @@ module npu_top
               if (md == VEC_REQUANT[3:0]) acc_ra_q <= CAW'(iw[1][15:0]);
               else act_ra_q <= AAW'(iw[1][15:0]);
               wgt_ra_q <= WAW'(iw[6][31:16]);
-              st_q <= S_V_RUN;
+              cs_q <= V_RUN;
             end
           end
 
-          S_V_RUN: begin
+          V_RUN: begin
             logic [3:0]     md;
             logic           row_done;
             logic [N*8-1:0] outrow;
@@ -1171,7 +1593,7 @@ module npu_top
                 v_dst_o_q <= nd;
                 lx_q <= '0;
                 lz_q <= lz_q + 16'd1;
-                if (lz_q + 16'd1 == iw[3][15:0]) st_q <= S_COMPLETE;
+                if (lz_q + 16'd1 == iw[3][15:0]) cs_q <= C_DONE;
               end else begin
                 nb = v_base_q + 32'(iw[4][31:16]);
                 na = v_ab_q + 32'(iw[4][31:16]);
@@ -1190,47 +1612,27 @@ module npu_top
             end
           end
 
-          // ------------------------------------------------------------ completion
-          S_COMPLETE: begin
-            logic [1:0] eng;
-            eng = engine_of(iw[0][7:0], iw[0][17:16]);
-            if (push_prev && tok_q[ch_push_prev(eng)] == 8'(MAX_TOKENS)) begin
-              raise = 1'b1;
-              r_code = ERR_TOKEN_DEADLOCK;
-              r_addr = 32'(ch_push_prev(eng));
-            end else if (push_next && tok_q[ch_push_next(eng)] == 8'(MAX_TOKENS)) begin
-              raise = 1'b1;
-              r_code = ERR_TOKEN_DEADLOCK;
-              r_addr = 32'(ch_push_next(eng));
-            end else begin
-              if (push_prev) tok_q[ch_push_prev(eng)] <= tok_q[ch_push_prev(eng)] + 8'd1;
-              if (push_next) tok_q[ch_push_next(eng)] <= tok_q[ch_push_next(eng)] + 8'd1;
-              cnt_q[CNT_INSTRS] <= cnt_q[CNT_INSTRS] + 64'd1;
-              trace_valid_o <= 1'b1;
-              trace_queue_o <= 8'(q_q);
-              trace_offset_o <= pc_q;
-              for (int i = 0; i < 8; i++) trace_instr_o[i*32 +: 32] <= iw[i];
-              if (pc_q + 32'd32 == cb_len_q) begin
-                cnt_q[CNT_JOBS] <= cnt_q[CNT_JOBS] + 64'd1;
-                ring_head_q[q_q] <= (ring_head_q[q_q] + 32'd32) & (ring_size_q[q_q] - 32'd1);
-                in_job_q <= 1'b0;
-                st_q <= S_IDLE;
-              end else begin
-                pc_q <= pc_q + 32'd32;
-                st_q <= S_FETCH;
-              end
+
+          C_DONE: begin
+            if (iw[0][10]) tav[ch_push_prev(2'd1)] = tav[ch_push_prev(2'd1)] + 9'd1;
+            if (iw[0][11]) tav[ch_push_next(2'd1)] = tav[ch_push_next(2'd1)] + 9'd1;
+            // The instruction that overflowed a token channel is not counted (1.4).
+            if (!perr_v_q || c_pc_q < perr_pc_q) begin
+              ndone = ndone + 2'd1;
+              trace_valid_o[1] <= 1'b1;
             end
+            trace_offset_o[63:32] <= c_pc_q;
+            for (int i = 0; i < 8; i++) trace_instr_o[256 + i*32 +: 32] <= iw[i];
+            cs_q <= C_IDLE;
           end
 
-          default: st_q <= S_IDLE;
+          default: cs_q <= C_IDLE;
         endcase
 
-        // GEMM: put the loaded tile in the array and start the block (lz_q, ly_q) after a RUN's
-        // last row (or from S_G_WLOAD); the loader moves on to the block after it.
         if (g_swap) begin
           logic [15:0] so, si;
-          so = (st_q == S_G_RUN) ? g_next_o : lz_q;
-          si = (st_q == S_G_RUN) ? g_next_i : ly_q;
+          so = (cs_q == G_RUN) ? g_next_o : lz_q;
+          si = (cs_q == G_RUN) ? g_next_i : ly_q;
           wtile_q <= wl_run_q ? {wgt_rd, wnext_q[N*N*8-1:N*8]} : wnext_q;
           act_ra_q <= AAW'(32'(iw[1][15:0]) + 32'(so) * 32'(iw[4][15:0]) +
                            32'(si) * 32'(iw[4][31:16]));
@@ -1248,14 +1650,30 @@ module npu_top
           end
         end
 
+
+        // Engine queue heads consumed on this edge (the dispatcher only fills free slots).
+        for (int e = 0; e < 3; e++) begin
+          if (pop_e[e]) begin
+            eq_v_q[e][eq_hd_q[e]] <= 1'b0;
+            eq_hd_q[e] <= eq_hd_q[e] + 1'b1;
+          end
+        end
+        for (int t = 0; t < 4; t++) tok_av_q[t] <= tav[t];
+        perr_v_q <= pv;
+        perr_code_q <= pcode;
+        perr_addr_q <= paddr;
+        perr_pc_q <= ppc;
+        if (ndone != 0) cnt_q[CNT_INSTRS] <= cnt_q[CNT_INSTRS] + 64'(ndone);
+        trace_queue_o <= 8'(q_q);
+
         if (raise) begin
+          // Ring-level error: no job is running.
           err_code_q <= r_code;
           err_addr_q <= r_addr;
           err_queue_q <= r_queue;
-          err_instr_q <= in_job_q ? pc_q : 32'hFFFF_FFFF;
+          err_instr_q <= 32'hFFFF_FFFF;
           irq_next[8] = 1'b1;
-          in_job_q <= 1'b0;
-          st_q <= S_IDLE;
+          ds_q <= D_IDLE;
         end
       end  // !hold_i
       irq_status_q <= irq_next;

@@ -193,8 +193,9 @@ TEST_P(RtlTest, LoadPaddingRowElemsAndPageCrossing) {
   const uint32_t Xp = X + 2, Yp = Y + 2;
   std::vector<Instr> prog = {
       load({.va = src_va, .sp_row = 100, .x = X, .y = Y, .z = Z, .xs = xs, .ys = ys, .zs = zs,
-            .pad_l = 1, .pad_r = 1, .pad_t = 1, .pad_b = 1, .row_elems = re}),
-      store({.va = dst_va, .sp_row = 100, .x = Xp * Yp * Z, .xs = n}),
+            .pad_l = 1, .pad_r = 1, .pad_t = 1, .pad_b = 1, .row_elems = re, .flags = kPushNext}),
+      sync(1, kPopPrev | kPushNext),  // the engines overlap: tokens order the rows
+      store({.va = dst_va, .sp_row = 100, .x = Xp * Yp * Z, .xs = n, .flags = kPopPrev}),
   };
   b.setup_rings();
   ASSERT_EQ(b.run_program(prog), StopReason::kIdle);
@@ -235,7 +236,9 @@ TEST_P(RtlTest, GemmAccumulatesOverInputBlocks) {
             .flags = kPushNext}),
       gemm({.act = 0, .acc = 3, .r = 1, .clear = true, .flags = kPopPrev}),  // garbage row 3
       gemm(g), gemm(g2),
-      store({.sp = hw::Scratchpad::kAcc, .va = kDataVa + 0x20000, .x = O * R, .xs = 4 * n}),
+      sync(1, kPushNext),
+      store({.sp = hw::Scratchpad::kAcc, .va = kDataVa + 0x20000, .x = O * R, .xs = 4 * n,
+             .flags = kPopPrev}),
   };
   b.setup_rings();
   ASSERT_EQ(b.run_program(prog), StopReason::kIdle);
@@ -316,8 +319,9 @@ TEST_P(RtlTest, PageFaultMidInstruction) {
   b.unmap(kDataVa + 5 * kPageBytes);
   std::vector<uint8_t> src(2 * n, 0x5A);
   b.write(va, src.data(), src.size());
-  std::vector<Instr> prog = {load({.va = va, .sp_row = 0, .x = 3, .xs = n}),
-                             store({.va = kDataVa, .sp_row = 0, .x = 1, .xs = n})};
+  std::vector<Instr> prog = {load({.va = va, .sp_row = 0, .x = 3, .xs = n, .flags = kPushNext}),
+                             sync(1, kPopPrev | kPushNext),
+                             store({.va = kDataVa, .sp_row = 0, .x = 1, .xs = n, .flags = kPopPrev})};
   b.setup_rings();
   EXPECT_EQ(b.run_program(prog), StopReason::kInterrupt);
   expect_error(hw::ErrorCode::kPageFault, kDataVa + 5 * kPageBytes, 0);
@@ -491,9 +495,11 @@ TEST_P(RtlTest, TraceAndCycleLimit) {
   b.doorbell(0);
   EXPECT_EQ(b.dev().run(5), StopReason::kCycleLimit);
   EXPECT_EQ(b.dev().run(1'000'000), StopReason::kIdle);
+  // Events come in completion order: the second NOP (COMPUTE) finishes while the LOAD runs.
   ASSERT_EQ(events.size(), 3u);
-  EXPECT_EQ(events[1].cmd_offset, 32u);
-  EXPECT_EQ(events[1].words[0], static_cast<uint32_t>(hw::Opcode::kLoad));
+  EXPECT_EQ(events[0].cmd_offset, 0u);
+  EXPECT_EQ(events[2].cmd_offset, 32u);
+  EXPECT_EQ(events[2].words[0], static_cast<uint32_t>(hw::Opcode::kLoad));
   EXPECT_LT(events[0].cycle, events[2].cycle);
 }
 

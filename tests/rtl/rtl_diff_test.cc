@@ -1,7 +1,12 @@
 // Differential test: the RTL against the functional model (make_functional_device) on the
-// same constrained-random programs. Compares all of DRAM, every architectural register, the
-// architectural counters and the instruction trace (cycles excluded: timing is not
-// architectural). Programs cover every instruction class; a third of them inject one error.
+// same constrained-random programs. A run that ends cleanly compares all of DRAM, every
+// architectural register, the architectural counters and the instructions completed (as a
+// multiset: the RTL's engines overlap, so completion order is not program order; cycles
+// excluded: timing is not architectural). A run that ends in an error compares what
+// architecture.md 1.6 keeps precise: the error registers, STATUS, IRQ_STATUS, every ring's
+// HEAD/TAIL and COMPLETED_SEQ, and JOBS (DRAM, scratchpads and the other counters are
+// undefined after an error: later instructions may have run ahead). Programs cover every
+// instruction class; a third of them inject one error.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -264,7 +269,32 @@ std::unique_ptr<sim::Device> make_model(const sim::DeviceConfig& c, std::span<st
   return sim::make_functional_device(c, d);
 }
 
-// Registers compared after a run: everything but the timing counters.
+// Registers that stay precise after an error (architecture.md 1.6).
+std::vector<uint32_t> precise_registers() {
+  std::vector<uint32_t> regs = {reg::STATUS,     reg::IRQ_STATUS,  reg::ERROR_CODE,
+                                reg::ERROR_ADDR, reg::ERROR_QUEUE, reg::ERROR_INSTR};
+  for (uint32_t q = 0; q < hw::kNumQueues; ++q) {
+    for (uint32_t f : {reg::RING_HEAD(q), reg::RING_TAIL(q), reg::COMPLETED_SEQ(q)}) regs.push_back(f);
+  }
+  const auto jobs = static_cast<uint32_t>(hw::Counter::kJobs);
+  regs.push_back(reg::COUNTER_LO(jobs));
+  regs.push_back(reg::COUNTER_HI(jobs));
+  return regs;
+}
+
+// The instructions a run completed, in a canonical order (queue, offset, words).
+std::vector<std::vector<uint32_t>> completed(const std::vector<sim::TraceEvent>& trace) {
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& e : trace) {
+    std::vector<uint32_t> v = {e.queue, e.cmd_offset};
+    v.insert(v.end(), std::begin(e.words), std::end(e.words));
+    out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Registers compared after a clean run: everything but the timing counters.
 std::vector<uint32_t> arch_registers() {
   std::vector<uint32_t> regs;
   for (uint32_t off = 0; off <= reg::RESET_COUNT; off += 4) regs.push_back(off);
@@ -336,14 +366,15 @@ TEST_P(RtlDiff, RandomProgramsMatchFunctionalModel) {
     }
     Bench& m = *runs[0].bench;
     Bench& r = *runs[1].bench;
-    for (uint32_t off : arch_registers()) {
+    const bool error_run = m.dev().read_reg(reg::ERROR_CODE) != 0;
+    for (uint32_t off : error_run ? precise_registers() : arch_registers()) {
       EXPECT_EQ(r.dev().read_reg(off), m.dev().read_reg(off))
           << "register 0x" << std::hex << off;
     }
     const auto& md = m.dram();
     const auto& rd = r.dram();
     auto mismatch = std::mismatch(md.begin(), md.end(), rd.begin());
-    if (mismatch.first != md.end()) {
+    if (!error_run && mismatch.first != md.end()) {
       const size_t at = static_cast<size_t>(mismatch.first - md.begin());
       size_t count = 0, last = at;
       for (size_t i = at; i < md.size(); ++i) {
@@ -363,12 +394,8 @@ TEST_P(RtlDiff, RandomProgramsMatchFunctionalModel) {
         }
       }
     }
-    ASSERT_EQ(runs[0].trace.size(), runs[1].trace.size());
-    for (size_t i = 0; i < runs[0].trace.size(); ++i) {
-      EXPECT_EQ(runs[0].trace[i].queue, runs[1].trace[i].queue);
-      EXPECT_EQ(runs[0].trace[i].cmd_offset, runs[1].trace[i].cmd_offset);
-      EXPECT_TRUE(std::equal(std::begin(runs[0].trace[i].words), std::end(runs[0].trace[i].words),
-                             std::begin(runs[1].trace[i].words)));
+    if (!error_run) {
+      EXPECT_EQ(completed(runs[0].trace), completed(runs[1].trace));
     }
     model_cycles += m.counter(hw::Counter::kCycles);
     rtl_cycles += r.counter(hw::Counter::kCycles);
@@ -449,22 +476,29 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
        }},
       {"store rewrites a later instruction of its own job", [n](Bench& b) {
          b.setup_rings();
-         // Instruction 3 is a NOP in DRAM; instruction 1 overwrites it (in its own buffered
-         // block) with the LOAD kept at data VA + 0x100, which then runs.
-         Instr ld = load({.va = kDataVa, .sp_row = 7, .x = 2, .xs = n});
+         // Instruction 3 is a NOP in DRAM; instruction 2 overwrites it (in its own buffered
+         // block) with the LOAD kept at data VA + 0x100, which then runs. Fetch waits for the
+         // STORE (the hardware orders fetch after overlapping STOREs); tokens order the
+         // scratchpad rows between the engines (via COMPUTE).
+         Instr ld = load({.va = kDataVa, .sp_row = 7, .x = 2, .xs = n, .flags = kPushNext});
          for (int k = 0; k < 8; ++k) b.w32(kDataVa + 0x100 + 4 * k, ld.w[k]);
-         b.run_program({load({.va = kDataVa + 0x100, .sp_row = 20, .x = 32 / n > 0 ? 32 / n : 1,
-                              .xs = n}),
-                        store({.va = kCmdVa + 3 * 32, .sp_row = 20, .x = 32 / n > 0 ? 32 / n : 1,
-                               .xs = n}),
-                        nop(), nop(),
-                        store({.va = kDataVa + 0x200, .sp_row = 7, .x = 2, .xs = n})});
+         const uint32_t rows = 32 / n > 0 ? 32 / n : 1;
+         b.run_program({load({.va = kDataVa + 0x100, .sp_row = 20, .x = rows, .xs = n,
+                              .flags = kPushNext}),
+                        sync(1, kPopPrev | kPushNext),
+                        store({.va = kCmdVa + 3 * 32, .sp_row = 20, .x = rows, .xs = n,
+                               .flags = kPopPrev}),
+                        nop(), nop(kPopPrev | kPushNext),
+                        store({.va = kDataVa + 0x200, .sp_row = 7, .x = 2, .xs = n,
+                               .flags = kPopPrev})});
          EXPECT_EQ(b.r32(kDataVa + 0x200), b.r32(kDataVa)) << "the rewritten LOAD did not run";
        }},
-      {"store remaps a page mid-job", [n](Bench& b) {
+      {"store remaps a page mid-job (ordered by a token path)", [n](Bench& b) {
          b.setup_rings();
          // A STORE writes a new PTE for data page 5 (pointing at data page 6), then a LOAD
-         // reads through it; the old translation must not be used.
+         // reads through it; the old translation must not be used. Writing the job's page
+         // table is defined only with a token path from the STORE to the LOAD (architecture.md
+         // 1.4): STORE -> COMPUTE -> LOAD.
          const uint32_t page5 = kDataVa + 5 * kPageBytes, page6 = kDataVa + 6 * kPageBytes;
          b.w32(page6, 0x66666666);
          b.w32(page5, 0x55555555);
@@ -472,11 +506,15 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
          pte_row[0] = (page6 & 0xFFFF0000u) | 3u;
          b.write(kDataVa + 0x300, pte_row.data(), 4 * pte_row.size());
          b.run_program({load({.va = page5, .sp_row = 1, .x = 1, .xs = n}),
-                        load({.va = kDataVa + 0x300, .sp_row = 2, .x = 1, .xs = n}),
+                        load({.va = kDataVa + 0x300, .sp_row = 2, .x = 1, .xs = n,
+                              .flags = kPushNext}),
+                        sync(1, kPopPrev | kPushNext),
                         store({.va = kPtBase + 4 * (page5 >> 16), .sp_row = 2, .x = 1,
-                               .row_elems = 4}),
-                        load({.va = page5, .sp_row = 3, .x = 1, .xs = n}),
-                        store({.va = kDataVa + 0x400, .sp_row = 1, .x = 1}),
+                               .row_elems = 4, .flags = kPopPrev | kPushPrev}),
+                        sync(1, kPopNext | kPushPrev),
+                        load({.va = page5, .sp_row = 3, .x = 1, .xs = n, .flags = kPopNext | kPushNext}),
+                        sync(1, kPopPrev | kPushNext),
+                        store({.va = kDataVa + 0x400, .sp_row = 1, .x = 1, .flags = kPopPrev}),
                         store({.va = kDataVa + 0x500, .sp_row = 3, .x = 1})});
          EXPECT_EQ(b.r32(kDataVa + 0x400), 0x55555555u);
          EXPECT_EQ(b.r32(kDataVa + 0x500), 0x66666666u) << "the old translation was used";
@@ -489,7 +527,9 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
          b.dev().write_reg(reg::CONTROL, hw::bits::CONTROL_RESET);
          b.reset_tails();
          b.setup_rings();
-         b.run_program({store({.va = kDataVa, .x = 3, .xs = n}), load({.va = kDataVa + 64, .x = 1})}, 3);
+         b.run_program({store({.va = kDataVa, .x = 3, .xs = n, .flags = kPushPrev}),
+                        sync(1, kPopNext | kPushPrev),
+                        load({.va = kDataVa + 64, .x = 1, .flags = kPopNext})}, 3);
        }},
   };
   for (const auto& [name, scenario] : scenarios) {
@@ -501,10 +541,13 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
       b->write(kDataVa, data.data(), data.size());
       scenario(*b);
     }
-    for (uint32_t off : arch_registers()) {
+    const bool error_run = m.dev().read_reg(reg::ERROR_CODE) != 0;
+    for (uint32_t off : error_run ? precise_registers() : arch_registers()) {
       EXPECT_EQ(r.dev().read_reg(off), m.dev().read_reg(off)) << "register 0x" << std::hex << off;
     }
-    EXPECT_TRUE(m.dram() == r.dram());
+    if (!error_run) {
+      EXPECT_TRUE(m.dram() == r.dram());
+    }
   }
 }
 
