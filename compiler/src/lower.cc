@@ -282,11 +282,27 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   int64_t OHt = L.OH;
   auto in_rows_for = [&](int64_t oh) { return (oh - 1) * L.stride_h + L.KH; };
   const int64_t acc_needed_per_row = L.depthwise ? 0 : L.OW;  // DWCONV needs no accumulators
-  while (OHt > 1 && (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * acc_needed_per_row + Cacc > acc_rows ||
-                     OHt * L.OW > 65535))
-    --OHt;
+  // `copies` input tiles and output blocks in ACT (accumulators are COMPUTE's alone: one set).
+  auto fits = [&](int64_t oh, int64_t copies) {
+    return copies * (CB * in_rows_for(oh) * Wp + oh * L.OW) <= act_rows && oh * acc_needed_per_row + Cacc <= acc_rows &&
+           oh * L.OW <= 65535;
+  };
+  while (OHt > 1 && !fits(OHt, 1)) --OHt;
   if (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * acc_needed_per_row + Cacc > acc_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' does not fit the scratchpads even one output row at a time");
+  // Double buffering: two input tiles and two output blocks alternate in ACT, so that the LOAD
+  // of the next tile and the STORE of an output block run while COMPUTE works on the current
+  // ones (program.h orders every reuse by tokens). Tiles of equal height; one set when two do
+  // not fit.
+  int64_t copies = 1;
+  if (fits(1, 2)) {
+    int64_t oh2 = std::min(OHt, L.OH);
+    while (oh2 > 1 && !fits(oh2, 2)) --oh2;
+    const int64_t tiles = ceil_div(L.OH, oh2);
+    OHt = ceil_div(L.OH, tiles);
+    copies = 2;
+  }
+  const int64_t in_tile_rows = CB * in_rows_for(OHt) * Wp;
   const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (!weights_fit && !L.depthwise && static_cast<uint64_t>(taps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
@@ -312,15 +328,16 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   };
   if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
   LayerFacts facts;
+  int64_t tile_index = 0, block_index = 0;
   for (int64_t b = 0; b < L.batch; ++b) {
-    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += OHt) {
+    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += OHt, ++tile_index) {
       const int64_t oh = std::min(OHt, L.OH - oy0);
       // Input rows this tile reads, before padding: [iy0, iy1].
       const int64_t first = oy0 * L.stride_h - L.pad_t, last = (oy0 + oh - 1) * L.stride_h - L.pad_t + L.KH - 1;
       const int64_t iy0 = std::max<int64_t>(first, 0), iy1 = std::min<int64_t>(last, L.H - 1);
       const int64_t ptile = iy0 - first, pbtile = last - iy1;
       const int64_t Hp = ptile + (iy1 - iy0 + 1) + pbtile;
-      const uint32_t A = 0, B = static_cast<uint32_t>(CB * Hp * Wp), C0 = Cacc;
+      const uint32_t A = static_cast<uint32_t>((tile_index % copies) * in_tile_rows), C0 = Cacc;
       {
         isa::Load ld;
         ld.sp = hw::Scratchpad::kAct;
@@ -337,8 +354,9 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         ld.pad_b = static_cast<uint8_t>(pbtile);
         prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp));
       }
-      for (int64_t nb = 0; nb < NB; ++nb) {
+      for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
         const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
+        const auto B = static_cast<uint32_t>(copies * in_tile_rows + (block_index % copies) * OHt * L.OW);
         uint32_t vec_src = C0;
         if (L.depthwise) {
           // DWCONV reads ACT directly: channel block nb of the input is output block nb. One
@@ -417,7 +435,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
       }
     }
   }
-  facts.scratchpad_bytes = static_cast<uint64_t>(CB * in_rows_for(OHt) * Wp + OHt * L.OW) * N +
+  facts.scratchpad_bytes = static_cast<uint64_t>(copies * (CB * in_rows_for(OHt) * Wp + OHt * L.OW)) * N +
                            static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
                            (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes);
   return facts;

@@ -132,7 +132,10 @@ class Generator {
   }
 
   // Orders every cross-engine pair through tokens (race-free), relaying LOAD<->STORE
-  // through a COMPUTE SYNC; sometimes adds a balanced extra token pair.
+  // through a COMPUTE SYNC; sometimes adds a balanced extra token pair. The programs never
+  // write the page table (it lies below every allocation and is not mapped) or the command
+  // buffer (read-only), and ProgramMemory's allocations never alias a physical page, so none
+  // of the cases architecture.md 1.4 leaves undefined with overlapping engines occurs.
   void add(isa::Engine engine, isa::Words w) {
     if (!words_.empty() && engines_.back() != engine) link(engine, w);
     words_.push_back(w);
