@@ -160,7 +160,8 @@ class Program {
     if (engine != E::kCompute && need[dma_other] > 0) {
       // LOAD <-> STORE: relay through a COMPUTE SYNC, which also follows every COMPUTE so far.
       isa::Words relay = isa::encode(isa::Sync{E::kCompute, {}});
-      relay[0] |= wait_for(E::kCompute, static_cast<E>(dma_other), need[dma_other]);
+      if (need[dma_other] > next_after_[1][dma_other])  // else COMPUTE already follows it
+        relay[0] |= wait_for(E::kCompute, static_cast<E>(dma_other), need[dma_other]);
       append(E::kCompute, relay, Footprint{});
       need[1] = static_cast<uint32_t>(by_engine_[1].size());
       need[dma_other] = 0;
