@@ -8,6 +8,7 @@
 
 #include "cycle_model.h"
 #include "mac_kernels.h"
+#include "vec_kernels.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
 
@@ -508,12 +509,12 @@ class FunctionalDevice final : public Device {
         const uint32_t tile_index = wgt + o * wso + i * wsi;
         PackedSlot& slot = packed_[tile_index % kPackedSlots];
         if (slot.index != tile_index) {
-          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, &slot.tile);
+          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &slot.tile);
           slot.index = tile_index;
         }
         mac_rows(slot.tile, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
                  static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
-                 static_cast<ptrdiff_t>(csr) * n_, R, n_, clear && i == 0);
+                 static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
       }
     }
     job_cycles_ += timing_.gemm(O, I, R);
@@ -577,20 +578,19 @@ class FunctionalDevice final : public Device {
     const int64_t m0 = prow[0], m1 = prow[1];
     const uint32_t s0 = static_cast<uint32_t>(prow[2]) & 63u;
     const int64_t za = prow[3], zb = prow[4];
-    auto out = [&](int64_t t) { return static_cast<int8_t>(t < lo ? lo : (t > hi ? hi : t)); };
+    auto out = [&](int64_t t) { return vec_clamp(t, lo, hi); };
+    const RequantParams rq{m, s, zp, lo, hi};
+    const BinaryParams bin{mode == 3, za, zb, m0, m1, s0, zp, lo, hi};
+    const WindowOp window_op = mode == 4 ? WindowOp::kMax : mode == 5 ? WindowOp::kAdd : WindowOp::kMac;
     for (uint32_t o = 0; o < O; ++o) {
       for (uint32_t r = 0; r < R; ++r) {
         const uint32_t base = src + o * sso + r * ssr;
         int8_t* y = act_.data() + static_cast<size_t>(dst + o * dso + r * dsr) * n_;
         switch (mode) {
-          case 0: {
-            const int32_t* x = acc_.data() + static_cast<size_t>(base) * n_;
-            for (uint32_t c = 0; c < n_; ++c) {
-              const int32_t v = bias ? wrap_add(x[c], prow[c]) : x[c];
-              y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
-            }
+          case 0:
+            requantize_row(vec_kernel_, acc_.data() + static_cast<size_t>(base) * n_, bias ? prow : nullptr, rq, y,
+                           n_);
             break;
-          }
           case 1: {
             const int8_t* x = act_.data() + static_cast<size_t>(base) * n_;
             const int8_t* table = act_.data() + static_cast<size_t>(param) * n_;
@@ -598,41 +598,22 @@ class FunctionalDevice final : public Device {
             break;
           }
           case 2:
-          case 3: {
-            const int8_t* a = act_.data() + static_cast<size_t>(base) * n_;
-            const int8_t* b = act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_;
-            for (uint32_t c = 0; c < n_; ++c) {
-              const int64_t t = mode == 2 ? (a[c] - za) * m0 + (b[c] - zb) * m1 : (a[c] - za) * (b[c] - zb) * m0;
-              y[c] = out(round_shift(t, s0) + zp);
-            }
+          case 3:
+            binary_row(vec_kernel_, act_.data() + static_cast<size_t>(base) * n_,
+                       act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_, bin, y, n_);
             break;
-          }
           default: {  // window modes
-            // Lanes innermost so the window loop vectorises. int32 accumulation is exact:
-            // |Σ| <= 255·255·128·128 < 2^31 for DWCONV, and less for the pools.
             int32_t sum[32];
-            for (uint32_t c = 0; c < n_; ++c) sum[c] = mode == 4 ? INT32_MIN : 0;
-            for (uint32_t ky = 0; ky < kh; ++ky)
-              for (uint32_t kx = 0; kx < kw; ++kx) {
-                const int8_t* xr = act_.data() + static_cast<size_t>(base + ky * wys + kx) * n_;
-                if (mode == 4) {
-                  for (uint32_t c = 0; c < n_; ++c) sum[c] = std::max<int32_t>(sum[c], xr[c]);
-                } else if (mode == 5) {
-                  for (uint32_t c = 0; c < n_; ++c) sum[c] += xr[c];
-                } else {
-                  const int8_t* wr = wgt_.data() + static_cast<size_t>(aux + ky * kw + kx) * n_;
-                  for (uint32_t c = 0; c < n_; ++c) sum[c] += int32_t{xr[c]} * wr[c];
-                }
-              }
-            for (uint32_t c = 0; c < n_; ++c) {
-              if (mode == 4) {
-                y[c] = out(sum[c]);
-              } else if (mode == 5) {
-                y[c] = out(round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
-              } else {
-                const int32_t v = wrap_add(sum[c], bias ? prow[c] : 0);
-                y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
-              }
+            window_reduce(vec_kernel_, window_op, act_.data() + static_cast<size_t>(base) * n_,
+                          static_cast<ptrdiff_t>(wys) * n_, kw, kh,
+                          wgt_.data() + static_cast<size_t>(aux) * n_, n_, sum);
+            if (mode == 4) {
+              for (uint32_t c = 0; c < n_; ++c) y[c] = out(sum[c]);
+            } else if (mode == 5) {
+              for (uint32_t c = 0; c < n_; ++c)
+                y[c] = out(vec_round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
+            } else {
+              requantize_row(vec_kernel_, sum, bias ? prow : nullptr, rq, y, n_);
             }
             break;
           }
@@ -643,29 +624,12 @@ class FunctionalDevice final : public Device {
     return std::nullopt;
   }
 
-  static int32_t wrap_add(int32_t a, int32_t b) {
-    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-  }
-  // The VEC unit's rounding shift on 64-bit two's-complement values.
-  static int64_t round_shift(int64_t t, uint32_t shift) {
-    auto u = static_cast<uint64_t>(t);
-    if (shift > 0) u += uint64_t{1} << (shift - 1);
-    return static_cast<int64_t>(u) >> shift;
-  }
-
- public:
-  static int8_t requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
-    // Two's-complement wrapping, as the 64-bit datapath does (only v = m = INT32_MIN, s = 63 wraps).
-    int64_t r = round_shift(static_cast<int64_t>(v) * mult, shift);
-    r += zp;
-    // Low bound first, so that low > high yields low (no std::clamp precondition).
-    return static_cast<int8_t>(r < lo ? lo : (r > hi ? hi : r));
-  }
-
  private:
   DeviceConfig config_;
   std::span<std::byte> dram_;
   uint32_t n_;
+  MacKernel mac_kernel_ = best_mac_kernel(n_);
+  VecKernel vec_kernel_ = best_vec_kernel();
   CycleModel timing_;
   TraceSink trace_;
   uint32_t act_rows_ = 0, wgt_rows_ = 0, acc_rows_ = 0;
