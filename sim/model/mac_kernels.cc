@@ -194,9 +194,17 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
   }
   for (uint32_t c = 0; c < n; ++c) out->minus_128_colsum[c] = 0;
   for (uint32_t k = 0; k < n; ++k)
-    for (uint32_t c = 0; c < n; ++c) {
-      out->quads[((k / 4) * n + c) * 4 + k % 4] = tile[k * n + c];
-      out->minus_128_colsum[c] -= 128 * tile[k * n + c];
+    for (uint32_t c = 0; c < n; ++c) out->minus_128_colsum[c] -= 128 * tile[k * n + c];
+  // Interleave each group of four weight rows byte by byte (SSE2 is part of x86-64): for 8
+  // columns c, the 32 bytes W[4q..4q+3][c] land in column order.
+  for (uint32_t q = 0; q < n / 4; ++q)
+    for (uint32_t c0 = 0; c0 < n; c0 += 8) {
+      const int8_t* r = tile + (4 * q) * n + c0;
+      auto row8 = [&](uint32_t h) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + h * n)); };
+      const __m128i r01 = _mm_unpacklo_epi8(row8(0), row8(1)), r23 = _mm_unpacklo_epi8(row8(2), row8(3));
+      auto* dst = reinterpret_cast<__m128i*>(out->quads + (q * n + c0) * 4);
+      _mm_storeu_si128(dst, _mm_unpacklo_epi16(r01, r23));
+      _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(r01, r23));
     }
 }
 

@@ -37,6 +37,10 @@ void binary_row_portable(const int8_t* a, const int8_t* b, const BinaryParams& p
   }
 }
 
+void lut_row_portable(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+  for (uint32_t c = 0; c < n; ++c) y[c] = vec_clamp(table[x[c] + 128], lo, hi);
+}
+
 void window_reduce_portable(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh,
                             const int8_t* w, uint32_t n, int32_t* sum) {
   // Lanes innermost so that the compiler vectorises the tap loop.
@@ -104,6 +108,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void binary_row_av
   }
 }
 
+// vpermi2b looks up 128 entries from two registers by the low 7 index bits; two lookups and
+// a blend on bit 7 cover the 256-entry table.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void lut_row_vbmi(
+    const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  const __mmask64 lanes = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;  // n <= 32
+  const __m512i index = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lanes, x), _mm512_set1_epi8(-128));
+  const __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), _mm512_permutex2var_epi8(t0, index, t1),
+                                           _mm512_permutex2var_epi8(t2, index, t3));
+  const __m512i low = _mm512_set1_epi8(lo);
+  const __m512i r = _mm512_mask_mov_epi8(_mm512_min_epi8(v, _mm512_set1_epi8(hi)), _mm512_cmplt_epi8_mask(v, low), low);
+  _mm512_mask_storeu_epi8(y, lanes, r);
+}
+
 template <WindowOp Op>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void window_reduce_avx512(
     const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum) {
@@ -156,6 +175,12 @@ void requantize_row(VecKernel kernel, const int32_t* x, const int32_t* bias, con
 void binary_row(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, uint32_t n) {
   if (kernel == VecKernel::kAvx512) return binary_row_avx512(a, b, p, y, n);
   binary_row_portable(a, b, p, y, n);
+}
+
+void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+  static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
+  if (kernel == VecKernel::kAvx512 && has_vbmi) return lut_row_vbmi(table, x, lo, hi, y, n);
+  lut_row_portable(table, x, lo, hi, y, n);
 }
 
 void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh,

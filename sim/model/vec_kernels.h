@@ -1,7 +1,8 @@
 // The functional model's VEC-unit row kernels: the per-lane arithmetic of REQUANT, ADD/MUL
 // and the window modes (MAXPOOL, AVGPOOL, DWCONV) on one row of n lanes. The portable
 // kernel is the reference; the AVX-512 kernel (chosen at run time by CPUID) computes the
-// same bits. The arithmetic is architecture.md 1.4 "VEC modes". Pure functions; thread-safe.
+// same bits. The arithmetic is architecture.md 1.4 "VEC modes". Row pointers may be equal
+// (in place) but must not otherwise overlap. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -61,6 +62,11 @@ struct BinaryParams {
 };
 void binary_row(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
                 uint32_t n);
+
+// LUT: y[c] = vec_clamp(table[x[c] + 128]) for c < n; `table` holds the 256 entries (the
+// caller's snapshot of the table rows, taken when the instruction starts, as the RTL does).
+// The AVX-512 kernel needs VBMI for this mode and uses the portable code without it.
+void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n);
 
 // A window reduction: sum[c] over the kh×kw taps, tap (ky, kx) being the row
 // x + ky·row_stride + kx·n. kMax: max (starting from INT32_MIN); kAdd: sum; kMac: Σ x·w with

@@ -84,6 +84,14 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         binary_row(kernel, a.data(), bb.data(), bin, got.data(), n);
         ASSERT_EQ(got, want) << (bin.mul ? "MUL" : "ADD");
 
+        std::vector<int8_t> table(256), xl(n);
+        for (auto& v : table) v = rnd.byte();
+        for (auto& v : xl) v = rnd.byte();
+        const int8_t lo = rnd.byte(), hi = rnd.byte();
+        lut_row(VecKernel::kPortable, table.data(), xl.data(), lo, hi, want.data(), n);
+        lut_row(kernel, table.data(), xl.data(), lo, hi, got.data(), n);
+        ASSERT_EQ(got, want) << "LUT";
+
         const uint32_t kw = 1 + rnd.below(5), kh = 1 + rnd.below(5);
         const ptrdiff_t row_stride = static_cast<ptrdiff_t>(n) * (kw + rnd.below(4));
         std::vector<int8_t> xs(static_cast<size_t>(row_stride) * kh + n), ws(static_cast<size_t>(kw) * kh * n);
