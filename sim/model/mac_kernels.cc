@@ -192,20 +192,29 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
       }
     return;
   }
-  for (uint32_t c = 0; c < n; ++c) out->minus_128_colsum[c] = 0;
-  for (uint32_t k = 0; k < n; ++k)
-    for (uint32_t c = 0; c < n; ++c) out->minus_128_colsum[c] -= 128 * tile[k * n + c];
-  // Interleave each group of four weight rows byte by byte (SSE2 is part of x86-64): for 8
-  // columns c, the 32 bytes W[4q..4q+3][c] land in column order.
-  for (uint32_t q = 0; q < n / 4; ++q)
-    for (uint32_t c0 = 0; c0 < n; c0 += 8) {
-      const int8_t* r = tile + (4 * q) * n + c0;
-      auto row8 = [&](uint32_t h) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + h * n)); };
-      const __m128i r01 = _mm_unpacklo_epi8(row8(0), row8(1)), r23 = _mm_unpacklo_epi8(row8(2), row8(3));
+  // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
+  // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in
+  // int16 (|Σ| <= 32·128 fits).
+  for (uint32_t c0 = 0; c0 < n; c0 += 8) {
+    __m128i sum = _mm_setzero_si128();
+    for (uint32_t q = 0; q < n / 4; ++q) {
+      __m128i row[4];
+      for (uint32_t h = 0; h < 4; ++h) {
+        row[h] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + (4 * q + h) * n + c0));
+        sum = _mm_add_epi16(sum, _mm_srai_epi16(_mm_unpacklo_epi8(row[h], row[h]), 8));
+      }
+      const __m128i r01 = _mm_unpacklo_epi8(row[0], row[1]), r23 = _mm_unpacklo_epi8(row[2], row[3]);
       auto* dst = reinterpret_cast<__m128i*>(out->quads + (q * n + c0) * 4);
       _mm_storeu_si128(dst, _mm_unpacklo_epi16(r01, r23));
       _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(r01, r23));
     }
+    // Widen to int32 and scale by -128.
+    const __m128i lo = _mm_srai_epi32(_mm_unpacklo_epi16(sum, sum), 16);
+    const __m128i hi = _mm_srai_epi32(_mm_unpackhi_epi16(sum, sum), 16);
+    auto* dst = reinterpret_cast<__m128i*>(out->minus_128_colsum + c0);
+    _mm_storeu_si128(dst, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(lo, 7)));
+    _mm_storeu_si128(dst + 1, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(hi, 7)));
+  }
 }
 
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
