@@ -72,11 +72,13 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
   graph->set_name("npu_qdq");
 
   // Per-node replacement of the weight input by its DequantizeLinear output.
-  std::map<std::string, std::string> weight_input;  // node name -> dequantised weight name
+  std::map<const Node*, std::string> weight_input;  // node -> dequantised weight name
   std::vector<onnx::NodeProto> weight_nodes;
-  auto add_weight = [&](const std::string& node_name, int w_value, const Tensor& codes,
-                        const std::vector<float>& scales, int64_t axis) {
-    const std::string base = g.value(w_value).name + "_q_" + node_name;
+  auto add_weight = [&](const Node& n, const Tensor& codes, const std::vector<float>& scales,
+                        int64_t axis) {
+    // Unique even when node names repeat: the index of the weight-DQ node.
+    const std::string base =
+        g.value(n.inputs[1]).name + "_q_" + n.name + "_" + std::to_string(weight_nodes.size());
     set_tensor(graph->add_initializer(), base, codes);
     Tensor s = Tensor::zeros(DType::kF32, {static_cast<int64_t>(scales.size())});
     std::copy(scales.begin(), scales.end(), s.as<float>().begin());
@@ -95,23 +97,35 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(axis);
     weight_nodes.push_back(dq);
-    weight_input[node_name] = base + "_dequantized";
+    weight_input[&n] = base + "_dequantized";
   };
-  std::map<std::string, const Node*> by_name;
-  for (const Node& n : g.nodes) by_name[n.name] = &n;
+  // A layer's node: its name and input (ONNX does not require unique node names).
+  auto node_of = [&](const std::string& name, int input) -> const Node* {
+    for (const Node& n : g.nodes)
+      if (n.name == name && !n.inputs.empty() && n.inputs[0] == input) return &n;
+    return nullptr;
+  };
   for (const auto& step : steps)
     for (const NpuLayer& layer : step.ops) {
       if (const auto* c = std::get_if<ConvLayer>(&layer)) {
-        const Node& n = *by_name.at(c->name);
+        const Node* node = node_of(c->name, c->input);
+        if (!node)
+          return make_error(StatusCode::kInternal, "--export-qdq: conv '" + c->name +
+                                                       "' has no node; please report this bug");
+        const Node& n = *node;
         const std::vector<float> scales = conv_weight_scales(*c);
         Tensor codes = Tensor::zeros(DType::kI8, g.value(n.inputs[1]).shape);
         const size_t per = c->weights.size() / scales.size();
         for (size_t i = 0; i < c->weights.size(); ++i)
           codes.as<int8_t>()[i] =
               quantize_weight(c->weights[i], scales[i / per], !c->weight_scales.empty());
-        add_weight(c->name, n.inputs[1], codes, scales, 0);
+        add_weight(n, codes, scales, 0);
       } else if (const auto* f = std::get_if<FcLayer>(&layer)) {
-        const Node& n = *by_name.at(f->name);
+        const Node* node = node_of(f->name, f->input);
+        if (!node)
+          return make_error(StatusCode::kInternal, "--export-qdq: layer '" + f->name +
+                                                       "' has no node; please report this bug");
+        const Node& n = *node;
         const bool tb = n.op == "Gemm" && n.attr_int("transB", 0) != 0;
         const float alpha = n.op == "Gemm" ? n.attr_float("alpha", 1.0f) : 1.0f;
         const std::vector<float> scales = fc_weight_scales(*f);  // of alpha·B
@@ -123,7 +137,7 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
                                 scales[static_cast<size_t>(j)], !f->weight_scales.empty());
         std::vector<float> b_scales = scales;  // the codes dequantise to B; Gemm applies alpha
         for (float& s : b_scales) s /= alpha;
-        add_weight(f->name, n.inputs[1], codes, b_scales, tb ? 0 : 1);
+        add_weight(n, codes, b_scales, tb ? 0 : 1);
       }
     }
 
@@ -164,10 +178,11 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
     dq->add_input(base + "_act_zero_point");
     dq->add_output(read_name(v));
   };
-  std::set<int> constants_read;
+  std::set<int> constants_read;  // float weights the int8 codes replace are left out
   for (const Node& n : g.nodes)
-    for (int v : n.inputs)
-      if (g.is_constant(v)) constants_read.insert(v);
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (g.is_constant(n.inputs[k]) && !(k == 1 && weight_input.count(&n)))
+        constants_read.insert(n.inputs[k]);
   for (int v : constants_read)
     set_tensor(graph->add_initializer(), g.value(v).name, *g.value(v).constant);
   for (const auto& dq : weight_nodes) *graph->add_node() = dq;
@@ -182,7 +197,7 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
     np->set_name(n.name);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const int v = n.inputs[k];
-      auto w = weight_input.find(n.name);
+      auto w = weight_input.find(&n);
       if (k == 1 && w != weight_input.end())
         np->add_input(w->second);
       else

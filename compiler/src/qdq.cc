@@ -68,7 +68,9 @@ Status fold_qdq(Graph& g, QdqSummary* summary) {
   *summary = QdqSummary{};
   // Weights: DequantizeLinear of constant codes; constant folding turns them into floats.
   for (const Node& n : g.nodes) {
-    if (n.op != "DequantizeLinear" || n.inputs.empty() || !g.is_constant(n.inputs[0])) continue;
+    if (n.op != "DequantizeLinear" || n.inputs.empty() || n.outputs.size() != 1 ||
+        !g.is_constant(n.inputs[0]))
+      continue;
     const DType codes = g.value(n.inputs[0]).dtype;
     if (codes != DType::kI8 && codes != DType::kU8) continue;  // int32 biases fold as plain floats
     if (auto p = constant_params(g, n)) {
