@@ -20,6 +20,9 @@ struct FcLayer {
   int64_t M = 0, K = 0, N = 0;
   std::vector<float> weights;  // [K][N]
   std::vector<float> bias;     // [N]
+  // Per-output-channel weight scales the model declares (QDQ, qdq.h); empty: the compiler
+  // chooses max|w|/127.
+  std::vector<float> weight_scales;
   bool relu = false;
   std::vector<std::string> fused;  // nodes folded into this layer
 };
@@ -36,6 +39,7 @@ struct ConvLayer {
   bool depthwise = false;
   std::vector<float> weights;  // [Cout][C or 1][KH][KW]
   std::vector<float> bias;     // [Cout]
+  std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   std::vector<std::string> fused;
 };
@@ -44,7 +48,10 @@ struct ConvLayer {
 struct EltLayer {
   // kView: Reshape/Flatten/Squeeze/Unsqueeze whose output has the same device bytes as its
   // input: no instructions, the output aliases the input.
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView };
+  // kRepack: the same reshapes between [N,C,1,1] (channels padded to the array dim) and dense
+  // [N,C] when C is not a multiple of it: the rows are copied (LOAD, STORE of C lanes).
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView,
+                    kRepack };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
