@@ -104,6 +104,13 @@ public:
     return 0;
   }
 
+  // Edges from the job's first fetch to the completion of the instruction reported last
+  // (for the instruction trace; call after its engine cost).
+  uint64_t completion() {
+    if (pending_) schedule();
+    return static_cast<uint64_t>(last_done_);
+  }
+
   // The job's last instruction has been dispatched (or the job stopped on an error): the
   // cycles from its first fetch until the command processor is idle again.
   uint64_t end_job() {
@@ -169,6 +176,7 @@ public:
         if (d.store != (cur_.engine == 2) && d.lo < cur_.hi && cur_.lo < d.hi) start = std::max(start, d.done + 1);
     }
     const int64_t done = start + 1 + cur_.cycles;
+    last_done_ = done;
     e.starts[e.count % kEngineQueueDepth] = start;
     ++e.count;
     e.free = done + 1;
@@ -212,6 +220,7 @@ public:
   bool pending_ = false;
   int64_t fetch_ = 0;          // edge the dispatcher may start the next fetch
   int64_t job_end_ = 0;        // edge after the last completion
+  int64_t last_done_ = 0;      // completion edge of the instruction scheduled last
   std::array<Engine, 3> engines_;
   std::array<Channel, 4> channels_;
   std::vector<Dma> recent_;

@@ -327,7 +327,7 @@ class FunctionalDevice final : public Device {
       count(hw::Counter::kInstrs, 1);
       if (trace_) {
         TraceEvent ev;
-        ev.cycle = cycle_ + job_cycles_;
+        ev.cycle = cycle_ + job_cycles_ + timing_.completion();
         ev.queue = queue;
         ev.cmd_offset = off;
         std::copy(w.begin(), w.end(), ev.words);
