@@ -402,10 +402,11 @@ TEST_P(RtlTiming, OverlapOrdersDramHazards) {
   }
   b.write(src, a.data(), a.size());
   b.write(dst, old.data(), old.size());
-  // Read after write: STORE rows of `a` to dst (after a token path from their LOAD), then LOAD
-  // dst with no token: the LOAD engine is free long before the STORE has run.
+  // Read after write: STORE rows of `a` to dst (after a token path from their LOAD through a
+  // long GEMM), then LOAD dst with no token: the LOAD engine is free long before the STORE.
   run_job({load({.va = src, .x = rows, .xs = n, .flags = kPushNext}),
-           sync(1, kPopPrev | kPushNext),
+           gemm({.act = 300, .acc = 0, .r = 2000, .asr = 1, .csr = 1, .clear = true,
+                 .flags = kPopPrev | kPushNext}),
            store({.va = dst, .x = rows, .xs = n, .flags = kPopPrev}),
            load({.va = dst, .sp_row = 200, .x = rows, .xs = n, .flags = kPushNext}),
            sync(1, kPopPrev | kPushNext),
@@ -414,11 +415,13 @@ TEST_P(RtlTiming, OverlapOrdersDramHazards) {
   b.read(out, got.data(), got.size());
   EXPECT_EQ(got, a) << "the LOAD overtook the STORE of the same bytes";
 
-  // Write after read: LOAD dst (the old bytes again) while a STORE whose token is already
-  // there overwrites dst; the LOAD must still read the old bytes.
+  // Write after read: LOAD dst (the old bytes again, behind a long LOAD on its engine) while
+  // a STORE whose token is already there overwrites dst; the LOAD must still read the old
+  // bytes.
   b.write(dst, old.data(), old.size());
   run_job({load({.va = src, .sp_row = 400, .x = rows, .xs = n, .flags = kPushNext}),
            sync(1, kPopPrev | kPushNext),
+           load({.va = kDataVa + 0x40000, .sp_row = 1000, .x = 1000, .xs = n}),
            load({.va = dst, .sp_row = 600, .x = rows, .xs = n}),
            store({.va = dst, .sp_row = 400, .x = rows, .xs = n, .flags = kPopPrev}),
            sync(0, kPushNext),
