@@ -133,8 +133,11 @@ class Program {
   };
 
   // Conflicts are looked for among this many latest instructions of an engine; anything older
-  // is waited for wholesale (keeps lowering linear on long programs).
+  // is waited for wholesale. This keeps lowering linear on long programs, and bounds the
+  // tokens outstanding on a channel: every pushing producer was among the kWindow latest of
+  // its engine when its consumer was emitted, so at most kWindow pushes are ever unpopped.
   static constexpr uint32_t kWindow = 64;
+  static_assert(kWindow < hw::kMaxTokens, "tokens outstanding on a channel must stay below MAX_TOKENS");
 
   void add(isa::Engine engine, isa::Words w) {
     using E = isa::Engine;
