@@ -11,8 +11,13 @@
   onnxruntime produces, so that both are exercised); biases become int32 codes with
   scale = activation scale * weight scale.
 
-Ranges come from a small numpy interpreter for the operators of the MobileNet-style model
-(Conv, Relu, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
+Gemm/MatMul weights are int8 per output channel (axis 1 of a [K, N] operand, axis 0 of a
+Gemm transB one), Gemm biases int32. A Conv/Gemm/MatMul output read only by a Relu, and a
+MatMul output read only by an Add of a constant (its bias), get no pair: the quantiser (and
+the NPU) fuse them.
+
+Ranges come from a small numpy interpreter for the operators of the test models (Conv,
+Gemm, MatMul, Relu, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
 
     /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx
 CALIB_DIR holds one subfolder per sample with input_0.npy (scripts/make_mobilenet.py --calib).
@@ -76,6 +81,14 @@ def run_float(model, x):
             y = a[0] * a[1]
         elif op == "Add":
             y = a[0] + a[1]
+        elif op == "MatMul":
+            y = a[0] @ a[1]
+        elif op == "Gemm":
+            x = a[0].T if attr(nd, "transA", 0) else a[0]
+            w = a[1].T if attr(nd, "transB", 0) else a[1]
+            y = attr(nd, "alpha", 1.0) * (x @ w)
+            if len(a) > 2 and a[2] is not None:
+                y = y + attr(nd, "beta", 1.0) * a[2]
         elif op == "Flatten":
             y = a[0].reshape(a[0].shape[0], -1)
         else:
@@ -114,18 +127,22 @@ def main():
     new_inits, nodes = [], []
     act_scale = {}
 
-    def qdq(name):
-        """Q -> DQ after activation `name`; returns the DequantizeLinear output."""
+    graph_outputs = {o.name for o in g.output}
+
+    def qdq(name, source=None):
+        """Q -> DQ after activation `name` (read from `source` when its producer was renamed);
+        returns the DequantizeLinear output: `name` itself for a graph output."""
         scale, zp = uint8_params(*ranges[name])
         act_scale[name] = scale
         new_inits.append(numpy_helper.from_array(np.array(scale, np.float32), name + "_scale"))
         new_inits.append(numpy_helper.from_array(np.array(zp, np.uint8), name + "_zero_point"))
-        nodes.append(helper.make_node("QuantizeLinear", [name, name + "_scale", name + "_zero_point"],
+        nodes.append(helper.make_node("QuantizeLinear", [source or name, name + "_scale", name + "_zero_point"],
                                       [name + "_QuantizeLinear_Output"], name=name + "_QuantizeLinear"))
         nodes.append(helper.make_node("DequantizeLinear",
                                       [name + "_QuantizeLinear_Output", name + "_scale", name + "_zero_point"],
-                                      [name + "_DequantizeLinear_Output"], name=name + "_DequantizeLinear"))
-        return name + "_DequantizeLinear_Output"
+                                      [name if source else name + "_DequantizeLinear_Output"],
+                                      name=name + "_DequantizeLinear"))
+        return name if source else name + "_DequantizeLinear_Output"
 
     rename = {}
     inp = g.input[0].name
@@ -163,16 +180,46 @@ def main():
                                               [bn + "_DequantizeLinear_Output"], name=bn + "_DequantizeLinear",
                                               axis=0))
                 ins[2] = bn + "_DequantizeLinear_Output"
-        new = helper.make_node(nd.op_type, ins, list(nd.output), name=nd.name)
+        if nd.op_type in ("Gemm", "MatMul") and nd.input[1] in inits:
+            w = inits[nd.input[1]].astype(np.float64)
+            axis = 0 if attr(nd, "transB", 0) else 1
+            ws = (np.abs(w).max(axis=1 - axis) / 127.0).astype(np.float32)
+            wq = np.clip(np.round(w / np.expand_dims(ws, 1 - axis)), -127, 127).astype(np.int8)
+            wn = nd.input[1]
+            new_inits.append(numpy_helper.from_array(ws, wn + "_scale"))
+            new_inits.append(numpy_helper.from_array(np.zeros(len(ws), np.int8), wn + "_zero_point"))
+            new_inits.append(numpy_helper.from_array(wq, wn + "_quantized"))
+            nodes.append(helper.make_node("DequantizeLinear", [wn + "_quantized", wn + "_scale", wn + "_zero_point"],
+                                          [wn + "_DequantizeLinear_Output"], name=wn + "_DequantizeLinear",
+                                          axis=axis))
+            ins[1] = wn + "_DequantizeLinear_Output"
+            if len(nd.input) > 2 and nd.input[2] and attr(nd, "beta", 1.0) == 1.0 and attr(nd, "alpha", 1.0) == 1.0:
+                bn = nd.input[2]
+                bs = (act_scale[nd.input[0]] * ws).astype(np.float32)
+                bq = np.round(inits[bn].astype(np.float64) / bs).astype(np.int32)
+                new_inits.append(numpy_helper.from_array(bq, bn + "_quantized"))
+                new_inits.append(numpy_helper.from_array(bs, bn + "_scale"))
+                new_inits.append(numpy_helper.from_array(np.zeros(len(bs), np.int32), bn + "_zero_point"))
+                nodes.append(helper.make_node("DequantizeLinear",
+                                              [bn + "_quantized", bn + "_scale", bn + "_zero_point"],
+                                              [bn + "_DequantizeLinear_Output"], name=bn + "_DequantizeLinear",
+                                              axis=0))
+                ins[2] = bn + "_DequantizeLinear_Output"
+        out = nd.output[0]
+        only = [r for r in readers.get(out, [])]
+        only_relu = nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and [r.op_type for r in only] == ["Relu"]
+        only_bias = nd.op_type == "MatMul" and len(only) == 1 and only[0].op_type == "Add" and \
+            any(i in inits for i in only[0].input)
+        quantised = nd.op_type not in ("Flatten", "Reshape") and not (only_relu or only_bias)
+        # A quantised graph output keeps its name on the DequantizeLinear (as onnxruntime does).
+        renamed = out + "_QuantizeLinear_Input" if quantised and out in graph_outputs else None
+        new = helper.make_node(nd.op_type, ins, [renamed or out] + list(nd.output[1:]), name=nd.name)
         new.attribute.extend(nd.attribute)
         nodes.append(new)
-        out = nd.output[0]
-        only_relu = nd.op_type == "Conv" and [r.op_type for r in readers.get(out, [])] == ["Relu"]
-        if nd.op_type in ("Flatten", "Reshape"):
-            continue  # keeps its input's (already quantised) values
-        if not only_relu:
-            # The Q -> DQ pair's output replaces the value for every reader.
-            rename[out] = qdq(out)
+        if quantised:
+            # The Q -> DQ pair's output replaces the value for every reader (Flatten/Reshape
+            # outputs keep their input's already quantised values).
+            rename[out] = qdq(out, renamed)
     # The quantised weights replace the float ones.
     used = {i for nd in nodes for i in nd.input}
     keep = [i for i in g.initializer if i.name in used]

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Quantised models against onnxruntime-node, on the MobileNet-style model.
 
-check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR
+check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR [MODEL]
     scripts/make_qdq.py turns mobilenet_v3ish.onnx into a QDQ model (uint8 activations,
     int8 per-channel and per-tensor weights, int32 biases, as onnxruntime's quantize_static
     writes them). npu-compile must take every scale from the model and place every operator
     on the NPU; the NPU's logits are compared with onnxruntime-node running the same QDQ model.
+    MODEL (default mobilenet_v3ish) names another float model in DATA_DIR (mlp: MatMul and
+    Gemm transB weights); its inputs are then N(0,1) samples of its input shape.
 check_qdq.py export NPU_COMPILE NPU_RUN DATA_DIR WORKDIR
     npu-compile --export-qdq writes the float model's quantisation as a QDQ model; its
     logits on onnxruntime-node are compared with the NPU's on the compiled image.
@@ -53,23 +55,33 @@ def logits_step(model_path):
 
 def main():
     mode, npu_compile, npu_run, data, work = sys.argv[1:6]
+    model_name = sys.argv[6] if len(sys.argv) > 6 else "mobilenet_v3ish"
     os.makedirs(work, exist_ok=True)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ort_dir = os.path.join(root, "scripts", "ort")
     if not (shutil.which("node") and os.path.isdir(os.path.join(ort_dir, "node_modules", "onnxruntime-node"))):
         raise SystemExit("FAIL: onnxruntime-node is not installed (scripts/install-deps installs it)")
-    float_model = os.path.join(data, "mobilenet_v3ish.onnx")
-    inp = os.path.join(data, "mobilenet_input.npy")
+    float_model = os.path.join(data, model_name + ".onnx")
     calib = os.path.join(work, "calib")
-    if not os.path.isdir(calib):
-        sh(["/usr/bin/python3", os.path.join(root, "scripts", "make_mobilenet.py"), "--calib", calib])
+    if model_name == "mobilenet_v3ish":
+        inp = os.path.join(data, "mobilenet_input.npy")
+        if not os.path.isdir(calib):
+            sh(["/usr/bin/python3", os.path.join(root, "scripts", "make_mobilenet.py"), "--calib", calib])
+    else:
+        dims = [d.dim_value for d in onnx.load(float_model).graph.input[0].type.tensor_type.shape.dim]
+        rng = np.random.default_rng(2026)
+        for k in range(8):
+            os.makedirs(os.path.join(calib, f"sample_{k:02d}"), exist_ok=True)
+            np.save(os.path.join(calib, f"sample_{k:02d}", "input_0.npy"), rng.normal(0, 1, dims).astype(np.float32))
+        inp = os.path.join(work, "input.npy")
+        np.save(inp, rng.normal(0, 1, dims).astype(np.float32))
     image = os.path.join(work, "model.npuimg")
     if mode == "qdq-model":
-        reference_model = os.path.join(work, "mobilenet_qdq.onnx")
+        reference_model = os.path.join(work, model_name + "_qdq.onnx")
         sh(["/usr/bin/python3", os.path.join(root, "scripts", "make_qdq.py"), float_model, calib, reference_model])
         compiled = sh([npu_compile, reference_model, "-o", image, "--calib", calib])
     elif mode == "export":
-        reference_model = os.path.join(work, "mobilenet_exported_qdq.onnx")
+        reference_model = os.path.join(work, model_name + "_exported_qdq.onnx")
         compiled = sh([npu_compile, float_model, "-o", image, "--calib", calib, "--export-qdq", reference_model])
     else:
         raise SystemExit(f"unknown mode {mode}; use qdq-model or export")
