@@ -263,6 +263,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+      if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
+                       declared->zero_point[0] != qp[v].zero_point))
+        say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
+            "MaxPool and reshapes do not rescale on the NPU)");
     } else if (declared && declared->scale.size() == 1) {
       // The model's own parameters; padded convolutions correct their borders for a
       // non-zero zero point (lower_conv_layer), so they are honoured as declared.
