@@ -1,10 +1,10 @@
 #include "partition.h"
 
-#include "qdq.h"
-
 #include <algorithm>
 #include <optional>
 #include <set>
+
+#include "qdq.h"
 
 namespace npu::compiler {
 namespace {
