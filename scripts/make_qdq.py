@@ -12,12 +12,12 @@
   scale = activation scale * weight scale.
 
 Gemm/MatMul weights are int8 per output channel (axis 1 of a [K, N] operand, axis 0 of a
-Gemm transB one), Gemm biases int32. A Conv/Gemm/MatMul output read only by a Relu, and a
+Gemm transB one), Gemm biases int32. A Conv/Gemm/MatMul output read only by a Relu or Clip, and a
 MatMul output read only by an Add of a constant (its bias), get no pair: the quantiser (and
 the NPU) fuse them.
 
 Ranges come from a small numpy interpreter for the operators of the test models (Conv,
-Gemm, MatMul, Relu, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
+Gemm, MatMul, Relu, Clip, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
 
     /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx
 CALIB_DIR holds one subfolder per sample with input_0.npy (scripts/make_mobilenet.py --calib).
@@ -81,6 +81,10 @@ def run_float(model, x):
             y = a[0] * a[1]
         elif op == "Add":
             y = a[0] + a[1]
+        elif op == "Clip":
+            lo = a[1] if len(a) > 1 and a[1] is not None else -np.inf
+            hi = a[2] if len(a) > 2 and a[2] is not None else np.inf
+            y = np.clip(a[0], lo, hi)
         elif op == "MatMul":
             y = a[0] @ a[1]
         elif op == "Gemm":
@@ -207,7 +211,7 @@ def main():
                 ins[2] = bn + "_DequantizeLinear_Output"
         out = nd.output[0]
         only = [r for r in readers.get(out, [])]
-        only_relu = nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and [r.op_type for r in only] == ["Relu"]
+        only_relu = nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and [r.op_type for r in only] in (["Relu"], ["Clip"])
         only_bias = nd.op_type == "MatMul" and len(only) == 1 and only[0].op_type == "Add" and \
             any(i in inits for i in only[0].input)
         quantised = nd.op_type not in ("Flatten", "Reshape") and not (only_relu or only_bias)

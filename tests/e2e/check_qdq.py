@@ -7,7 +7,9 @@ check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR [MODEL]
     writes them). npu-compile must take every scale from the model and place every operator
     on the NPU; the NPU's logits are compared with onnxruntime-node running the same QDQ model.
     MODEL (default mobilenet_v3ish) names another float model in DATA_DIR (mlp: MatMul and
-    Gemm transB weights); its inputs are then N(0,1) samples of its input shape.
+    Gemm transB weights; convnet: padded convolutions); its inputs are then N(1,1) samples
+    of its input shape, off-centre so that the input's zero point is far from the middle of
+    the uint8 range (a padded convolution must then correct its border pixels).
 check_qdq.py export NPU_COMPILE NPU_RUN DATA_DIR WORKDIR
     npu-compile --export-qdq writes the float model's quantisation as a QDQ model; its
     logits on onnxruntime-node are compared with the NPU's on the compiled image.
@@ -72,9 +74,9 @@ def main():
         rng = np.random.default_rng(2026)
         for k in range(8):
             os.makedirs(os.path.join(calib, f"sample_{k:02d}"), exist_ok=True)
-            np.save(os.path.join(calib, f"sample_{k:02d}", "input_0.npy"), rng.normal(0, 1, dims).astype(np.float32))
+            np.save(os.path.join(calib, f"sample_{k:02d}", "input_0.npy"), rng.normal(1, 1, dims).astype(np.float32))
         inp = os.path.join(work, "input.npy")
-        np.save(inp, rng.normal(0, 1, dims).astype(np.float32))
+        np.save(inp, rng.normal(1, 1, dims).astype(np.float32))
     image = os.path.join(work, "model.npuimg")
     if mode == "qdq-model":
         reference_model = os.path.join(work, model_name + "_qdq.onnx")
