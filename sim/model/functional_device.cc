@@ -723,41 +723,32 @@ class FunctionalDevice final : public Device {
     // output row that overwrites a table row does not change the table of this instruction.
     alignas(64) int8_t table[256];
     if (mode == 1) std::memcpy(table, act_.data() + static_cast<size_t>(param) * n_, sizeof(table));
-    const WindowOp window_op = mode == 4 ? WindowOp::kMax : mode == 5 ? WindowOp::kAdd : WindowOp::kMac;
-    for (uint32_t o = 0; o < O; ++o) {
-      for (uint32_t r = 0; r < R; ++r) {
-        const uint32_t base = src + o * sso + r * ssr;
-        int8_t* y = act_.data() + static_cast<size_t>(dst + o * dso + r * dsr) * n_;
-        switch (mode) {
-          case 0:
-            requantize_row(vec_kernel_, acc_.data() + static_cast<size_t>(base) * n_, bias ? prow : nullptr, rq, y,
-                           n_);
-            break;
-          case 1:
-            lut_row(vec_kernel_, table, act_.data() + static_cast<size_t>(base) * n_, lo, hi, y, n_);
-            break;
-          case 2:
-          case 3:
-            binary_row(vec_kernel_, act_.data() + static_cast<size_t>(base) * n_,
-                       act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_, bin, y, n_);
-            break;
-          default: {  // window modes
+    auto act_row = [&](uint32_t row) { return act_.data() + static_cast<size_t>(row) * n_; };
+    const RowWalk walk{O, R, ptrdiff_t{sso} * n_, ptrdiff_t{ssr} * n_, ptrdiff_t{dso} * n_, ptrdiff_t{dsr} * n_};
+    const int32_t* bias_row = bias ? prow : nullptr;
+    switch (mode) {
+      case 0:
+        requantize_rows(vec_kernel_, acc_.data() + static_cast<size_t>(src) * n_, bias_row, rq, act_row(dst), walk, n_);
+        break;
+      case 1: lut_rows(vec_kernel_, table, act_row(src), lo, hi, act_row(dst), walk, n_); break;
+      case 2:
+      case 3: binary_rows(vec_kernel_, act_row(src), act_row(aux), bin, act_row(dst), walk, n_); break;
+      case 6:
+        dwconv_rows(vec_kernel_, act_row(src), Window{ptrdiff_t{wys} * n_, kw, kh, wgt_.data() + size_t{aux} * n_},
+                    bias_row, rq, act_row(dst), walk, n_);
+        break;
+      default:  // MAXPOOL, AVGPOOL
+        for (uint32_t o = 0; o < O; ++o) {
+          for (uint32_t r = 0; r < R; ++r) {
+            int8_t* y = act_row(dst + o * dso + r * dsr);
             int32_t sum[32];
-            window_reduce(vec_kernel_, window_op, act_.data() + static_cast<size_t>(base) * n_,
-                          static_cast<ptrdiff_t>(wys) * n_, kw, kh,
-                          wgt_.data() + static_cast<size_t>(aux) * n_, n_, sum);
-            if (mode == 4) {
-              for (uint32_t c = 0; c < n_; ++c) y[c] = out(sum[c]);
-            } else if (mode == 5) {
-              for (uint32_t c = 0; c < n_; ++c)
-                y[c] = out(vec_round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
-            } else {
-              requantize_row(vec_kernel_, sum, bias ? prow : nullptr, rq, y, n_);
-            }
-            break;
+            window_reduce(vec_kernel_, mode == 4 ? WindowOp::kMax : WindowOp::kAdd, act_row(src + o * sso + r * ssr),
+                          static_cast<ptrdiff_t>(wys) * n_, kw, kh, nullptr, n_, sum);
+            for (uint32_t c = 0; c < n_; ++c)
+              y[c] = mode == 4 ? out(sum[c]) : out(vec_round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
           }
         }
-      }
+        break;
     }
     job_cycles_ += timing_.vec(mode, O, R, kh * kw);
     return std::nullopt;
