@@ -84,19 +84,21 @@ bool is_float(DType d) { return d == DType::kF32; }
 
 // quantize_int8 over a contiguous run with one scale and zero point, into contiguous int8.
 // For |zero_point| <= 2^20 the clamp happens in float on [-128 - zp, 127 - zp] (integers a
-// float holds exactly), which equals clamping round(x / scale) + zp, and the loop vectorises.
-void quantize_int8_run(const float* x, int64_t count, float scale, int32_t zero_point, int8_t* out) {
+// float holds exactly), which equals clamping round(x / scale) + zp, and the branch-free loop
+// vectorises (this file is built with -fno-trapping-math, which allows the selects).
+void quantize_int8_run(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
+                       int8_t* __restrict out) {
   if (zero_point < -(1 << 20) || zero_point > (1 << 20)) {
     for (int64_t k = 0; k < count; ++k) out[k] = quantize_int8(x[k], scale, zero_point);
     return;
   }
   const float lo = static_cast<float>(-128 - zero_point), hi = static_cast<float>(127 - zero_point);
-  const auto nan_value = static_cast<int8_t>(std::clamp(zero_point, -128, 127));
+  const float nan_q = static_cast<float>(std::clamp(zero_point, -128, 127) - zero_point);  // NaN -> zp
   for (int64_t k = 0; k < count; ++k) {
     float q = round_ties_even(x[k] / scale);
-    q = q < lo ? lo : q;
-    q = q > hi ? hi : q;
-    out[k] = std::isnan(q) ? nan_value : static_cast<int8_t>(static_cast<int32_t>(q) + zero_point);
+    q = q != q ? nan_q : q;
+    q = std::min(std::max(q, lo), hi);
+    out[k] = static_cast<int8_t>(static_cast<int32_t>(q) + zero_point);
   }
 }
 

@@ -471,6 +471,18 @@ class FunctionalDevice final : public Device {
     size_t len_ = 0;
   };
 
+  // One row of a scratchpad size the compiler knows: a few moves instead of a library call.
+  static void copy_row(std::byte* dst, const std::byte* src, uint32_t len) {
+    switch (len) {
+      case 8: std::memcpy(dst, src, 8); break;
+      case 16: std::memcpy(dst, src, 16); break;
+      case 32: std::memcpy(dst, src, 32); break;
+      case 64: std::memcpy(dst, src, 64); break;
+      case 128: std::memcpy(dst, src, 128); break;
+      default: std::memcpy(dst, src, len); break;
+    }
+  }
+
   // When the `count` rows va0 + x·stride (len bytes each) all lie in one page that
   // translates and whose frame holds them, the physical address of row 0: the whole line then
   // takes one translation. Otherwise nothing, and the caller translates row by row (which
@@ -524,13 +536,19 @@ class FunctionalDevice final : public Device {
           const std::byte* src = dram_.data() + *phys0;
           if (stride == row_bytes && row_bytes == sp_row_bytes) {
             copy.add(dst, src, static_cast<size_t>(X) * row_bytes);
+          } else if (row_bytes == sp_row_bytes) {
+            // Strided full rows: each is its own copy (a LOAD's destination rows are disjoint
+            // and it writes no DRAM, so the order against the pending run does not matter).
+            for (uint32_t x = 0; x < X; ++x) copy_row(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
           } else {
             for (uint32_t x = 0; x < X; ++x) {
               copy.add(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
-              if (row_bytes < sp_row_bytes) copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
+              copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
             }
           }
-          for (uint32_t x = 0; x < X; ++x) dma_rows_.push_back(DmaRow{false, va0 + x * stride, row_bytes});
+          const size_t first = dma_rows_.size();
+          dma_rows_.resize(first + X);
+          for (uint32_t x = 0; x < X; ++x) dma_rows_[first + x] = DmaRow{false, va0 + x * stride, row_bytes};
           bytes += uint64_t{X} * row_bytes;
         } else {
           for (uint32_t x = 0; x < X; ++x, dst += sp_row_bytes) {
