@@ -19,7 +19,9 @@ the NPU) fuse them.
 Ranges come from a small numpy interpreter for the operators of the test models (Conv,
 Gemm, MatMul, Relu, Clip, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
 
-    /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx
+    /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx [--unfused]
+--unfused also quantises a Conv/Gemm/MatMul output read by a Relu or Clip (a second rounding
+point, with its own parameters, before the activation).
 CALIB_DIR holds one subfolder per sample with input_0.npy (scripts/make_mobilenet.py --calib).
 """
 import os
@@ -109,9 +111,10 @@ def uint8_params(lo, hi):
 
 
 def main():
-    if len(sys.argv) != 4:
+    unfused = "--unfused" in sys.argv[4:]
+    if len(sys.argv) < 4 or any(a != "--unfused" for a in sys.argv[4:]):
         raise SystemExit(__doc__)
-    src, calib, dst = sys.argv[1:]
+    src, calib, dst = sys.argv[1:4]
     model = onnx.load(src)
     g = model.graph
     samples = sorted(os.path.join(calib, d) for d in os.listdir(calib))
@@ -211,7 +214,8 @@ def main():
                 ins[2] = bn + "_DequantizeLinear_Output"
         out = nd.output[0]
         only = [r for r in readers.get(out, [])]
-        only_relu = nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and [r.op_type for r in only] in (["Relu"], ["Clip"])
+        only_relu = not unfused and nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and \
+            [r.op_type for r in only] in (["Relu"], ["Clip"])
         only_bias = nd.op_type == "MatMul" and len(only) == 1 and only[0].op_type == "Add" and \
             any(i in inits for i in only[0].input)
         quantised = nd.op_type not in ("Flatten", "Reshape") and not (only_relu or only_bias)
