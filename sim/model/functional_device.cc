@@ -599,11 +599,19 @@ class FunctionalDevice final : public Device {
         // before the next translation reads them.
         if (phys0 && !into_page_table(*phys0, uint64_t{X - 1} * stride + row_bytes)) {
           std::byte* dst = dram_.data() + *phys0;
+          const bool contiguous = stride == row_bytes && row_bytes == sp_row_bytes;
+          if (!contiguous) copy.flush();  // the rows below are copied directly, in order
           for (uint32_t x = 0; x < X; ++x) {
-            copy.add(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            if (contiguous) {
+              copy.add(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            } else {
+              copy_row(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            }
             timing_.store_written(*phys0 + x * stride, row_bytes, false);
-            dma_rows_.push_back(DmaRow{false, va0 + x * stride, row_bytes});
           }
+          const size_t first = dma_rows_.size();
+          dma_rows_.resize(first + X);
+          for (uint32_t x = 0; x < X; ++x) dma_rows_[first + x] = DmaRow{false, va0 + x * stride, row_bytes};
           bytes += uint64_t{X} * row_bytes;
           continue;
         }
