@@ -178,6 +178,29 @@ __attribute__((target(NPU_AVX512_TARGET))) void window_reduce_avx512(const int8_
 __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t* x, const Window& win,
                                                                    const int32_t* bias, const RequantParams& p,
                                                                    int8_t* y, const RowWalk& rows, uint32_t n) {
+  constexpr uint32_t kMaxHeldTaps = 32;
+  const uint32_t taps = win.kw * win.kh;
+  if (n <= 16 && taps <= kMaxHeldTaps) {
+    // The tap weights are widened once per instruction, as int16 in the low half of each
+    // int32 lane with a zero high half, so that vpmaddwd against a sign-extended activation
+    // is the exact product x·w (the high halves multiply by 0).
+    const __mmask16 lanes = lanes16(n, 0);
+    __m512i weights[kMaxHeldTaps];
+    for (uint32_t t = 0; t < taps; ++t)
+      weights[t] = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(lanes, win.weights + size_t{t} * n)));
+    for (RowCursor row(rows); !row.done(); row.next()) {
+      __m512i sum = _mm512_setzero_si512();
+      const __m512i* w = weights;
+      for (uint32_t ky = 0; ky < win.kh; ++ky) {
+        const int8_t* xr = x + row.src + ky * win.row_stride;
+        for (uint32_t kx = 0; kx < win.kw; ++kx, xr += n, ++w)
+          sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr)), *w));
+      }
+      requantize8(add_bias8(_mm512_castsi512_si256(sum), bias, 0), p, 0, y + row.dst);
+      if (n > 8) requantize8(add_bias8(_mm512_extracti64x4_epi64(sum, 1), bias, 8), p, 8, y + row.dst);
+    }
+    return;
+  }
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t c0 = 0; c0 < n; c0 += 16) {
       const __m512i sum =
