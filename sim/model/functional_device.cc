@@ -471,6 +471,14 @@ class FunctionalDevice final : public Device {
     size_t len_ = 0;
   };
 
+  // Appends the timing rows of a line, va0 + x·stride for x < count.
+  void append_line_rows(uint32_t va0, uint32_t stride, uint32_t count, uint32_t len) {
+    const size_t first = dma_rows_.size();
+    dma_rows_.resize(first + count);
+    DmaRow* row = dma_rows_.data() + first;
+    for (uint32_t x = 0; x < count; ++x) row[x] = DmaRow{false, va0 + x * stride, len};
+  }
+
   // One row of a scratchpad size the compiler knows: a few moves instead of a library call.
   static void copy_row(std::byte* dst, const std::byte* src, uint32_t len) {
     switch (len) {
@@ -546,9 +554,7 @@ class FunctionalDevice final : public Device {
               copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
             }
           }
-          const size_t first = dma_rows_.size();
-          dma_rows_.resize(first + X);
-          for (uint32_t x = 0; x < X; ++x) dma_rows_[first + x] = DmaRow{false, va0 + x * stride, row_bytes};
+          append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
         } else {
           for (uint32_t x = 0; x < X; ++x, dst += sp_row_bytes) {
@@ -609,9 +615,7 @@ class FunctionalDevice final : public Device {
             }
             timing_.store_written(*phys0 + x * stride, row_bytes, false);
           }
-          const size_t first = dma_rows_.size();
-          dma_rows_.resize(first + X);
-          for (uint32_t x = 0; x < X; ++x) dma_rows_[first + x] = DmaRow{false, va0 + x * stride, row_bytes};
+          append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
           continue;
         }
