@@ -19,9 +19,11 @@ the NPU) fuse them.
 Ranges come from a small numpy interpreter for the operators of the test models (Conv,
 Gemm, MatMul, Relu, Clip, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
 
-    /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx [--unfused]
+    /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx [--unfused] [--qoperator]
 --unfused also quantises a Conv/Gemm/MatMul output read by a Relu or Clip (a second rounding
 point, with its own parameters, before the activation).
+--qoperator then writes every DequantizeLinear -> Conv/MatMul -> QuantizeLinear as one
+QLinearConv/QLinearMatMul (onnxruntime's QOperator format); other operators keep their pairs.
 CALIB_DIR holds one subfolder per sample with input_0.npy (scripts/make_mobilenet.py --calib).
 """
 import os
@@ -110,9 +112,47 @@ def uint8_params(lo, hi):
     return scale, zp
 
 
+def to_qoperator(nodes):
+    """DQ(x), DQ(w)[, DQ(b)] -> Conv/MatMul -> Q  becomes  QLinearConv/QLinearMatMul."""
+    producer = {o: nd for nd in nodes for o in nd.output}
+    readers = {}
+    for nd in nodes:
+        for i in nd.input:
+            readers.setdefault(i, []).append(nd)
+    drop, out = set(), []
+    for nd in nodes:
+        if nd.op_type not in ("Conv", "MatMul"):
+            continue
+        dqs = [producer.get(i) for i in nd.input]
+        q = readers.get(nd.output[0], [])
+        if not all(d is not None and d.op_type == "DequantizeLinear" for d in dqs) or len(q) != 1 or \
+                q[0].op_type != "QuantizeLinear" or any(len(readers[i]) != 1 for i in nd.input):
+            continue
+        x, w = dqs[0], dqs[1]
+        ins = list(x.input) + list(w.input) + list(q[0].input[1:])
+        if nd.op_type == "Conv" and len(dqs) > 2:
+            ins.append(dqs[2].input[0])  # int32 bias codes at scale x_scale * w_scale
+        new = helper.make_node("QLinear" + nd.op_type, ins, list(q[0].output), name=nd.name)
+        if nd.op_type == "Conv":
+            new.attribute.extend(nd.attribute)
+        drop.update(id(n) for n in [nd, q[0]] + dqs[1:])  # the activation DQ may serve others
+        if len(readers[x.output[0]]) == 1:
+            drop.add(id(x))
+        out.append((id(q[0]), new))
+    replacement = dict(out)
+    result = []
+    for nd in nodes:
+        if id(nd) in replacement:
+            result.append(replacement[id(nd)])
+        elif id(nd) not in drop:
+            result.append(nd)
+    return result
+
+
 def main():
     unfused = "--unfused" in sys.argv[4:]
-    if len(sys.argv) < 4 or any(a != "--unfused" for a in sys.argv[4:]):
+    qoperator = "--qoperator" in sys.argv[4:]
+    if len(sys.argv) < 4 or any(a not in ("--unfused", "--qoperator") for a in sys.argv[4:]):
         raise SystemExit(__doc__)
     src, calib, dst = sys.argv[1:4]
     model = onnx.load(src)
@@ -229,9 +269,11 @@ def main():
             # outputs keep their input's already quantised values).
             rename[out] = qdq(out, renamed)
     # The quantised weights replace the float ones.
+    if qoperator:
+        nodes = to_qoperator(nodes)
     used = {i for nd in nodes for i in nd.input}
-    keep = [i for i in g.initializer if i.name in used]
-    graph = helper.make_graph(nodes, g.name + "_qdq", list(g.input), list(g.output), keep + new_inits)
+    keep = [i for i in list(g.initializer) + new_inits if i.name in used]
+    graph = helper.make_graph(nodes, g.name + "_qdq", list(g.input), list(g.output), keep)
     out_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
                                   producer_name="npu make_qdq.py")
     onnx.checker.check_model(out_model)

@@ -146,6 +146,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
   // Before constant folding, which would turn dequantised weights into plain floats.
+  int qlinear = 0;
+  NPU_RETURN_IF_ERROR(expand_qlinear(g, &qlinear));
+  if (qlinear) say("rewrote " + std::to_string(qlinear) + " QLinearConv/QLinearMatMul node(s) as DequantizeLinear -> op -> QuantizeLinear");
   QdqSummary qdq;
   NPU_RETURN_IF_ERROR(fold_qdq(g, &qdq));
   if (qdq.activation_pairs || qdq.weights)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Quantised models against onnxruntime-node, on the MobileNet-style model.
 
-check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR [MODEL [--unfused]]
+check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR [MODEL [--unfused] [--qoperator]]
     scripts/make_qdq.py turns mobilenet_v3ish.onnx into a QDQ model (uint8 activations,
     int8 per-channel and per-tensor weights, int32 biases, as onnxruntime's quantize_static
     writes them). npu-compile must take every scale from the model and place every operator
@@ -11,7 +11,9 @@ check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR [MODEL [--unfused]]
     of its input shape, off-centre so that the input's zero point is far from the middle of
     the uint8 range (a padded convolution must then correct its border pixels). --unfused:
     the model also rounds between each Conv and its Relu/Clip (make_qdq.py --unfused), which
-    the NPU must then keep as a separate step.
+    the NPU must then keep as a separate step. --qoperator: QLinearConv/QLinearMatMul
+    instead of DequantizeLinear -> Conv/MatMul -> QuantizeLinear (make_qdq.py --qoperator).
+    MODEL "matmul" is a one-MatMul model (x[4,64] · W[64,32]) written into WORKDIR.
 check_qdq.py export NPU_COMPILE NPU_RUN DATA_DIR WORKDIR
     npu-compile --export-qdq writes the float model's quantisation as a QDQ model; its
     logits on onnxruntime-node are compared with the NPU's on the compiled image.
@@ -54,17 +56,19 @@ def sqnr(ref, act):
 
 
 def logits_step(model_path):
-    """The scale of the last QuantizeLinear before the output (the logits' LSB)."""
+    """The scale of the last DequantizeLinear (the one the outputs come through: the logits' LSB)."""
     m = onnx.load(model_path)
     inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][-1]
-    return float(inits[q.input[1]])
+    dq = [n for n in m.graph.node if n.op_type == "DequantizeLinear"][-1]
+    return float(inits[dq.input[1]])
 
 
 def main():
     mode, npu_compile, npu_run, data, work = sys.argv[1:6]
     model_name = sys.argv[6] if len(sys.argv) > 6 else "mobilenet_v3ish"
-    unfused = sys.argv[7:] == ["--unfused"]
+    flags = sys.argv[7:]
+    if any(f not in ("--unfused", "--qoperator") for f in flags):
+        raise SystemExit(f"unknown flags {flags}; use --unfused, --qoperator")
     os.makedirs(work, exist_ok=True)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ort_dir = os.path.join(root, "scripts", "ort")
@@ -72,6 +76,16 @@ def main():
         print("SKIP: onnxruntime-node, the reference, is not installed (scripts/install-deps installs it)")
         sys.exit(77)
     float_model = os.path.join(data, model_name + ".onnx")
+    os.makedirs(work, exist_ok=True)
+    if model_name == "matmul":
+        float_model = os.path.join(work, "matmul.onnx")
+        w = np.random.default_rng(3).normal(0, 0.2, (64, 32)).astype(np.float32)
+        graph = onnx.helper.make_graph(
+            [onnx.helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")], "matmul",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 64])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 32])],
+            [numpy_helper.from_array(w, "w")])
+        onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)]), float_model)
     calib = os.path.join(work, "calib")
     if model_name == "mobilenet_v3ish":
         inp = os.path.join(data, "mobilenet_input.npy")
@@ -89,7 +103,7 @@ def main():
     if mode == "qdq-model":
         reference_model = os.path.join(work, model_name + "_qdq.onnx")
         sh(["/usr/bin/python3", os.path.join(root, "scripts", "make_qdq.py"), float_model, calib, reference_model] +
-           (["--unfused"] if unfused else []))
+           flags)
         compiled = sh([npu_compile, reference_model, "-o", image, "--calib", calib])
     elif mode == "export":
         reference_model = os.path.join(work, model_name + "_exported_qdq.onnx")
