@@ -191,67 +191,43 @@ def main():
                                       name=name + "_DequantizeLinear"))
         return name if source else name + "_DequantizeLinear_Output"
 
+    def dequantized(name, codes, scale, zero_point, axis=None):
+        """Constant codes behind a DequantizeLinear; returns its output."""
+        new_inits.append(numpy_helper.from_array(codes, name + "_quantized"))
+        new_inits.append(numpy_helper.from_array(scale, name + "_scale"))
+        new_inits.append(numpy_helper.from_array(zero_point, name + "_zero_point"))
+        kwargs = {} if axis is None else {"axis": axis}
+        nodes.append(helper.make_node("DequantizeLinear", [name + "_quantized", name + "_scale", name + "_zero_point"],
+                                      [name + "_DequantizeLinear_Output"], name=name + "_DequantizeLinear", **kwargs))
+        return name + "_DequantizeLinear_Output"
+
     rename = {}
     inp = g.input[0].name
     rename[inp] = qdq(inp)
     for nd in g.node:
         ins = [rename.get(i, i) for i in nd.input]
-        if nd.op_type == "Conv":
+        if nd.op_type == "Conv" or (nd.op_type in ("Gemm", "MatMul") and nd.input[1] in inits):
             w = inits[nd.input[1]].astype(np.float64)
-            depthwise = attr(nd, "group", 1) > 1
-            if depthwise:
-                ws = np.full(w.shape[0], np.abs(w).max() / 127.0, np.float32)
+            # Output channels: axis 0 of Conv W and of a Gemm transB operand, else axis 1.
+            axis = 0 if nd.op_type == "Conv" or attr(nd, "transB", 0) else 1
+            per_tensor = nd.op_type == "Conv" and attr(nd, "group", 1) > 1  # depthwise: per tensor
+            ws = np.abs(w).max(axis=tuple(d for d in range(w.ndim) if d != axis)) / 127.0
+            if per_tensor:
+                ws = np.full_like(ws, np.abs(w).max() / 127.0)
+            ws = ws.astype(np.float32)
+            shape = [1] * w.ndim
+            shape[axis] = -1
+            wq = np.clip(np.round(w / ws.reshape(shape)), -127, 127).astype(np.int8)
+            if per_tensor:
+                ins[1] = dequantized(nd.input[1], wq, np.array(ws[0], np.float32), np.array(0, np.int8))
             else:
-                ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127.0).astype(np.float32)
-            wq = np.clip(np.round(w / ws.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
-            wn = nd.input[1]
-            if depthwise:
-                new_inits.append(numpy_helper.from_array(np.array(ws[0], np.float32), wn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.array(0, np.int8), wn + "_zero_point"))
-            else:
-                new_inits.append(numpy_helper.from_array(ws, wn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.zeros(len(ws), np.int8), wn + "_zero_point"))
-            new_inits.append(numpy_helper.from_array(wq, wn + "_quantized"))
-            nodes.append(helper.make_node("DequantizeLinear", [wn + "_quantized", wn + "_scale", wn + "_zero_point"],
-                                          [wn + "_DequantizeLinear_Output"], name=wn + "_DequantizeLinear", axis=0))
-            ins[1] = wn + "_DequantizeLinear_Output"
-            if len(nd.input) > 2 and nd.input[2]:
-                bn = nd.input[2]
+                ins[1] = dequantized(nd.input[1], wq, ws, np.zeros(len(ws), np.int8), axis)
+            bias_ok = nd.op_type == "Conv" or (attr(nd, "beta", 1.0) == 1.0 and attr(nd, "alpha", 1.0) == 1.0)
+            if len(nd.input) > 2 and nd.input[2] and bias_ok:
+                # int32 codes at scale x_scale * w_scale, per output channel.
                 bs = (act_scale[nd.input[0]] * ws).astype(np.float32)
-                bq = np.round(inits[bn].astype(np.float64) / bs).astype(np.int32)
-                new_inits.append(numpy_helper.from_array(bq, bn + "_quantized"))
-                new_inits.append(numpy_helper.from_array(bs, bn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.zeros(len(bs), np.int32), bn + "_zero_point"))
-                nodes.append(helper.make_node("DequantizeLinear",
-                                              [bn + "_quantized", bn + "_scale", bn + "_zero_point"],
-                                              [bn + "_DequantizeLinear_Output"], name=bn + "_DequantizeLinear",
-                                              axis=0))
-                ins[2] = bn + "_DequantizeLinear_Output"
-        if nd.op_type in ("Gemm", "MatMul") and nd.input[1] in inits:
-            w = inits[nd.input[1]].astype(np.float64)
-            axis = 0 if attr(nd, "transB", 0) else 1
-            ws = (np.abs(w).max(axis=1 - axis) / 127.0).astype(np.float32)
-            wq = np.clip(np.round(w / np.expand_dims(ws, 1 - axis)), -127, 127).astype(np.int8)
-            wn = nd.input[1]
-            new_inits.append(numpy_helper.from_array(ws, wn + "_scale"))
-            new_inits.append(numpy_helper.from_array(np.zeros(len(ws), np.int8), wn + "_zero_point"))
-            new_inits.append(numpy_helper.from_array(wq, wn + "_quantized"))
-            nodes.append(helper.make_node("DequantizeLinear", [wn + "_quantized", wn + "_scale", wn + "_zero_point"],
-                                          [wn + "_DequantizeLinear_Output"], name=wn + "_DequantizeLinear",
-                                          axis=axis))
-            ins[1] = wn + "_DequantizeLinear_Output"
-            if len(nd.input) > 2 and nd.input[2] and attr(nd, "beta", 1.0) == 1.0 and attr(nd, "alpha", 1.0) == 1.0:
-                bn = nd.input[2]
-                bs = (act_scale[nd.input[0]] * ws).astype(np.float32)
-                bq = np.round(inits[bn].astype(np.float64) / bs).astype(np.int32)
-                new_inits.append(numpy_helper.from_array(bq, bn + "_quantized"))
-                new_inits.append(numpy_helper.from_array(bs, bn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.zeros(len(bs), np.int32), bn + "_zero_point"))
-                nodes.append(helper.make_node("DequantizeLinear",
-                                              [bn + "_quantized", bn + "_scale", bn + "_zero_point"],
-                                              [bn + "_DequantizeLinear_Output"], name=bn + "_DequantizeLinear",
-                                              axis=0))
-                ins[2] = bn + "_DequantizeLinear_Output"
+                bq = np.round(inits[nd.input[2]].astype(np.float64) / bs).astype(np.int32)
+                ins[2] = dequantized(nd.input[2], bq, bs, np.zeros(len(bs), np.int32), 0)
         out = nd.output[0]
         only = [r for r in readers.get(out, [])]
         only_relu = not unfused and nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and \
