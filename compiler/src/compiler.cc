@@ -146,6 +146,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
   // Before constant folding, which would turn dequantised weights into plain floats.
+  int qlinear = 0;
+  NPU_RETURN_IF_ERROR(expand_qlinear(g, &qlinear));
+  if (qlinear) say("rewrote " + std::to_string(qlinear) + " QLinearConv/QLinearMatMul node(s) as DequantizeLinear -> op -> QuantizeLinear");
   QdqSummary qdq;
   NPU_RETURN_IF_ERROR(fold_qdq(g, &qdq));
   if (qdq.activation_pairs || qdq.weights)
@@ -263,6 +266,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+      if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
+                       declared->zero_point[0] != qp[v].zero_point))
+        say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
+            "MaxPool and reshapes do not rescale on the NPU)");
     } else if (declared && declared->scale.size() == 1) {
       // The model's own parameters; padded convolutions correct their borders for a
       // non-zero zero point (lower_conv_layer), so they are honoured as declared.
