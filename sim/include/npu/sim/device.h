@@ -31,7 +31,10 @@ struct DeviceConfig {
   uint32_t dma_beat_bytes = static_cast<uint32_t>(hw::kDmaBeatBytes);
 };
 
-// One executed instruction, for the instruction trace (off by default).
+// One executed instruction, for the instruction trace (off by default). The RTL reports
+// instructions as they complete, which with its overlapping engines is not program order
+// (several may complete on one cycle); the functional model reports them in program order
+// with their predicted completion cycle.
 struct TraceEvent {
   uint64_t cycle = 0;       // device cycle at which the instruction completed
   uint32_t queue = 0;       // hardware queue that ran the job
