@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Conv 3x3 64->64 on 56x56, compiled by npu-compile and run on the RTL: MAC utilisation in
-RTL cycles must reach 70% (issue 5), and the outputs must match the functional model.
+RTL cycles must reach 93% (issue 5 asked for 70%; with the engines overlapping and the conv
+lowering double-buffering it is 0.946 at 16x16, 0.883 without the overlap), and the outputs
+must match the functional model.
 
 check_conv_utilization.py NPU_COMPILE NPU_RUN WORKDIR
 """
@@ -46,8 +48,9 @@ def main():
         print(f"{dev}: {report['device_cycles']} cycles, MAC utilization {report['mac_utilization']:.3f}")
     if not np.array_equal(outs["sim"], outs["rtl"]):
         raise SystemExit("FAIL: rtl output differs from sim")
-    if not report["mac_utilization"] >= 0.70:
-        raise SystemExit(f"FAIL: RTL MAC utilization {report['mac_utilization']:.3f} < 0.70")
+    if not report["mac_utilization"] >= 0.93:
+        raise SystemExit(f"FAIL: RTL MAC utilization {report['mac_utilization']:.3f} < 0.93 "
+                         "(LOAD/STORE no longer overlap the GEMMs?)")
     print("PASS")
 
 
