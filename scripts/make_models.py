@@ -6,6 +6,10 @@ Run with Debian's python3 (python3-onnx, python3-numpy):
 
 gemm_relu.onnx   Gemm [4,64]x[64,32] + bias, then Relu (the walking skeleton's model)
 mlp.onnx         the demo: MatMul+Add+Relu [4,64]->[64,32], then Gemm [32,10] (transB)
+movement.onnx    data movement and dynamic operands: Gemm, Transpose, MatMul of two
+                 activations, Concat of three differently quantised values
+dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), then Relu
+dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -82,6 +86,48 @@ def convnet(rng):
                              producer_name="npu make_models.py")
 
 
+def movement(rng):
+    """a = Gemm(x) [4,24]; m = a · Transpose(a) [4,4]; y = Concat(m, a, x) on axis 1 [4,48]."""
+    w = rng.normal(0, 0.3, (20, 24)).astype(np.float32)
+    b = rng.normal(0, 0.1, (24,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["a"], name="fc"),
+         helper.make_node("Transpose", ["a"], ["t"], name="transpose", perm=[1, 0]),
+         helper.make_node("MatMul", ["a", "t"], ["m"], name="gram"),
+         helper.make_node("Concat", ["m", "a", "x"], ["y"], name="concat", axis=1)],
+        "movement",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 48])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def dynamic_conv():
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+         helper.make_node("Relu", ["c"], ["y"], name="relu")],
+        "dynamic_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 9, 9]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [24, 20, 3, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [24])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 5, 5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def dynamic_gemm():
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="gemm", transB=1, alpha=0.5, beta=2.0)],
+        "dynamic_gemm",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 40]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [20, 40]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [5, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 20])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -89,6 +135,9 @@ def main():
     save(gemm_relu(rng), os.path.join(out, "gemm_relu.onnx"))
     save(mlp(rng), os.path.join(out, "mlp.onnx"))
     save(convnet(np.random.default_rng(7)), os.path.join(out, "convnet.onnx"))
+    save(movement(np.random.default_rng(11)), os.path.join(out, "movement.onnx"))
+    save(dynamic_conv(), os.path.join(out, "dynamic_conv.onnx"))
+    save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

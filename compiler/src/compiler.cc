@@ -212,17 +212,71 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
-      if (const auto* c = std::get_if<ConvLayer>(&op))
+      if (const auto* c = std::get_if<ConvLayer>(&op)) {
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
+        if (c->weight_input >= 0) {  // unknown weights: no zero-point correction is possible
+          symmetric.insert(c->input);
+          symmetric.insert(c->weight_input);
+        }
+      }
+      if (const auto* f = std::get_if<FcLayer>(&op))
+        if (f->weight_input >= 0) {
+          symmetric.insert(f->input);
+          symmetric.insert(f->weight_input);
+        }
       if (const auto* e = std::get_if<EltLayer>(&op)) {
-        if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView) same_quant[e->output] = e->inputs[0];
+        if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
+            e->kind == EltLayer::Kind::kTranspose)
+          same_quant[e->output] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
       }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
   for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it)
     if (symmetric.count(it->first)) symmetric.insert(it->second);
+  // Device layouts chosen per operand (element strides in the float shape's order) instead
+  // of the default (NHWC for 4-D, dense otherwise): dynamic GEMM/conv operands, whose rows
+  // must be what the WGT/ACT scratchpads load. Only graph inputs of one node (partition
+  // checks it) and 4-D GEMM results nobody else reads get them. int32 values (dynamic biases,
+  // accumulator units) are quantised with the scale of their layer's products.
+  std::map<int, std::vector<int64_t>> layout;
+  std::map<int, std::function<QParams()>> int32_quant;
+  auto dense = [](const std::vector<int64_t>& shape) {
+    std::vector<int64_t> st(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
+    return st;
+  };
   std::map<int, QParams> qp;
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops) {
+      if (const auto* f = std::get_if<FcLayer>(&op); f && f->weight_input >= 0) {
+        const auto& xs = g.value(f->input).shape;
+        const auto& bs = g.value(f->weight_input).shape;
+        if (f->input_transposed) layout[f->input] = {1, xs[0]};  // stored [M][K]
+        else if (xs.size() == 4) layout[f->input] = dense(xs);
+        if (f->weight_transposed) layout[f->weight_input] = {1, bs[0]};  // stored [K][N]
+        else if (bs.size() == 4) layout[f->weight_input] = dense(bs);
+        if (g.value(f->output).shape.size() == 4) layout[f->output] = dense(g.value(f->output).shape);
+        if (f->bias_input >= 0) {
+          layout[f->bias_input] = dense(g.value(f->bias_input).shape);
+          const FcLayer* fl = f;
+          int32_quant[f->bias_input] = [&qp, fl] {
+            return QParams{fl->alpha * qp[fl->input].scale * qp[fl->weight_input].scale / fl->beta, 0};
+          };
+        }
+      }
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input >= 0) {
+        // W [Cout][C][KH][KW] stored [KH][KW][C][Cout].
+        layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
+        if (c->bias_input >= 0) {
+          layout[c->bias_input] = {1};
+          const ConvLayer* cl = c;
+          int32_quant[c->bias_input] = [&qp, cl] {
+            return QParams{qp[cl->input].scale * qp[cl->weight_input].scale, 0};
+          };
+        }
+      }
+    }
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   std::map<int, uint64_t> act_size;
@@ -230,7 +284,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::function<void(int)> place = [&](int v) {
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
-    if (auto sq = same_quant.find(v); sq != same_quant.end()) {
+    if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
+      qp[v] = iq->second();  // its layer's operands are placed first (npu_layer_inputs order)
+    } else if (auto sq = same_quant.find(v); sq != same_quant.end()) {
       place(sq->second);
       qp[v] = qp[sq->second];
     } else if (symmetric.count(v)) {
@@ -242,7 +298,17 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     const std::vector<int64_t>& shape = g.value(v).shape;
     if (g.is_constant(v) || shape.empty()) return;
     std::vector<int64_t> strides(shape.size(), 1);
-    const uint64_t bytes = device_bytes(shape, N);
+    uint64_t bytes = device_bytes(shape, N);
+    if (auto it = layout.find(v); it != layout.end()) {
+      const uint64_t esize = int32_quant.count(v) ? 4 : 1;
+      uint64_t last = 0;
+      for (size_t d = 0; d < shape.size(); ++d) last += static_cast<uint64_t>((shape[d] - 1) * it->second[d]);
+      act_strides[v] = it->second;
+      for (auto& st : act_strides[v]) st *= static_cast<int64_t>(esize);
+      act_offset[v] = 0;
+      act_size[v] = (last + 1) * esize;
+      return;
+    }
     if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
@@ -356,16 +422,62 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       for (int v : npu_layer_inputs(op)) note_input(v);
       const int out = npu_layer_output(op);
       LayerFacts facts;
+      auto dynamic_operands = [&](int w, int bias, bool w_transposed) {
+        DynamicOperands d;
+        if (w >= 0) {
+          const auto& st = act_strides[w];
+          d.qw = qp[w];
+          d.w_off = static_cast<uint32_t>(act_offset[w]);
+          // The k index of B: its second-last dimension, or the last one of a transposed B.
+          if (st.size() >= 2) d.w_k_stride = static_cast<uint32_t>(w_transposed ? st.back() : st[st.size() - 2]);
+          if (st.size() >= 3) d.w_batch_stride = static_cast<uint32_t>(st[st.size() - 3]);
+        }
+        if (bias >= 0) {
+          const auto& st = act_strides[bias];
+          d.bias_off = static_cast<uint32_t>(act_offset[bias]);
+          // A row bias ([N] or [1, N]) serves every m: stride 0.
+          d.bias_m_stride = st.size() == 2 && g.value(bias).shape[0] > 1 ? static_cast<uint32_t>(st[0]) : 0;
+        }
+        return d;
+      };
       if (const auto* fc = std::get_if<FcLayer>(&op)) {
         NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[fc->input]),
-                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                   dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
         NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
                                                      static_cast<uint32_t>(act_offset[conv->input]),
-                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                     dynamic_operands(conv->weight_input, conv->bias_input, false)));
       } else {
         const auto& e = std::get<EltLayer>(op);
+        if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
+          // Data movement between strided views (any layout on either side).
+          const std::vector<int64_t>& out_strides = act_strides[out];
+          int64_t axis_offset = 0;
+          for (int v : e.inputs) {
+            const auto& shape = g.value(v).shape;
+            std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
+            uint64_t dst_off = act_offset[out];
+            if (e.kind == EltLayer::Kind::kTranspose) {
+              copy_shape = g.value(out).shape;
+              for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
+            } else {
+              dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
+              axis_offset += shape[static_cast<size_t>(e.axis)];
+            }
+            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
+                                                          static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
+                                                          weights, seg.prog));
+            facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);
+          }
+          seg.facts.push_back(facts);
+          seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
+          seg.layer_end.push_back(seg.prog.size());
+          inside.insert(out);
+          continue;
+        }
         std::vector<std::vector<int64_t>> shapes;
         std::vector<QParams> qs;
         std::vector<uint32_t> offs;
@@ -411,7 +523,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     if (act_offset.count(v)) {
       desc_quant = quant(qp[v]);
       view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(act_strides[v]),
-                                     image::DType::I8, quant(qp[v]));
+                                     int32_quant.count(v) ? image::DType::I32 : image::DType::I8, quant(qp[v]));
     }
     auto desc = image::CreateTensorDesc(fb, fb.CreateString(val.name), to_image_dtype(val.dtype),
                                         fb.CreateVector(val.shape),

@@ -17,26 +17,31 @@ void put_u32(std::vector<uint8_t>& blob, uint64_t at, uint32_t v) { std::memcpy(
 
 Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                  Program& prog) {
+                                  Program& prog, const DynamicOperands& dyn) {
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
-    const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
-    // Per-output-channel symmetric weights.
-    std::vector<float> sw(static_cast<size_t>(L.N));
-    std::vector<int8_t> wq(static_cast<size_t>(L.K * L.N));
+  const bool dynamic = L.weight_input >= 0;
+  const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  // Per-output-channel weight scales: symmetric int8 of constant weights, or the dynamic B's
+  // one per-tensor scale with alpha folded in.
+  std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
+  std::vector<int8_t> wq;
+  uint64_t tiles_off = 0;
+  if (!dynamic) {
+    wq.resize(static_cast<size_t>(L.K * L.N));
     for (int64_t j = 0; j < L.N; ++j) {
       float mx = 0;
       for (int64_t k = 0; k < L.K; ++k) mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>(k * L.N + j)]));
-      sw[static_cast<size_t>(j)] = mx > 0 ? mx / 127.0f : 1.0f;
+      const float s = mx > 0 ? mx / 127.0f : 1.0f;
+      sw[static_cast<size_t>(j)] = s;
       for (int64_t k = 0; k < L.K; ++k)
-        wq[static_cast<size_t>(k * L.N + j)] = static_cast<int8_t>(
-            std::clamp(std::nearbyint(L.weights[static_cast<size_t>(k * L.N + j)] / sw[static_cast<size_t>(j)]), -127.0f, 127.0f));
+        wq[static_cast<size_t>(k * L.N + j)] =
+            static_cast<int8_t>(std::clamp(std::nearbyint(L.weights[static_cast<size_t>(k * L.N + j)] / s), -127.0f, 127.0f));
     }
-    const uint64_t tiles_off = align_up(weights.size());
-    const uint64_t tile_bytes = uint64_t{N} * N;
-    const uint64_t params_off = align_up(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes);
-    weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+    tiles_off = align_up(weights.size());
+    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes, 0);
     for (int64_t nb = 0; nb < NB; ++nb)
       for (int64_t kb = 0; kb < KB; ++kb)
         for (uint32_t k = 0; k < N; ++k)
@@ -46,38 +51,45 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
               weights[tiles_off + static_cast<uint64_t>(nb * KB + kb) * tile_bytes + k * N + c] =
                   static_cast<uint8_t>(wq[static_cast<size_t>(kk * L.N + jj)]);
           }
-    for (int64_t j = 0; j < L.N; ++j) {
-      int64_t colsum = 0;
+  }
+  const uint64_t params_off = align_up(weights.size());
+  weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  for (int64_t j = 0; j < L.N; ++j) {
+    int64_t colsum = 0;
+    if (!dynamic)
       for (int64_t k = 0; k < L.K; ++k) colsum += wq[static_cast<size_t>(k * L.N + j)];
-      const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(j)];
-      // The NPU multiplies raw x_q; the input zero point's contribution is folded into the bias.
-      const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum;
-      int32_t mult, shift;
-      quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-      const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
-      const uint64_t lane = static_cast<uint64_t>(j % N) * 4;
-      put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
-      put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
-      put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
-    }
+    const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(j)];
+    // The NPU multiplies raw x_q; the input zero point's contribution is folded into the bias
+    // (a dynamic B has a symmetric x: no fold needed).
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum;
+    int32_t mult, shift;
+    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
+    const uint64_t lane = static_cast<uint64_t>(j % N) * 4;
+    put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
+    put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
+    put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
+  }
 
-    // Scratchpad plan: ACT [input Mt*KB | output Mt], ACC [acc Mt | params 3*NB], WGT tiles.
-    const bool weights_fit = KB * NB <= wgt_tiles;
-    if (KB > wgt_tiles || 3 * NB >= acc_rows)
-      return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
-                                                      std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
-    const int64_t Mt = std::min<int64_t>({L.M, act_rows / (KB + 1), acc_rows - 3 * NB, 65535});
-    const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
-    using BK = image::BufferKind;
-    {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kAcc;
-      ld.sp_base = P;
-      ld.x = static_cast<uint16_t>(3 * NB);
-      ld.x_stride = 4 * N;
-      prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off));
-    }
-    auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
+  // Scratchpad plan: ACT [input Mt*KB | output Mt], ACC [acc Mt | params 3*NB], WGT tiles.
+  const bool weights_fit = KB * NB <= wgt_tiles;
+  if (KB > wgt_tiles || 3 * NB >= acc_rows)
+    return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
+                                                    std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
+  const int64_t Mt = std::min<int64_t>({L.M, act_rows / (KB + 1), acc_rows - 3 * NB, 65535});
+  const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
+  using BK = image::BufferKind;
+  {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.sp_base = P;
+    ld.x = static_cast<uint16_t>(3 * NB);
+    ld.x_stride = 4 * N;
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off));
+  }
+  // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
+  auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
+    if (!dynamic) {
       isa::Load ld;
       ld.sp = hw::Scratchpad::kWgt;
       ld.sp_base = 0;
@@ -86,8 +98,25 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
       ld.y = static_cast<uint16_t>(nb_count);
       ld.y_stride = static_cast<uint32_t>(KB * tile_bytes);
       prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KB) * tile_bytes));
-    };
-    if (weights_fit) load_weights(0, NB);
+      return;
+    }
+    // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
+    // tile keep stale bytes, which meet the zero lanes the input's tail LOAD fills in.
+    for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb) {
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kWgt;
+      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+      ld.sp_base = static_cast<uint32_t>((nb - nb_first) * KB * N);
+      ld.x = static_cast<uint16_t>(L.K);
+      ld.x_stride = dyn.w_k_stride;
+      prog.load(ld, BK::Activations,
+                static_cast<uint32_t>(dyn.w_off + static_cast<uint64_t>(batch) * dyn.w_batch_stride + nb * N));
+    }
+  };
+  for (int64_t batch = 0; batch < L.batches; ++batch) {
+    const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
+    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N);
+    if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
     for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
       const int64_t mt = std::min(Mt, L.M - m0);
       const int64_t full_kb = L.K / N, tail = L.K % N;
@@ -99,7 +128,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         ld.x_stride = static_cast<uint32_t>(L.K);
         ld.y = static_cast<uint16_t>(full_kb);
         ld.y_stride = N;
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + m0 * L.K));
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K));
       }
       if (tail > 0) {
         isa::Load ld;
@@ -108,12 +137,25 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         ld.sp_base = static_cast<uint32_t>(A + full_kb * mt);
         ld.x = static_cast<uint16_t>(mt);
         ld.x_stride = static_cast<uint32_t>(L.K);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + m0 * L.K + full_kb * N));
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K + full_kb * N));
       }
       for (int64_t nb = 0; nb < NB; ++nb) {
-        if (!weights_fit) load_weights(nb, 1);
+        if (!weights_fit) load_weights(batch, nb, 1);
+        const bool preload_bias = L.bias_input >= 0;
+        if (preload_bias) {
+          // The accumulators start from the int32 bias rows (one row for every m when the bias
+          // is a vector); the GEMM then accumulates onto them.
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kAcc;
+          ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+          ld.sp_base = C;
+          ld.x = static_cast<uint16_t>(mt);
+          ld.x_stride = dyn.bias_m_stride;
+          prog.load(ld, BK::Activations,
+                    static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
+        }
         isa::Gemm gm;
-        gm.clear = true;
+        gm.clear = !preload_bias;
         gm.act = static_cast<uint16_t>(A);
         gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KB : 0);
         gm.acc = static_cast<uint16_t>(C);
@@ -142,11 +184,12 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         st.sp_base = Bout;
         st.x = static_cast<uint16_t>(mt);
         st.x_stride = static_cast<uint32_t>(L.N);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + m0 * L.N + nb * N));
+        prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + m0 * L.N + nb * N));
       }
     }
+  }
   LayerFacts facts;
-  facts.macs = static_cast<uint64_t>(L.M * KB * NB) * N * N;
+  facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N;
   facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1)) * N + static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
                            static_cast<uint64_t>(weights_fit ? KB * NB : KB) * tile_bytes;
   return facts;
@@ -178,7 +221,7 @@ int8_t quantize_bound(float v, const QParams& q, int8_t fallback) {
 
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog) {
+                                    Program& prog, const DynamicOperands& dyn) {
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
@@ -187,18 +230,24 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const int64_t Cp = CB * N, Coutp = NB * N;
   const int64_t Wp = L.W + L.pad_l + L.pad_r;
   const int64_t per_out = L.depthwise ? taps : L.C * taps;
-  const std::vector<float> sw = channel_scales(L.weights, L.Cout, per_out);
+  const bool dynamic = L.weight_input >= 0;
+  const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
+                                        : channel_scales(L.weights, L.Cout, per_out);
 
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
   const uint64_t w_off = align_up(weights.size());
   const uint64_t tile_bytes = uint64_t{N} * N;
-  const uint64_t w_bytes = L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
+  // A dynamic W needs no tiles here, only one zero row (rows of padded input channels are
+  // cleared from it: the input's padding lanes may hold stale bytes).
+  const uint64_t w_bytes = dynamic       ? N
+                           : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
+                                         : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
   std::vector<int8_t> wq_dw(L.depthwise ? static_cast<size_t>(L.Cout * taps) : 0);
-  for (int64_t co = 0; co < L.Cout; ++co) {
+  for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
       for (int64_t t = 0; t < taps; ++t) {
@@ -300,7 +349,39 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     ld.x_stride = 4 * N;
     prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
   }
+  if (L.bias_input >= 0)  // the int32 bias replaces each output block's (zero) bias row
+    for (int64_t nb = 0; nb < NB; ++nb) {
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kAcc;
+      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
+      ld.sp_base = static_cast<uint32_t>(P + 3 * nb);
+      ld.x = 1;
+      prog.load(ld, BK::Activations, static_cast<uint32_t>(dyn.bias_off + nb * N * 4));
+    }
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
+    if (dynamic) {
+      // W is [KH][KW][C][Cout] in DRAM: tile (nb, t, cb) row k is the row W[t][cb·N + k][nb·N ..].
+      for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb)
+        for (int64_t t = 0; t < taps; ++t) {
+          const uint32_t base = static_cast<uint32_t>(((nb - nb_first) * taps + t) * CB * N);
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kWgt;
+          ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
+          ld.sp_base = base;
+          ld.x = static_cast<uint16_t>(L.C);
+          ld.x_stride = static_cast<uint32_t>(L.Cout);
+          prog.load(ld, BK::Activations, static_cast<uint32_t>(dyn.w_off + (t * L.C) * L.Cout + nb * N));
+          if (L.C < Cp) {
+            isa::Load zero;
+            zero.sp = hw::Scratchpad::kWgt;
+            zero.sp_base = static_cast<uint32_t>(base + L.C);
+            zero.x = static_cast<uint16_t>(Cp - L.C);
+            zero.x_stride = 0;
+            prog.load(zero, BK::Weights, static_cast<uint32_t>(w_off));
+          }
+        }
+      return;
+    }
     isa::Load ld;
     ld.sp = hw::Scratchpad::kWgt;
     const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(taps * CB) * N;
@@ -539,6 +620,53 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       prog.vec_words(vec_mode(v, mode, B, 0, 0, 0));
       store_rows(A, n_rows, y_dram);
     };
+    if (L.broadcast_last) {
+      // a is M rows of L elements; each row goes to the scratchpad as LB blocks of up to N
+      // (block-major), and b's one row is replicated over the M rows by a stride-0 LOAD.
+      const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
+      int64_t M = 1;
+      for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
+      const int64_t Mt = std::max<int64_t>(1, std::min<int64_t>(act_rows / 2, 65535) / LB);
+      const int64_t full = Lr / N, tail = Lr % N;
+      // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
+      auto blocks = [&](bool store, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
+        for (int part = 0; part < 2; ++part) {
+          const int64_t count = part == 0 ? full : (tail > 0 ? 1 : 0);
+          if (count == 0) continue;
+          const uint32_t sp = static_cast<uint32_t>(base + (part == 0 ? 0 : full * mt));
+          const uint64_t at = dram + static_cast<uint64_t>(part == 0 ? 0 : full * N);
+          const uint32_t elems = part == 0 ? 0 : static_cast<uint32_t>(tail);
+          if (store) {
+            isa::Store st;
+            st.sp = hw::Scratchpad::kAct;
+            st.sp_base = sp;
+            st.row_elems = elems;
+            st.x = static_cast<uint16_t>(mt);
+            st.x_stride = m_stride;
+            st.y = static_cast<uint16_t>(count);
+            st.y_stride = N;
+            prog.store(st, BK::Activations, static_cast<uint32_t>(at));
+          } else {
+            isa::Load ld = rows_load(hw::Scratchpad::kAct, sp, static_cast<uint32_t>(mt), m_stride);
+            ld.row_elems = elems;
+            ld.y = static_cast<uint16_t>(count);
+            ld.y_stride = N;
+            prog.load(ld, BK::Activations, static_cast<uint32_t>(at));
+          }
+        }
+      };
+      for (int64_t row0 = 0; row0 < M; row0 += Mt) {
+        const int64_t mt = std::min(Mt, M - row0);
+        const auto rows = static_cast<uint32_t>(mt * LB);
+        blocks(false, 0, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+        blocks(false, rows, in_off[1], mt, 0);
+        isa::VecRequant v{.src = 0, .dst = 0, .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows),
+                          .zero_point = static_cast<int8_t>(qy.zero_point), .src_sr = 1, .dst_sr = 1};
+        prog.vec_words(vec_mode(v, mode, rows, 0, 0, 0));
+        blocks(true, 0, out_off + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+      }
+      return facts;
+    }
     if (!L.broadcast_channels) {
       const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
       const uint64_t chunk = std::min<uint64_t>(act_rows / 2, 65535);
@@ -615,6 +743,129 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, x[1] - cb * N));
       prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * OH * OW * Cp + cb * N));
     }
+  return facts;
+}
+
+Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
+                              uint32_t dst_off, std::vector<int64_t> dst_strides, const QParams& qin,
+                              const QParams& qout, uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+  using BK = image::BufferKind;
+  LayerFacts facts;
+  struct Dim {
+    int64_t extent, src, dst;
+  };
+  std::vector<Dim> dims;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] <= 0) return facts;  // nothing to move
+    if (shape[d] > 1) dims.push_back({shape[d], src_strides[d], dst_strides[d]});
+  }
+  // Walk the destination in its memory order; merge dimensions that are one run on both sides.
+  std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.dst > b.dst; });
+  std::vector<Dim> merged;
+  for (const Dim& d : dims) {
+    if (!merged.empty() && merged.back().src == d.src * d.extent && merged.back().dst == d.dst * d.extent) {
+      merged.back() = {merged.back().extent * d.extent, d.src, d.dst};
+    } else {
+      merged.push_back(d);
+    }
+  }
+  if (merged.empty()) merged.push_back({1, 1, 1});
+  // Rows: the innermost dimension when it is contiguous on both sides (split into N-element
+  // pieces), else single elements.
+  std::vector<Dim> loops(merged.begin(), merged.end());  // outermost first
+  int64_t run = 1;
+  if (loops.back().src == 1 && loops.back().dst == 1) {
+    run = loops.back().extent;
+    loops.pop_back();
+  }
+  const bool requant = qin.scale != qout.scale || qin.zero_point != qout.zero_point;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  uint32_t table_rows = 0;
+  uint64_t table_off = 0;
+  if (requant) {
+    table_off = align_up(weights.size());
+    weights.resize(table_off + 256, 0);
+    for (int q = -128; q < 128; ++q)
+      weights[table_off + static_cast<uint64_t>(q + 128)] =
+          static_cast<uint8_t>(quantize_value(qin.scale * static_cast<float>(q - qin.zero_point), qout));
+    table_rows = 256 / N;
+    isa::Load tl;
+    tl.sp = hw::Scratchpad::kAct;
+    tl.x = static_cast<uint16_t>(table_rows);
+    tl.x_stride = N;
+    prog.load(tl, BK::Weights, static_cast<uint32_t>(table_off));
+  }
+  const uint32_t base = table_rows, capacity = std::min<uint32_t>(act_rows - table_rows, 65535);
+  // One LOAD/STORE pair moves up to three loop dimensions (x innermost); outer dimensions
+  // and oversized counts become more instructions.
+  std::vector<Dim> inner;  // up to 3, innermost first
+  while (!loops.empty() && inner.size() < 3) {
+    inner.push_back(loops.back());
+    loops.pop_back();
+  }
+  if (inner.empty()) inner.push_back({1, 0, 0});
+  // Rows one instruction moves must fit the scratchpad: the outermost inner dimension is split.
+  int64_t inner_rows = 1;
+  for (size_t k = 0; k + 1 < inner.size(); ++k) inner_rows *= inner[k].extent;
+  const int64_t pieces = ceil_div(run, N);
+  auto emit = [&](uint64_t src, uint64_t dst, uint32_t row_elems, int64_t outer_count) {
+    // outer_count: how many of the outermost inner dimension this pair moves.
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.sp_base = base;
+    ld.row_elems = row_elems == N ? 0 : row_elems;
+    isa::Store st;
+    st.sp = hw::Scratchpad::kAct;
+    st.sp_base = base;
+    st.row_elems = ld.row_elems;
+    const size_t last = inner.size() - 1;
+    auto set = [&](size_t k, int64_t count, int64_t sstride, int64_t dstride) {
+      const auto c = static_cast<uint16_t>(count);
+      if (k == 0) { ld.x = st.x = c; ld.x_stride = static_cast<uint32_t>(sstride); st.x_stride = static_cast<uint32_t>(dstride); }
+      if (k == 1) { ld.y = st.y = c; ld.y_stride = static_cast<uint32_t>(sstride); st.y_stride = static_cast<uint32_t>(dstride); }
+      if (k == 2) { ld.z = st.z = c; ld.z_stride = static_cast<uint32_t>(sstride); st.z_stride = static_cast<uint32_t>(dstride); }
+    };
+    for (size_t k = 0; k < inner.size(); ++k)
+      set(k, k == last ? outer_count : inner[k].extent, inner[k].src, inner[k].dst);
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(src));
+    const auto rows = static_cast<uint32_t>(inner_rows * outer_count);
+    if (requant) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = 0,
+                        .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+      prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+    }
+    prog.store(st, BK::Activations, static_cast<uint32_t>(dst));
+  };
+  if (inner_rows > capacity)
+    return make_error(StatusCode::kUnsupported, "a copy's rows do not fit the activation scratchpad");
+  const int64_t step = std::max<int64_t>(1, capacity / inner_rows);
+  // Remaining outer loops, odometer style.
+  std::vector<int64_t> idx(loops.size(), 0);
+  for (bool more = true; more;) {
+    uint64_t src = src_off, dst = dst_off;
+    for (size_t k = 0; k < loops.size(); ++k) {
+      src += static_cast<uint64_t>(idx[k] * loops[k].src);
+      dst += static_cast<uint64_t>(idx[k] * loops[k].dst);
+    }
+    const Dim& top = inner.back();
+    for (int64_t o = 0; o < top.extent; o += step) {
+      const int64_t count = std::min(step, top.extent - o);
+      for (int64_t p = 0; p < pieces; ++p) {
+        const auto elems = static_cast<uint32_t>(std::min<int64_t>(N, run - p * N));
+        emit(src + static_cast<uint64_t>(o * top.src + p * N), dst + static_cast<uint64_t>(o * top.dst + p * N), elems,
+             count);
+      }
+    }
+    more = false;
+    for (size_t k = loops.size(); k-- > 0;) {
+      if (++idx[k] < loops[k].extent) {
+        more = true;
+        break;
+      }
+      idx[k] = 0;
+    }
+  }
+  facts.scratchpad_bytes = static_cast<uint64_t>(inner_rows * std::min(step, inner.back().extent) + table_rows) * N;
   return facts;
 }
 

@@ -19,9 +19,23 @@ struct LayerFacts {
 // zero point folded in, per-channel requantisation) into `weights`, and appends its
 // instructions to `prog`: input rows at `in_off` and output rows at `out_off` of the
 // activation buffer, dense [M][K] and [M][N] int8.
+// Where the dynamic operands of a layer live in the activation buffer (byte offsets and
+// strides; unused when the layer has constant operands).
+struct DynamicOperands {
+  QParams qw;                 // B / W: symmetric per-tensor (zero point 0)
+  uint32_t w_off = 0;
+  uint32_t w_k_stride = 0;    // FC: bytes between rows k of B (its n index is contiguous)
+  uint32_t w_batch_stride = 0;
+  uint32_t bias_off = 0;      // int32 elements, accumulator units
+  uint32_t bias_m_stride = 0; // FC: bytes between bias rows m (0: one row for every m)
+};
+
+// With L.weight_input >= 0 the weights come from the activation buffer (`dyn`): x and B are
+// symmetric, one multiplier alpha·s_x·s_w / s_y serves every channel, and a dynamic bias is
+// loaded into the accumulators before the GEMM accumulates onto it.
 Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                  Program& prog);
+                                  Program& prog, const DynamicOperands& dyn = {});
 
 // Channels padded to the array dim: the NHWC device layout of 4-D activations.
 inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n * n; }
@@ -29,9 +43,11 @@ inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n *
 // Quantises one convolution and appends its instructions. Input and output live in the
 // activation buffer as NHWC with channels padded to N (see padded_channels). Zero padding
 // is exact only when qx.zero_point == 0; the caller guarantees that for padded convs.
+// With L.weight_input >= 0 the weights come from the activation buffer (`dyn`, layout
+// [KH][KW][C][Cout]); x must then be symmetric.
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog);
+                                    Program& prog, const DynamicOperands& dyn = {});
 
 // Bytes a value of `shape` occupies in the activation buffer (NHWC with padded channels
 // for 4-D values, dense otherwise).
@@ -44,5 +60,16 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
                                    const std::vector<int64_t>& out_shape, const std::vector<QParams>& qin,
                                    const QParams& qy, const std::vector<uint32_t>& in_off, uint32_t out_off,
                                    uint32_t N, std::vector<uint8_t>& weights, Program& prog);
+
+// Moves int8 elements between two strided device views of one shape: for every index i,
+// dst[dst_off + Σ i_d·dst_strides_d] = table(src[src_off + Σ i_d·src_strides_d]) (byte
+// strides). LOADs gather into the ACT scratchpad and STOREs scatter from it; dimensions
+// that are contiguous on both sides travel as rows of up to N elements, otherwise every
+// element is its own DMA row (row_elems = 1: about 7 + L + 1 cycles per element; the
+// predicted cycles in the image show that cost). With `requant`, a VEC LUT re-quantises
+// the rows from `qin` to `qout` on the way (identity when they are equal: no VEC).
+Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
+                              uint32_t dst_off, std::vector<int64_t> dst_strides, const QParams& qin,
+                              const QParams& qout, uint32_t N, std::vector<uint8_t>& weights, Program& prog);
 
 }  // namespace npu::compiler

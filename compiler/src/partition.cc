@@ -21,11 +21,83 @@ bool is_graph_output(const Graph& g, int value) {
 
 // Gemm/MatMul with a constant 2-D weight and a per-channel constant bias, plus a following
 // bias Add and Relu when nothing else reads the intermediate values.
+// A value consumed only by node `ni` and produced by nobody: a graph input, whose device
+// layout the compiler may choose (the runtime's input binding writes any strided layout).
+bool sole_graph_input(const Graph& g, int v, size_t ni) {
+  if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end() || is_graph_output(g, v)) return false;
+  auto c = consumers(g, v);
+  return c.size() == 1 && static_cast<size_t>(c[0]) == ni &&
+         std::count(g.nodes[ni].inputs.begin(), g.nodes[ni].inputs.end(), v) == 1;
+}
+
+// Gemm/MatMul whose B is a graph value (weights as an input, or attention's product of two
+// activations). Layout rules: 2-D/3-D values are dense; a transposed operand or a 4-D one
+// (whose default device layout is NHWC) must be a graph input of this node alone, and a
+// 4-D result must be a graph output nobody else reads.
+std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
+  const Node& n = g.nodes[ni];
+  const int a = n.inputs[0], b = n.inputs[1];
+  const auto& xs = g.value(a).shape;
+  const auto& bs = g.value(b).shape;
+  FcLayer L;
+  L.name = n.name;
+  L.op = n.op;
+  L.input = a;
+  L.weight_input = b;
+  L.output = n.outputs[0];
+  if (n.op == "Gemm") {
+    if (xs.size() != 2 || bs.size() != 2) return std::nullopt;
+    L.input_transposed = n.attr_int("transA", 0) != 0;
+    L.weight_transposed = n.attr_int("transB", 0) != 0;
+    L.alpha = n.attr_float("alpha", 1.0f);
+    L.beta = n.attr_float("beta", 1.0f);
+    // Negative or zero factors would need negative quantisation scales.
+    if (!(L.alpha > 0) || !(L.beta > 0)) return std::nullopt;
+    L.M = L.input_transposed ? xs[1] : xs[0];
+    L.K = L.input_transposed ? xs[0] : xs[1];
+    L.N = L.weight_transposed ? bs[0] : bs[1];
+    if ((L.weight_transposed ? bs[1] : bs[0]) != L.K) return std::nullopt;
+  } else {
+    if (xs.size() < 2 || bs.size() < 2 || xs.size() != bs.size()) return std::nullopt;
+    if (!std::equal(xs.begin(), xs.end() - 2, bs.begin())) return std::nullopt;  // no batch broadcasting
+    L.M = xs[xs.size() - 2];
+    L.K = xs.back();
+    L.N = bs.back();
+    if (bs[bs.size() - 2] != L.K) return std::nullopt;
+    for (size_t d = 0; d + 2 < xs.size(); ++d) L.batches *= xs[d];
+  }
+  if (L.M <= 0 || L.K <= 0 || L.N <= 0 || L.batches <= 0) return std::nullopt;
+  if ((L.input_transposed || xs.size() == 4) && !sole_graph_input(g, a, ni)) return std::nullopt;
+  if ((L.weight_transposed || bs.size() == 4) && !sole_graph_input(g, b, ni)) return std::nullopt;
+  if (g.value(L.output).shape.size() == 4 && (!is_graph_output(g, L.output) || !consumers(g, L.output).empty()))
+    return std::nullopt;
+  L.bias.assign(static_cast<size_t>(L.N), 0.0f);
+  if (n.op == "Gemm" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const int c = n.inputs[2];
+    const auto& cs = g.value(c).shape;
+    if (g.is_constant(c)) {
+      const Tensor t = to_float(*g.value(c).constant);
+      if (t.element_count() != 1 && t.element_count() != L.N) return std::nullopt;
+      for (int64_t j = 0; j < L.N; ++j)
+        L.bias[static_cast<size_t>(j)] = L.beta * t.as<float>()[static_cast<size_t>(t.element_count() == 1 ? 0 : j)];
+    } else {
+      // One bias element cannot be spread over the lanes by the DMA; [N], [1, N] and [M, N]
+      // are rows of the accumulator.
+      const bool row = (cs.size() == 1 && cs[0] == L.N) || (cs.size() == 2 && cs[0] == 1 && cs[1] == L.N);
+      const bool matrix = cs.size() == 2 && cs[0] == L.M && cs[1] == L.N;
+      if (!(row || matrix) || (L.N == 1 && !matrix)) return std::nullopt;
+      if (!sole_graph_input(g, c, ni)) return std::nullopt;
+      L.bias_input = c;
+    }
+  }
+  return L;
+}
+
 std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
   if (n.op != "Gemm" && n.op != "MatMul") return std::nullopt;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || !g.is_constant(n.inputs[1]) || g.is_constant(n.inputs[0]))
-    return std::nullopt;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0])) return std::nullopt;
+  if (!g.is_constant(n.inputs[1])) return match_fc_dynamic(g, ni);
   const Value& x = g.value(n.inputs[0]);
   const Tensor B = to_float(*g.value(n.inputs[1]).constant);
   if (B.shape.size() != 2 || x.shape.size() < 2) return std::nullopt;
@@ -91,17 +163,20 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
 
 std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
-  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || !g.is_constant(n.inputs[1]) ||
-      g.is_constant(n.inputs[0]))
+  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0]))
     return std::nullopt;
   const Value& x = g.value(n.inputs[0]);
-  const Tensor Wt = to_float(*g.value(n.inputs[1]).constant);
+  // A dynamic W (a graph input of this node alone) is stored [KH][KW][C][Cout] by the input
+  // binding; only its shape is known here.
+  const bool dynamic = !g.is_constant(n.inputs[1]);
+  if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
+  const Tensor Wt = dynamic ? Tensor::zeros(DType::kF32, g.value(n.inputs[1]).shape)
+                            : to_float(*g.value(n.inputs[1]).constant);
   if (x.shape.size() != 4 || Wt.shape.size() != 4) return std::nullopt;
-  auto it = n.attrs.find("auto_pad");
-  if (it != n.attrs.end() && it->second.s != "NOTSET" && !it->second.s.empty()) return std::nullopt;
   for (int64_t d : ints_attr(n, "dilations", {1, 1}))
     if (d != 1) return std::nullopt;
   ConvLayer L;
+  if (dynamic) L.weight_input = n.inputs[1];
   L.name = n.name;
   L.input = n.inputs[0];
   L.batch = x.shape[0];
@@ -120,10 +195,27 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
     return std::nullopt;
   }
   const auto strides = ints_attr(n, "strides", {1, 1});
-  const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
-  if (strides.size() != 2 || pads.size() != 4) return std::nullopt;
+  auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || pads.size() != 4 || strides[0] < 1 || strides[1] < 1) return std::nullopt;
   L.stride_h = strides[0];
   L.stride_w = strides[1];
+  auto it = n.attrs.find("auto_pad");
+  const std::string auto_pad = it == n.attrs.end() || it->second.s.empty() ? "NOTSET" : it->second.s;
+  if (auto_pad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // Output size ceil(in / stride); the odd padding element goes last (UPPER) or first.
+    const int64_t in[2] = {L.H, L.W}, k[2] = {L.KH, L.KW};
+    for (int d = 0; d < 2; ++d) {
+      const int64_t out = (in[d] + strides[d] - 1) / strides[d];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + k[d] - in[d]);
+      const int64_t small = total / 2, large = total - small;
+      pads[static_cast<size_t>(d)] = auto_pad == "SAME_UPPER" ? small : large;
+      pads[static_cast<size_t>(d + 2)] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+  } else if (auto_pad != "NOTSET") {
+    return std::nullopt;
+  }
   L.pad_t = pads[0];
   L.pad_l = pads[1];
   L.pad_b = pads[2];
@@ -134,10 +226,15 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   L.OH = (L.H + L.pad_t + L.pad_b - L.KH) / L.stride_h + 1;
   L.OW = (L.W + L.pad_l + L.pad_r - L.KW) / L.stride_w + 1;
   if (L.OH <= 0 || L.OW <= 0) return std::nullopt;
-  L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
+  if (dynamic && L.depthwise) return std::nullopt;  // DWCONV weights are per-lane rows, not tiles
+  if (!dynamic) L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
   L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-    if (!g.is_constant(n.inputs[2])) return std::nullopt;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.is_constant(n.inputs[2])) {
+    // A dynamic bias is quantised with the scale s_x·s_w, known only per tensor.
+    if (!dynamic || g.value(n.inputs[2]).shape != std::vector<int64_t>{L.Cout} || !sole_graph_input(g, n.inputs[2], ni))
+      return std::nullopt;
+    L.bias_input = n.inputs[2];
+  } else if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
     const Tensor b = to_float(*g.value(n.inputs[2]).constant);
     if (b.element_count() != L.Cout) return std::nullopt;
     L.bias.assign(b.as<float>().begin(), b.as<float>().end());
@@ -246,6 +343,12 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
       L.broadcast_channels = true;
       return L;
     }
+    // b is one row repeated along a's last dim (dense layouts: a is not 4-D NHWC).
+    if (a.size() != 4 && b.size() != 4 && b.size() <= a.size() && b.back() == a.back() &&
+        std::all_of(b.begin(), b.end() - 1, [](int64_t d) { return d == 1; })) {
+      L.broadcast_last = true;
+      return L;
+    }
     return std::nullopt;
   } else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
     // A view when both sides have the same device bytes: dense ranks, or NHWC [N,C,1,1]
@@ -270,6 +373,29 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
         return std::nullopt;
     }
     L.kind = EltLayer::Kind::kView;
+    return L;
+  } else if (op == "Transpose") {
+    const auto& in = g.value(n.inputs[0]).shape;
+    std::vector<int64_t> perm = ints_attr(n, "perm", {});
+    if (perm.empty())
+      for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (perm.size() != in.size() || in.empty()) return std::nullopt;
+    L.kind = EltLayer::Kind::kTranspose;
+    L.perm = perm;
+    return L;
+  } else if (op == "Concat") {
+    const auto& out = g.value(n.outputs[0]).shape;
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(out.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(out.size())) return std::nullopt;
+    L.inputs.clear();
+    for (int v : n.inputs) {
+      // Constant pieces would need their own quantised copy in the weights: host for now.
+      if (v < 0 || g.is_constant(v) || g.value(v).shape.size() != out.size()) return std::nullopt;
+      L.inputs.push_back(v);
+    }
+    L.kind = EltLayer::Kind::kConcat;
+    L.axis = axis;
     return L;
   } else if (op == "GlobalAveragePool") {
     if (g.value(n.inputs[0]).shape.size() != 4) return std::nullopt;
@@ -312,8 +438,18 @@ int npu_layer_output(const NpuLayer& layer) {
 }
 std::vector<int> npu_layer_inputs(const NpuLayer& layer) {
   if (const auto* e = std::get_if<EltLayer>(&layer)) return e->inputs;
-  if (const auto* f = std::get_if<FcLayer>(&layer)) return {f->input};
-  return {std::get<ConvLayer>(layer).input};
+  std::vector<int> in;
+  if (const auto* f = std::get_if<FcLayer>(&layer)) {
+    in = {f->input};
+    if (f->weight_input >= 0) in.push_back(f->weight_input);
+    if (f->bias_input >= 0) in.push_back(f->bias_input);
+    return in;
+  }
+  const auto& c = std::get<ConvLayer>(layer);
+  in = {c.input};
+  if (c.weight_input >= 0) in.push_back(c.weight_input);
+  if (c.bias_input >= 0) in.push_back(c.bias_input);
+  return in;
 }
 std::string npu_layer_name(const NpuLayer& layer) {
   return std::visit([](const auto& l) { return l.name; }, layer);

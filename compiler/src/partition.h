@@ -22,6 +22,17 @@ struct FcLayer {
   std::vector<float> bias;     // [N]
   bool relu = false;
   std::vector<std::string> fused;  // nodes folded into this layer
+  // Dynamic operands: graph values quantised at run time instead of constants. A dynamic B
+  // is symmetric per-tensor int8 (x is then symmetric too, so no zero-point correction needs
+  // the unknown weights), walked with its output-channel index contiguous so that a LOAD
+  // row of the WGT scratchpad is a DRAM row (the compiler picks such layouts for graph
+  // inputs: a transposed operand is stored transposed by the runtime's input binding).
+  int weight_input = -1;           // B; `weights` is then empty
+  bool weight_transposed = false;  // B is [N, K] (Gemm transB)
+  bool input_transposed = false;   // A is [K, M] (Gemm transA)
+  int bias_input = -1;             // Gemm C: [N], [1, N] or [M, N], int32 in accumulator units
+  float alpha = 1.0f, beta = 1.0f; // dynamic B: alpha joins the requantisation, beta the bias scale
+  int64_t batches = 1;             // batched MatMul: x [..., M, K] · B [..., K, N], same batch dims
 };
 
 // A 2-D convolution on NHWC activations (channels padded to the array dim): regular
@@ -36,6 +47,9 @@ struct ConvLayer {
   bool depthwise = false;
   std::vector<float> weights;  // [Cout][C or 1][KH][KW]
   std::vector<float> bias;     // [Cout]
+  int weight_input = -1;       // dynamic W (graph value, symmetric per-tensor int8, stored
+                               // [KH][KW][C][Cout]); `weights` is then empty
+  int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   std::vector<std::string> fused;
 };
@@ -44,7 +58,9 @@ struct ConvLayer {
 struct EltLayer {
   // kView: Reshape/Flatten/Squeeze/Unsqueeze whose output has the same device bytes as its
   // input: no instructions, the output aliases the input.
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView };
+  // kTranspose/kConcat: data movement only (DMA copies through the ACT scratchpad, see
+  // lower_copy); the output keeps the input's quantisation.
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -52,6 +68,9 @@ struct EltLayer {
   std::function<float(float)> fn;  // kLut: the real-valued function the table samples
   float b_sign = 1.0f;             // kAdd: -1 for Sub
   bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
+  bool broadcast_last = false;     // kMul/kAdd: dense a [..., L] against b [L] (or [1, .., L])
+  std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
+  int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools
 };
 

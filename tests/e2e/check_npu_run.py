@@ -4,7 +4,8 @@
 check_npu_run.py NPU_RUN MODEL.onnx WORKDIR [--rtl]
 
 Runs npu-run on MODEL.onnx (compiled on the fly) with --device sim and checks the output
-against a numpy evaluation of the same ONNX graph (SQNR >= 30 dB). With --rtl it also runs
+against a numpy evaluation of the same ONNX graph (SQNR >= 30 dB). Every graph input gets
+normal(0, 1) data (seed 7), weights fed as inputs included. With --rtl it also runs
 --device rtl and requires outputs bit-identical to sim. Prints both sides on failure.
 """
 import json
@@ -41,10 +42,10 @@ def conv2d(x, w, b, attrs):
     return y
 
 
-def numpy_reference(model_path, x):
+def numpy_reference(model_path, inputs):
     model = onnx.load(model_path)
     env = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in model.graph.initializer}
-    env[model.graph.input[0].name] = x
+    env.update(inputs)
     for node in model.graph.node:
         ins = [env[n] for n in node.input if n]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -56,6 +57,10 @@ def numpy_reference(model_path, x):
             if len(ins) > 2: y = y + attrs.get("beta", 1.0) * ins[2]
         elif node.op_type == "MatMul":
             y = ins[0] @ ins[1]
+        elif node.op_type == "Transpose":
+            y = np.transpose(ins[0], attrs.get("perm"))
+        elif node.op_type == "Concat":
+            y = np.concatenate(ins, axis=attrs["axis"])
         elif node.op_type == "Add":
             y = ins[0] + ins[1]
         elif node.op_type == "Relu":
@@ -70,8 +75,10 @@ def numpy_reference(model_path, x):
     return env[model.graph.output[0].name]
 
 
-def run(npu_run, model, device, inp, out_dir):
-    cmd = [npu_run, model, "--device", device, "--input", inp, "--output-dir", out_dir, "--json"]
+def run(npu_run, model, device, inputs, out_dir):
+    cmd = [npu_run, model, "--device", device, "--output-dir", out_dir, "--json"]
+    for inp in inputs:
+        cmd += ["--input", inp]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -87,11 +94,16 @@ def main():
     with_rtl = "--rtl" in sys.argv
     os.makedirs(work, exist_ok=True)
     rng = np.random.default_rng(7)
-    dims = [d.dim_value for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim]
-    x = rng.normal(0, 1, dims).astype(np.float32)
-    inp = os.path.join(work, "input_0.npy")
-    np.save(inp, x)
-    ref = numpy_reference(model, x)
+    # Every graph input (weights fed as inputs too) gets normal(0, 1) data.
+    graph = onnx.load(model).graph
+    initializers = {i.name for i in graph.initializer}
+    values, inp = {}, []
+    for k, gi in enumerate(i for i in graph.input if i.name not in initializers):
+        dims = [d.dim_value for d in gi.type.tensor_type.shape.dim]
+        values[gi.name] = rng.normal(0, 1, dims).astype(np.float32)
+        inp.append(os.path.join(work, f"input_{k}.npy"))
+        np.save(inp[-1], values[gi.name])
+    ref = numpy_reference(model, values)
     sim, report = run(npu_run, model, "sim", inp, os.path.join(work, "sim"))
     noise = np.sum((ref - sim) ** 2)
     sqnr = 10 * np.log10(np.sum(ref ** 2) / noise) if noise > 0 else float("inf")
