@@ -9,6 +9,7 @@ mlp.onnx         the demo: MatMul+Add+Relu [4,64]->[64,32], then Gemm [32,10] (t
 movement.onnx    data movement and dynamic operands: Gemm, Transpose, MatMul of two
                  activations, Concat of three differently quantised values
 dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), then Relu
+reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
 Weights come from a fixed seed, so the files are reproducible.
 """
@@ -128,6 +129,17 @@ def dynamic_gemm():
                              producer_name="npu make_models.py")
 
 
+def reshape_shape_input():
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")],
+        "reshape_shape_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -138,6 +150,7 @@ def main():
     save(movement(np.random.default_rng(11)), os.path.join(out, "movement.onnx"))
     save(dynamic_conv(), os.path.join(out, "dynamic_conv.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
+    save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

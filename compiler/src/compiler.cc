@@ -107,6 +107,39 @@ Status predict_cycles(Segment& seg, const std::vector<uint8_t>& weights, uint64_
   return Status::ok();
 }
 
+// Graph inputs that are shape operands (Reshape's shape, Resize's roi/scales/sizes) fix the
+// shapes the image is compiled for. When every calibration sample holds the same value, the
+// input becomes a constant of the graph (so those operators can be lowered) and the image
+// records the value: the runtime rejects a request with any other. Returns (input index,
+// value) pairs.
+std::vector<std::pair<size_t, Tensor>> specialize_shape_inputs(Graph& g, const std::vector<std::vector<Tensor>>& samples) {
+  std::vector<std::pair<size_t, Tensor>> out;
+  if (samples.empty()) return out;
+  auto shape_operand_only = [&](int v) {
+    bool used = false;
+    for (const Node& n : g.nodes)
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (n.inputs[k] != v) continue;
+        const bool shape_slot = (n.op == "Reshape" && k == 1) || (n.op == "Resize" && k >= 1) ||
+                                (n.op == "Upsample" && k == 1);
+        if (!shape_slot) return false;
+        used = true;
+      }
+    return used && std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end();
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const int v = g.inputs[i];
+    if (!shape_operand_only(v)) continue;
+    const bool same = std::all_of(samples.begin(), samples.end(), [&](const std::vector<Tensor>& sample) {
+      return sample[i].dtype == samples[0][i].dtype && sample[i].data == samples[0][i].data;
+    });
+    if (!same) continue;
+    g.value(v).constant = samples[0][i];
+    out.emplace_back(i, samples[0][i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<std::vector<Tensor>>> read_calibration_dir(const std::string& dir, size_t num_inputs) {
@@ -184,6 +217,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       }
   }
   say("calibrated on " + std::to_string(samples.size()) + " sample(s)");
+  const std::vector<std::pair<size_t, Tensor>> specialized = specialize_shape_inputs(g, samples);
+  for (const auto& [i, t] : specialized)
+    say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
 
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape
@@ -226,7 +262,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         }
       if (const auto* e = std::get_if<EltLayer>(&op)) {
         if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
-            e->kind == EltLayer::Kind::kTranspose)
+            e->kind == EltLayer::Kind::kTranspose || e->kind == EltLayer::Kind::kReshapeCopy)
           same_quant[e->output] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
       }
@@ -265,6 +301,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
           };
         }
       }
+      if (const auto* e = std::get_if<EltLayer>(&op); e && e->dense_4d >= 0)
+        layout[e->dense_4d] = dense(g.value(e->dense_4d).shape);
       if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input >= 0) {
         // W [Cout][C][KH][KW] stored [KH][KW][C][Cout].
         layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
@@ -452,6 +490,22 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
                                                      dynamic_operands(conv->weight_input, conv->bias_input, false)));
       } else {
         const auto& e = std::get<EltLayer>(op);
+        if (e.kind == EltLayer::Kind::kReshapeCopy) {
+          // Row-major order is what a reshape keeps: walk the 4-D side's shape with the
+          // dense side's row-major strides of that same shape.
+          const int in = e.inputs[0];
+          const bool in4 = g.value(in).shape.size() == 4;
+          const auto& shape = g.value(in4 ? in : out).shape;
+          const std::vector<int64_t> flat = dense(shape);
+          NPU_ASSIGN_OR_RETURN(facts, lower_copy(shape, static_cast<uint32_t>(act_offset[in]), in4 ? act_strides[in] : flat,
+                                                 static_cast<uint32_t>(act_offset[out]), in4 ? flat : act_strides[out],
+                                                 qp[in], qp[out], N, weights, seg.prog));
+          seg.facts.push_back(facts);
+          seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
+          seg.layer_end.push_back(seg.prog.size());
+          inside.insert(out);
+          continue;
+        }
         if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
           // Data movement between strided views (any layout on either side).
           const std::vector<int64_t>& out_strides = act_strides[out];
@@ -599,6 +653,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       image_steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host_seg.Union()));
     }
   }
+  std::vector<flatbuffers::Offset<image::SpecializedInput>> specialized_inputs;
+  for (const auto& [i, t] : specialized)
+    specialized_inputs.push_back(image::CreateSpecializedInput(fb, static_cast<uint32_t>(i), fb.CreateVector(t.data)));
   fb.ForceVectorAlignment(weights.size(), 1, 64);
   auto wvec = fb.CreateVector(weights);
   auto model = image::CreateModel(fb, kImageSchemaVersion, hw::fingerprint_for_dim(N), N, hw::kIsaVersion,
@@ -606,7 +663,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
                                   fb.CreateString(std::filesystem::path(onnx_path).filename().string()),
                                   fb.CreateVector(ins), fb.CreateVector(outs), wvec, act_bytes,
                                   fb.CreateVector(image_steps), fb.CreateVector(host_values),
-                                  fb.CreateVector(in_values), fb.CreateVector(out_values), fb.CreateVector(constants));
+                                  fb.CreateVector(in_values), fb.CreateVector(out_values), fb.CreateVector(constants),
+                                  specialized_inputs.empty() ? 0 : fb.CreateVector(specialized_inputs));
   image::FinishModelBuffer(fb, model);
   std::vector<uint8_t> bytes(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
   // Verify what we wrote exactly as the runtime will.

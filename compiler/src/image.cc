@@ -144,6 +144,17 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
         return corrupt(origin, "host constant " + io->desc()->name()->str() + " has the wrong size");
     }
   }
+  if (m->specialized_inputs()) {
+    for (const image::SpecializedInput* si : *m->specialized_inputs()) {
+      if (!si || si->input() >= m->inputs()->size() || !si->data())
+        return corrupt(origin, "a specialised input names an unknown input");
+      const image::IoBinding* io = m->inputs()->Get(si->input());
+      uint64_t elements = 0;
+      NPU_RETURN_IF_ERROR(check_desc(origin, io, "specialised input " + std::to_string(si->input()), &elements));
+      if (si->data()->size() != elements * image_dtype_size(io->desc()->dtype()))
+        return corrupt(origin, "specialised input " + io->desc()->name()->str() + " has the wrong size");
+    }
+  }
   for (uint32_t s = 0; s < m->steps()->size(); ++s) {
     const image::Step* step = m->steps()->Get(s);
     const std::string where = "step " + std::to_string(s);

@@ -283,7 +283,8 @@ float scalar_constant(const Graph& g, int v, bool* ok) {
 }
 
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
-std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_t array_dim) {
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim) {
+  const Node& n = g.nodes[ni];
   EltLayer L;
   L.name = n.name;
   L.op = n.op;
@@ -364,15 +365,27 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
     for (int64_t d : out) eout *= d;
     if (ein != eout || ein <= 0) return std::nullopt;
     const bool in4 = in.size() == 4, out4 = out.size() == 4;
+    L.kind = EltLayer::Kind::kView;
     if (in4 || out4) {
-      // Only the [N,C,1,1] <-> [N,C] family keeps the bytes (checked against N later).
+      // The [N,C,1,1] <-> [N,C] family with C a multiple of the array dim keeps the bytes.
       const auto& four = in4 ? in : out;
       const auto& other = in4 ? out : in;
-      if ((in4 && out4) || four[2] != 1 || four[3] != 1 || other.size() != 2 || other[0] != four[0] ||
-          other[1] != four[1] || four[1] % array_dim != 0)
-        return std::nullopt;
+      if (!(in4 && out4) && four[2] == 1 && four[3] == 1 && other.size() == 2 && other[0] == four[0] &&
+          other[1] == four[1] && four[1] % array_dim == 0)
+        return L;
+      if (in4 && out4) return std::nullopt;  // NHWC to NHWC is no affine walk of either side
+      // A 4-D graph input of this node alone, or a 4-D graph output nobody reads, can be
+      // stored dense instead of NHWC: then the reshape is free again.
+      if (in4 && sole_graph_input(g, n.inputs[0], ni)) {
+        L.dense_4d = n.inputs[0];
+        return L;
+      }
+      if (out4 && is_graph_output(g, n.outputs[0]) && consumers(g, n.outputs[0]).empty()) {
+        L.dense_4d = n.outputs[0];
+        return L;
+      }
+      L.kind = EltLayer::Kind::kReshapeCopy;  // NHWC <-> dense by the DMA
     }
-    L.kind = EltLayer::Kind::kView;
     return L;
   } else if (op == "Transpose") {
     const auto& in = g.value(n.inputs[0]).shape;
@@ -479,7 +492,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
-    else if (auto elt = match_elementwise(g, g.nodes[ni], array_dim)) layer = std::move(*elt);
+    else if (auto elt = match_elementwise(g, ni, array_dim)) layer = std::move(*elt);
     if (layer && !all_float(g, *layer)) {
       // A fused match consumed following nodes; they must stay as host steps.
       used = used_before;

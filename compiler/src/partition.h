@@ -60,7 +60,8 @@ struct EltLayer {
   // input: no instructions, the output aliases the input.
   // kTranspose/kConcat: data movement only (DMA copies through the ACT scratchpad, see
   // lower_copy); the output keeps the input's quantisation.
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat };
+  // kReshapeCopy: a reshape between a 4-D NHWC value and a dense one (a strided copy).
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat, kReshapeCopy };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -71,6 +72,7 @@ struct EltLayer {
   bool broadcast_last = false;     // kMul/kAdd: dense a [..., L] against b [L] (or [1, .., L])
   std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
+  int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
   int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools
 };
 
