@@ -262,7 +262,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         }
       if (const auto* e = std::get_if<EltLayer>(&op)) {
         if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
-            e->kind == EltLayer::Kind::kTranspose || e->kind == EltLayer::Kind::kReshapeCopy)
+            e->kind == EltLayer::Kind::kTranspose || e->kind == EltLayer::Kind::kReshapeCopy ||
+            e->kind == EltLayer::Kind::kResize)
           same_quant[e->output] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
       }

@@ -699,6 +699,73 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       }
     return facts;
   }
+  if (L.kind == Kind::kResize) {
+    // Nearest resize, per channel block and output row: LOAD gathers the distinct input
+    // pixels the row uses (runs of equal column step are one LOAD), STOREs scatter them to
+    // the output pixels (runs where the gathered row advances by one and the output column
+    // by a constant step are one STORE: an ×2 upsample is two STOREs per row). Output rows
+    // that repeat the previous input row reuse the gathered pixels.
+    const auto& x = in_shapes[0];
+    const int64_t Nb = x[0], C = x[1], H = x[2], W = x[3], OH = out_shape[2], OW = out_shape[3];
+    const int64_t Cp = padded_channels(C, N);
+    std::vector<int64_t> cols = L.src_cols;
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    std::vector<int64_t> pos(static_cast<size_t>(OW));
+    for (int64_t ox = 0; ox < OW; ++ox)
+      pos[static_cast<size_t>(ox)] = std::lower_bound(cols.begin(), cols.end(), L.src_cols[static_cast<size_t>(ox)]) - cols.begin();
+    struct Run {
+      int64_t first, count, step;  // LOAD: first index into cols; STORE: first output column
+    };
+    std::vector<Run> loads, stores;
+    for (size_t j = 0; j < cols.size();) {
+      const int64_t step = j + 1 < cols.size() ? cols[j + 1] - cols[j] : 1;
+      size_t k = j + 1;
+      while (k < cols.size() && cols[k] - cols[k - 1] == step) ++k;
+      loads.push_back({static_cast<int64_t>(j), static_cast<int64_t>(k - j), step});
+      j = k;
+    }
+    std::vector<bool> covered(static_cast<size_t>(OW), false);
+    for (int64_t ox0 = 0; ox0 < OW; ++ox0) {
+      if (covered[static_cast<size_t>(ox0)]) continue;
+      int64_t step = 0;
+      for (int64_t o = ox0 + 1; o < OW && step == 0; ++o)
+        if (!covered[static_cast<size_t>(o)] && pos[static_cast<size_t>(o)] == pos[static_cast<size_t>(ox0)] + 1) step = o - ox0;
+      int64_t count = 1;
+      while (step > 0 && ox0 + count * step < OW && !covered[static_cast<size_t>(ox0 + count * step)] &&
+             pos[static_cast<size_t>(ox0 + count * step)] == pos[static_cast<size_t>(ox0)] + count)
+        ++count;
+      for (int64_t k = 0; k < count; ++k) covered[static_cast<size_t>(ox0 + k * std::max<int64_t>(step, 1))] = true;
+      stores.push_back({ox0, count, std::max<int64_t>(step, 1)});
+    }
+    const int64_t CB = Cp / N;
+    for (int64_t b = 0; b < Nb; ++b)
+      for (int64_t cb = 0; cb < CB; ++cb) {
+        const auto elems = static_cast<uint32_t>(std::min<int64_t>(N, C - cb * N));
+        for (int64_t oy = 0; oy < OH; ++oy) {
+          const int64_t iy = L.src_rows[static_cast<size_t>(oy)];
+          if (oy == 0 || iy != L.src_rows[static_cast<size_t>(oy - 1)])
+            for (const Run& r : loads) {
+              isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(r.first), static_cast<uint32_t>(r.count),
+                                       static_cast<uint32_t>(r.step * Cp));
+              ld.row_elems = elems == N ? 0 : elems;
+              prog.load(ld, BK::Activations,
+                        static_cast<uint32_t>(in_off[0] + ((b * H + iy) * W + cols[static_cast<size_t>(r.first)]) * Cp + cb * N));
+            }
+          for (const Run& r : stores) {
+            isa::Store st;
+            st.sp = hw::Scratchpad::kAct;
+            st.sp_base = static_cast<uint32_t>(pos[static_cast<size_t>(r.first)]);
+            st.row_elems = elems == N ? 0 : elems;
+            st.x = static_cast<uint16_t>(r.count);
+            st.x_stride = static_cast<uint32_t>(r.step * Cp);
+            prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * OH + oy) * OW + r.first) * Cp + cb * N));
+          }
+        }
+      }
+    facts.scratchpad_bytes = static_cast<uint64_t>(cols.size()) * N;
+    return facts;
+  }
   // Pooling: each channel block's plane is loaded plane-major (row = y·W + x) so that a
   // window is kh rows of kw consecutive scratchpad rows.
   const auto& x = in_shapes[0];

@@ -1,5 +1,7 @@
 #include "partition.h"
 
+#include "npu/compiler/host_ops.h"
+
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -386,6 +388,55 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       }
       L.kind = EltLayer::Kind::kReshapeCopy;  // NHWC <-> dense by the DMA
     }
+    return L;
+  } else if (op == "Resize") {
+    // Nearest only, H and W only, every operand but X constant (a specialised input counts).
+    auto mode = n.attrs.find("mode");
+    auto coord = n.attrs.find("coordinate_transformation_mode");
+    if ((mode != n.attrs.end() && mode->second.s != "nearest") || n.attrs.count("axes") ||
+        (coord != n.attrs.end() && coord->second.s == "tf_crop_and_resize"))
+      return std::nullopt;
+    const auto& in = g.value(n.inputs[0]).shape;
+    const auto& out = g.value(n.outputs[0]).shape;
+    if (in.size() != 4 || out.size() != 4 || in[0] != out[0] || in[1] != out[1] || in[2] * in[3] > (1 << 24) ||
+        in[3] > 4096 || out[2] <= 0 || out[3] <= 0)
+      return std::nullopt;
+    // The host kernel itself says which input pixel each output pixel takes: it resizes one
+    // [1,1,H,W] plane of pixel indices (exact in float), with the N and C entries of
+    // scales/sizes set to 1. So the NPU gathers exactly what the host would compute.
+    Tensor plane = Tensor::zeros(DType::kF32, {1, 1, in[2], in[3]});
+    for (int64_t i = 0; i < in[2] * in[3]; ++i) plane.as<float>()[static_cast<size_t>(i)] = static_cast<float>(i);
+    std::vector<Tensor> operands;
+    operands.reserve(n.inputs.size());
+    std::vector<const Tensor*> args = {&plane};
+    for (size_t k = 1; k < n.inputs.size(); ++k) {
+      if (n.inputs[k] < 0) {
+        args.push_back(nullptr);
+        continue;
+      }
+      if (!g.is_constant(n.inputs[k])) return std::nullopt;
+      Tensor t = *g.value(n.inputs[k]).constant;
+      if ((k == 2 || k == 3) && t.element_count() == 4) {  // scales / sizes: N and C stay
+        if (t.dtype == DType::kF32) t.as<float>()[0] = t.as<float>()[1] = 1.0f;
+        else if (t.dtype == DType::kI64) t.as<int64_t>()[0] = t.as<int64_t>()[1] = 1;
+        else return std::nullopt;
+      }
+      operands.push_back(std::move(t));
+      args.push_back(&operands.back());
+    }
+    auto gathered = run_host_op("Resize", n.name, g.opset, n.attrs, args);
+    if (!gathered.is_ok() || gathered->empty() ||
+        (*gathered)[0].shape != std::vector<int64_t>{1, 1, out[2], out[3]})
+      return std::nullopt;
+    const auto idx = (*gathered)[0].as<float>();
+    for (int64_t oy = 0; oy < out[2]; ++oy) L.src_rows.push_back(static_cast<int64_t>(idx[static_cast<size_t>(oy * out[3])]) / in[3]);
+    for (int64_t ox = 0; ox < out[3]; ++ox) L.src_cols.push_back(static_cast<int64_t>(idx[static_cast<size_t>(ox)]) % in[3]);
+    for (int64_t oy = 0; oy < out[2]; ++oy)  // nearest is separable; check it anyway
+      for (int64_t ox = 0; ox < out[3]; ++ox)
+        if (static_cast<int64_t>(idx[static_cast<size_t>(oy * out[3] + ox)]) !=
+            L.src_rows[static_cast<size_t>(oy)] * in[3] + L.src_cols[static_cast<size_t>(ox)])
+          return std::nullopt;
+    L.kind = EltLayer::Kind::kResize;
     return L;
   } else if (op == "Transpose") {
     const auto& in = g.value(n.inputs[0]).shape;

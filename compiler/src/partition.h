@@ -61,7 +61,9 @@ struct EltLayer {
   // kTranspose/kConcat: data movement only (DMA copies through the ACT scratchpad, see
   // lower_copy); the output keeps the input's quantisation.
   // kReshapeCopy: a reshape between a 4-D NHWC value and a dense one (a strided copy).
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat, kReshapeCopy };
+  // kResize: nearest-neighbour Resize of the H and W axes of an NHWC value (pixel gathers).
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat, kReshapeCopy,
+                    kResize };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -73,6 +75,7 @@ struct EltLayer {
   std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
+  std::vector<int64_t> src_rows, src_cols;  // kResize: input row of each output row, column of each column
   int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools
 };
 
