@@ -767,49 +767,111 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     return facts;
   }
   // Pooling: each channel block's plane is loaded plane-major (row = y·W + x) so that a
-  // window is kh rows of kw consecutive scratchpad rows.
+  // window is kh rows of kw consecutive scratchpad rows. A 1-D pool of a dense [N, C, L]
+  // value is the same with the channels as plane rows (H = C, W = L) and one element per
+  // scratchpad row (lane 0). Padding is never materialised: output pixels are grouped into
+  // rectangles whose windows clip the same taps (row class × column class), and each
+  // rectangle is one VEC instruction over its clipped window; an average divides by its own
+  // tap count (or by the taps inside the padded extent with count_include_pad).
   const auto& x = in_shapes[0];
-  const int64_t Nb = x[0], H = x[2], W = x[3], CB = (x[1] + N - 1) / N, Cp = CB * N;
-  const int64_t OH = out_shape[2], OW = out_shape[3];
-  if (H * W + OH * OW > act_rows)
+  const bool one_d = x.size() == 3;
+  const int64_t Nb = x[0], C = one_d ? 1 : x[1], H = one_d ? x[1] : x[2], W = one_d ? x[2] : x[3];
+  const int64_t OH = one_d ? out_shape[1] : out_shape[2], OW = one_d ? out_shape[2] : out_shape[3];
+  const int64_t CB = (C + N - 1) / N, pixel = one_d ? 1 : CB * N;
+  const int64_t plane_in = one_d ? H * W : H * W * pixel, plane_out = one_d ? OH * OW : OH * OW * pixel;
+  if (H * W + OH * OW > act_rows || H * W > 65535)
     return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
-  const uint32_t P = 0, D = static_cast<uint32_t>(H * W);
-  if (L.kind != Kind::kMaxPool) {
-    const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(L.kh * L.kw));
-    const int32_t sh = shared_shift(m);
-    const uint64_t p_off = put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh,
-                                             qx.zero_point, 0);
+  struct Taps {
+    int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
+    bool operator==(const Taps&) const = default;
+  };
+  auto classes = [](int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k,
+                    std::vector<Taps>* kinds, std::vector<int>* of) {
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * stride - pad_lo;
+      const Taps t{std::max<int64_t>(0, -start), std::min(k, in - start), std::min(k, in + pad_hi - start)};
+      auto it = std::find(kinds->begin(), kinds->end(), t);
+      if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
+      of->push_back(static_cast<int>(it - kinds->begin()));
+    }
+  };
+  std::vector<Taps> row_kinds, col_kinds;
+  std::vector<int> row_kind, col_kind;
+  classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, &row_kinds, &row_kind);
+  classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, &col_kinds, &col_kind);
+  for (const auto* kinds : {&row_kinds, &col_kinds})
+    for (const Taps& t : *kinds)
+      if (t.hi <= t.lo)
+        return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "' has a window without input pixels");
+  // Average pools: one parameter row per distinct divisor.
+  std::vector<int64_t> divisors;
+  auto divisor_of = [&](const Taps& r, const Taps& c) {
+    return L.count_include_pad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
+  };
+  const bool avg = L.kind != Kind::kMaxPool;
+  if (avg) {
+    for (const Taps& r : row_kinds)
+      for (const Taps& c : col_kinds)
+        if (std::find(divisors.begin(), divisors.end(), divisor_of(r, c)) == divisors.end())
+          divisors.push_back(divisor_of(r, c));
+    const uint64_t p_off = align_up(weights.size());
+    for (int64_t d : divisors) {
+      const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(d));
+      const int32_t sh = shared_shift(m);
+      put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qx.zero_point, 0);
+    }
     isa::Load pl;
     pl.sp = hw::Scratchpad::kAcc;
-    pl.x = 1;
+    pl.x = static_cast<uint16_t>(divisors.size());
+    pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
     prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
   }
-  const auto mode = L.kind == Kind::kMaxPool ? hw::VecMode::kMaxpool : hw::VecMode::kAvgpool;
+  const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
+  const uint32_t D = static_cast<uint32_t>(H * W);
   for (int64_t b = 0; b < Nb; ++b)
     for (int64_t cb = 0; cb < CB; ++cb) {
+      const auto elems = static_cast<uint32_t>(one_d ? 1 : std::min<int64_t>(N, C - cb * N));
       isa::Load ld;
       ld.sp = hw::Scratchpad::kAct;
+      ld.row_elems = elems == N ? 0 : elems;
       ld.x = static_cast<uint16_t>(W);
-      ld.x_stride = static_cast<uint32_t>(Cp);
+      ld.x_stride = static_cast<uint32_t>(pixel);
       ld.y = static_cast<uint16_t>(H);
-      ld.y_stride = static_cast<uint32_t>(W * Cp);
-      prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * H * W * Cp + cb * N));
-      isa::VecRequant v{.src = 0, .dst = static_cast<uint16_t>(D), .param = static_cast<uint16_t>(L.kind == Kind::kMaxPool ? 0 : P),
-                        .r = static_cast<uint16_t>(OW), .o = static_cast<uint16_t>(OH),
-                        .zero_point = static_cast<int8_t>(L.kind == Kind::kMaxPool ? 0 : qy.zero_point),
-                        .src_so = static_cast<uint16_t>(L.sh * W), .src_sr = static_cast<uint16_t>(L.sw),
-                        .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
-      prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(L.kw), static_cast<uint32_t>(L.kh), static_cast<uint32_t>(W)));
+      ld.y_stride = static_cast<uint32_t>(W * pixel);
+      prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * plane_in + cb * N));
+      for (int64_t r0 = 0; r0 < OH;) {
+        int64_t r1 = r0 + 1;
+        while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+        const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
+        for (int64_t c0 = 0; c0 < OW;) {
+          int64_t c1 = c0 + 1;
+          while (c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+          const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
+          const int64_t y = r0 * L.sh - L.pad_t + rk.lo, xx = c0 * L.sw - L.pad_l + ck.lo;
+          const int64_t param = avg ? std::find(divisors.begin(), divisors.end(), divisor_of(rk, ck)) - divisors.begin() : 0;
+          isa::VecRequant v{.src = static_cast<uint16_t>(y * W + xx), .dst = static_cast<uint16_t>(D + r0 * OW + c0),
+                            .param = static_cast<uint16_t>(param),
+                            .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+                            .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
+                            .src_so = static_cast<uint16_t>(L.sh * W), .src_sr = static_cast<uint16_t>(L.sw),
+                            .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+          prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo), static_cast<uint32_t>(rk.hi - rk.lo),
+                                  static_cast<uint32_t>(W)));
+          c0 = c1;
+        }
+        r0 = r1;
+      }
       isa::Store st;
       st.sp = hw::Scratchpad::kAct;
       st.sp_base = D;
+      st.row_elems = elems == N ? 0 : elems;
       st.x = static_cast<uint16_t>(OW);
-      st.x_stride = static_cast<uint32_t>(Cp);
+      st.x_stride = static_cast<uint32_t>(pixel);
       st.y = static_cast<uint16_t>(OH);
-      st.y_stride = static_cast<uint32_t>(OW * Cp);
-      st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, x[1] - cb * N));
-      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * OH * OW * Cp + cb * N));
+      st.y_stride = static_cast<uint32_t>(OW * pixel);
+      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + cb * N));
     }
+  facts.scratchpad_bytes = static_cast<uint64_t>(H * W + OH * OW) * N + divisors.size() * N * 4;
   return facts;
 }
 

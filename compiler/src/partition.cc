@@ -470,24 +470,54 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.kw = sh[3];
     return L;
   } else if (op == "MaxPool" || op == "AveragePool") {
-    if (g.value(n.inputs[0]).shape.size() != 4 || n.outputs.size() != 1) return std::nullopt;
+    // 2-D pools of NHWC values and 1-D pools of dense [N, C, L] values; pads, SAME/VALID
+    // auto_pad and ceil_mode (the output shape says which windows exist).
+    const auto& x = g.value(n.inputs[0]).shape;
+    const auto& y = g.value(n.outputs[0]).shape;
+    if ((x.size() != 4 && x.size() != 3) || y.size() != x.size() || n.outputs.size() != 1) return std::nullopt;
+    const size_t rank = x.size() - 2;
     const auto k = ints_attr(n, "kernel_shape", {});
-    const auto st = ints_attr(n, "strides", {1, 1});
-    const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+    const auto st = ints_attr(n, "strides", std::vector<int64_t>(rank, 1));
+    auto pads = ints_attr(n, "pads", std::vector<int64_t>(2 * rank, 0));
+    if (k.size() != rank || st.size() != rank || pads.size() != 2 * rank) return std::nullopt;
+    for (int64_t d : ints_attr(n, "dilations", std::vector<int64_t>(rank, 1)))
+      if (d != 1) return std::nullopt;  // a dilated window is no run of consecutive rows
     auto ap = n.attrs.find("auto_pad");
-    if (k.size() != 2 || st.size() != 2 || n.attr_int("ceil_mode", 0) != 0 ||
-        (ap != n.attrs.end() && ap->second.s != "NOTSET" && !ap->second.s.empty()))
-      return std::nullopt;
-    for (int64_t p : pads)
-      if (p != 0) return std::nullopt;  // padded pooling stays on the host (pad semantics differ)
-    for (int64_t d : ints_attr(n, "dilations", {1, 1}))
-      if (d != 1) return std::nullopt;
-    if (k[0] > 255 || k[1] > 255) return std::nullopt;
+    const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t in = x[2 + d], out = y[2 + d];
+      if (k[d] < 1 || k[d] > 255 || st[d] < 1 || out < 1) return std::nullopt;
+      if (auto_pad == "VALID") {
+        pads[d] = pads[d + rank] = 0;
+      } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        const int64_t total = std::max<int64_t>(0, (out - 1) * st[d] + k[d] - in);
+        pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[d + rank] = total - pads[d];
+      } else if (auto_pad != "NOTSET") {
+        return std::nullopt;
+      }
+      // Every window must hold an input pixel (ceil_mode may not start one in the padding).
+      if ((out - 1) * st[d] - pads[d] >= in || k[d] - pads[d] <= 0) return std::nullopt;
+    }
+    if (x.size() == 4 ? x[2] * x[3] + y[2] * y[3] > (1 << 13) : x[1] * x[2] + y[1] * y[2] > (1 << 13))
+      return std::nullopt;  // one plane and its output must fit the ACT scratchpad (N = 32: 8192 rows)
     L.kind = op == "MaxPool" ? EltLayer::Kind::kMaxPool : EltLayer::Kind::kAvgPool;
-    L.kh = k[0];
-    L.kw = k[1];
-    L.sh = st[0];
-    L.sw = st[1];
+    L.count_include_pad = op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0;
+    if (rank == 2) {
+      L.kh = k[0];
+      L.kw = k[1];
+      L.sh = st[0];
+      L.sw = st[1];
+      L.pad_t = pads[0];
+      L.pad_l = pads[1];
+      L.pad_b = pads[2];
+      L.pad_r = pads[3];
+    } else {
+      L.kw = k[0];
+      L.sw = st[0];
+      L.pad_l = pads[0];
+      L.pad_r = pads[1];
+    }
     return L;
   } else {
     return std::nullopt;

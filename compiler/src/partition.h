@@ -76,7 +76,9 @@ struct EltLayer {
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
   std::vector<int64_t> src_rows, src_cols;  // kResize: input row of each output row, column of each column
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools (a 1-D pool has kh = sh = 1)
+  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;  // pools: never materialised (see lower_elt_layer)
+  bool count_include_pad = false;          // AveragePool
 };
 
 using NpuLayer = std::variant<FcLayer, ConvLayer, EltLayer>;
