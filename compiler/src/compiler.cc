@@ -250,6 +250,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     for (const NpuLayer& op : s.ops) {
       if (const auto* c = std::get_if<ConvLayer>(&op)) {
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
+        // ConvTranspose: the zero-point correction would depend on the output position.
+        if (c->transposed) symmetric.insert(c->input);
         if (c->weight_input >= 0) {  // unknown weights: no zero-point correction is possible
           symmetric.insert(c->input);
           symmetric.insert(c->weight_input);
@@ -305,8 +307,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->dense_4d >= 0)
         layout[e->dense_4d] = dense(g.value(e->dense_4d).shape);
       if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input >= 0) {
-        // W [Cout][C][KH][KW] stored [KH][KW][C][Cout].
-        layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
+        // W [Cout][C][KH][KW] (ConvTranspose: [C][Cout][KH][KW]) stored [KH][KW][C][Cout].
+        if (c->transposed) layout[c->weight_input] = {c->Cout, 1, c->KW * c->C * c->Cout, c->C * c->Cout};
+        else layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         if (c->bias_input >= 0) {
           layout[c->bias_input] = {1};
           const ConvLayer* cl = c;

@@ -219,9 +219,42 @@ int8_t quantize_bound(float v, const QParams& q, int8_t fallback) {
 
 }  // namespace
 
+// Dynamic conv weights, stored [KH][KW][C][Cout] in DRAM: tile (nb, t, cb) row k is the row
+// W[t][cb·N + k][nb·N ..], loaded to WGT tile ((nb − nb_first)·taps + t)·CB + cb. Rows of
+// padded input channels are cleared from the zero row at `zero_row` of the weights (the
+// input's padding lanes may hold stale bytes).
+static void load_dynamic_conv_tiles(int64_t C, int64_t Cout, int64_t taps, int64_t nb_first, int64_t nb_count, uint32_t w_off,
+                             uint32_t zero_row, uint32_t N, Program& prog) {
+  const int64_t Cp = padded_channels(C, N);
+  for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb)
+    for (int64_t t = 0; t < taps; ++t) {
+      const uint32_t base = static_cast<uint32_t>(((nb - nb_first) * taps + t) * Cp);
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kWgt;
+      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, Cout - nb * N));
+      ld.sp_base = base;
+      ld.x = static_cast<uint16_t>(C);
+      ld.x_stride = static_cast<uint32_t>(Cout);
+      prog.load(ld, image::BufferKind::Activations, static_cast<uint32_t>(w_off + (t * C) * Cout + nb * N));
+      if (C < Cp) {
+        isa::Load zero;
+        zero.sp = hw::Scratchpad::kWgt;
+        zero.sp_base = static_cast<uint32_t>(base + C);
+        zero.x = static_cast<uint16_t>(Cp - C);
+        zero.x_stride = 0;
+        prog.load(zero, image::BufferKind::Weights, zero_row);
+      }
+    }
+}
+
+static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                               Program& prog, const DynamicOperands& dyn);
+
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn) {
+  if (L.transposed) return lower_conv_transpose(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
@@ -360,26 +393,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     }
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
     if (dynamic) {
-      // W is [KH][KW][C][Cout] in DRAM: tile (nb, t, cb) row k is the row W[t][cb·N + k][nb·N ..].
-      for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb)
-        for (int64_t t = 0; t < taps; ++t) {
-          const uint32_t base = static_cast<uint32_t>(((nb - nb_first) * taps + t) * CB * N);
-          isa::Load ld;
-          ld.sp = hw::Scratchpad::kWgt;
-          ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
-          ld.sp_base = base;
-          ld.x = static_cast<uint16_t>(L.C);
-          ld.x_stride = static_cast<uint32_t>(L.Cout);
-          prog.load(ld, BK::Activations, static_cast<uint32_t>(dyn.w_off + (t * L.C) * L.Cout + nb * N));
-          if (L.C < Cp) {
-            isa::Load zero;
-            zero.sp = hw::Scratchpad::kWgt;
-            zero.sp_base = static_cast<uint32_t>(base + L.C);
-            zero.x = static_cast<uint16_t>(Cp - L.C);
-            zero.x_stride = 0;
-            prog.load(zero, BK::Weights, static_cast<uint32_t>(w_off));
-          }
-        }
+      load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
       return;
     }
     isa::Load ld;
@@ -995,6 +1009,179 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
     }
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(inner_rows * std::min(step, inner.back().extent) + table_rows) * N;
+  return facts;
+}
+
+// ConvTranspose as GEMMs with overlapping accumulation: for every tap (ky, kx) one GEMM
+// multiplies all input pixels by the tap's weights and adds the products into the
+// accumulator rows of the output pixels they land on (iy·s + ky·d − pad, ix·s + kx·d − pad),
+// clipped to the output. The accumulators start at zero; the input is symmetric (zero point
+// 0), so no border-dependent zero-point correction exists.
+static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                               Program& prog, const DynamicOperands& dyn) {
+  using BK = image::BufferKind;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const int64_t Cp = CB * N, Coutp = NB * N;
+  const bool dynamic = L.weight_input >= 0;
+  if (qx.zero_point != 0)
+    return make_error(StatusCode::kInternal, "ConvTranspose '" + L.name + "' needs a symmetric input");
+  // Per-output-channel scales over (c, tap) of W [C][Cout][KH][KW].
+  std::vector<float> sw(static_cast<size_t>(L.Cout), dyn.qw.scale);
+  if (!dynamic)
+    for (int64_t m = 0; m < L.Cout; ++m) {
+      float mx = 0;
+      for (int64_t c = 0; c < L.C; ++c)
+        for (int64_t t = 0; t < taps; ++t)
+          mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)]));
+      sw[static_cast<size_t>(m)] = mx > 0 ? mx / 127.0f : 1.0f;
+    }
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  const uint64_t zero_off = align_up(weights.size());  // one int32 row of zeros (also an int8 zero row)
+  weights.resize(zero_off + uint64_t{N} * 4, 0);
+  const uint64_t w_off = align_up(weights.size());
+  if (!dynamic) {
+    weights.resize(w_off + static_cast<uint64_t>(NB * taps * CB) * tile_bytes, 0);
+    for (int64_t c = 0; c < L.C; ++c)
+      for (int64_t m = 0; m < L.Cout; ++m)
+        for (int64_t t = 0; t < taps; ++t)
+          weights[w_off + static_cast<uint64_t>(((m / N) * taps + t) * CB + c / N) * tile_bytes +
+                  static_cast<uint64_t>(c % N) * N + static_cast<uint64_t>(m % N)] =
+              static_cast<uint8_t>(qweight(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)], sw[static_cast<size_t>(m)]));
+  }
+  const uint64_t p_off = align_up(weights.size());
+  weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  for (int64_t m = 0; m < L.Cout; ++m) {
+    const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(m)];
+    int32_t mult, shift;
+    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    const uint64_t row = p_off + static_cast<uint64_t>(m / N) * 3 * N * 4, lane = static_cast<uint64_t>(m % N) * 4;
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(m)] / in_scale);
+    put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
+    put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
+    put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
+  }
+  const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
+  // ACT: input plane (CB blocks of H·W rows) then the output rows; ACC: parameters, then one
+  // accumulator row per output pixel.
+  const int64_t in_rows = CB * L.H * L.W, out_rows = L.OH * L.OW;
+  const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
+  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.H * L.W > 65535 || out_rows > 65535)
+    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' does not fit the scratchpads");
+  const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
+  if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
+    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' has more weights per output block than the weight scratchpad holds");
+  {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.x = static_cast<uint16_t>(Cacc);
+    ld.x_stride = 4 * N;
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
+  }
+  if (L.bias_input >= 0)
+    for (int64_t nb = 0; nb < NB; ++nb) {
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kAcc;
+      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
+      ld.sp_base = static_cast<uint32_t>(3 * nb);
+      ld.x = 1;
+      prog.load(ld, BK::Activations, static_cast<uint32_t>(dyn.bias_off + nb * N * 4));
+    }
+  auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
+    if (dynamic) {
+      load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(zero_off), N, prog);
+      return;
+    }
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kWgt;
+    const uint64_t rows_per_nb = static_cast<uint64_t>(taps * CB) * N;
+    ld.x = static_cast<uint16_t>(rows_per_nb);
+    ld.x_stride = N;
+    ld.y = static_cast<uint16_t>(nb_count);
+    ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+  };
+  if (weights_fit) load_weights(0, NB);
+  // The input pixels each tap reaches inside the output: [first, last] per axis.
+  auto reach = [](int64_t in, int64_t out, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
+    // in position i lands on i·stride + offset; keep 0 <= that < out.
+    *first = offset >= 0 ? 0 : ceil_div(-offset, stride);
+    *last = std::min(in - 1, out - 1 - offset < 0 ? -1 : (out - 1 - offset) / stride);
+  };
+  LayerFacts facts;
+  const uint32_t A_out = static_cast<uint32_t>(in_rows);
+  for (int64_t b = 0; b < L.batch; ++b) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.x = static_cast<uint16_t>(L.W);
+    ld.x_stride = static_cast<uint32_t>(Cp);
+    ld.y = static_cast<uint16_t>(L.H);
+    ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+    ld.z = static_cast<uint16_t>(CB);
+    ld.z_stride = N;
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.H * L.W * Cp));
+    for (int64_t nb = 0; nb < NB; ++nb) {
+      if (!weights_fit) load_weights(nb, 1);
+      isa::Load zero;  // the accumulators start at zero
+      zero.sp = hw::Scratchpad::kAcc;
+      zero.sp_base = Cacc;
+      zero.x = static_cast<uint16_t>(out_rows);
+      zero.x_stride = 0;
+      prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
+      const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t ky = t / L.KW, kx = t % L.KW;
+        const int64_t oy_off = ky * L.dil_h - L.pad_t, ox_off = kx * L.dil_w - L.pad_l;
+        int64_t iy0, iy1, ix0, ix1;
+        reach(L.H, L.OH, L.stride_h, oy_off, &iy0, &iy1);
+        reach(L.W, L.OW, L.stride_w, ox_off, &ix0, &ix1);
+        if (iy1 < iy0 || ix1 < ix0) continue;  // this tap lands outside the output
+        isa::Gemm gm;
+        gm.clear = false;
+        gm.act = static_cast<uint16_t>(iy0 * L.W + ix0);
+        gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+        gm.acc = static_cast<uint16_t>(Cacc + (iy0 * L.stride_h + oy_off) * L.OW + ix0 * L.stride_w + ox_off);
+        gm.o = static_cast<uint16_t>(iy1 - iy0 + 1);
+        gm.act_so = static_cast<uint16_t>(L.W);
+        gm.acc_so = static_cast<uint16_t>(L.stride_h * L.OW);
+        gm.i = static_cast<uint16_t>(CB);
+        gm.act_si = static_cast<uint16_t>(L.H * L.W);
+        gm.wgt_si = 1;
+        gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
+        gm.r = static_cast<uint16_t>(ix1 - ix0 + 1);
+        gm.act_sr = 1;
+        gm.acc_sr = static_cast<uint16_t>(L.stride_w);
+        prog.gemm(gm);
+        facts.macs += static_cast<uint64_t>((iy1 - iy0 + 1) * (ix1 - ix0 + 1) * CB) * N * N;
+      }
+      isa::VecRequant vq;
+      vq.bias = true;
+      vq.src = static_cast<uint16_t>(Cacc);
+      vq.dst = static_cast<uint16_t>(A_out);
+      vq.param = static_cast<uint16_t>(3 * nb);
+      vq.r = static_cast<uint16_t>(out_rows);
+      vq.src_sr = 1;
+      vq.dst_sr = 1;
+      vq.zero_point = static_cast<int8_t>(qy.zero_point);
+      vq.clamp_lo = lo;
+      vq.clamp_hi = hi;
+      prog.vec(vq);
+      isa::Store st;
+      st.sp = hw::Scratchpad::kAct;
+      st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
+      st.sp_base = A_out;
+      st.x = static_cast<uint16_t>(L.OW);
+      st.x_stride = static_cast<uint32_t>(Coutp);
+      st.y = static_cast<uint16_t>(L.OH);
+      st.y_stride = static_cast<uint32_t>(L.OW * Coutp);
+      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * out_rows * Coutp + nb * N));
+    }
+  }
+  facts.scratchpad_bytes = static_cast<uint64_t>(in_rows + out_rows) * N + static_cast<uint64_t>(Cacc + out_rows) * N * 4 +
+                           static_cast<uint64_t>(weights_fit ? NB * taps * CB : taps * CB) * tile_bytes;
   return facts;
 }
 

@@ -275,6 +275,92 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   return L;
 }
 
+// ConvTranspose (2-D, group 1) with constant or dynamic W [C][Cout][KH][KW] and bias.
+std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
+  const Node& n = g.nodes[ni];
+  if (n.op != "ConvTranspose" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 ||
+      g.is_constant(n.inputs[0]) || n.attr_int("group", 1) != 1)
+    return std::nullopt;
+  const auto& x = g.value(n.inputs[0]).shape;
+  const auto& w = g.value(n.inputs[1]).shape;
+  const auto& y = g.value(n.outputs[0]).shape;
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[0] != x[1] || y[0] != x[0] || y[1] != w[1]) return std::nullopt;
+  const bool dynamic = !g.is_constant(n.inputs[1]);
+  if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
+  ConvLayer L;
+  L.name = n.name;
+  L.transposed = true;
+  L.input = n.inputs[0];
+  L.output = n.outputs[0];
+  L.batch = x[0];
+  L.C = x[1];
+  L.H = x[2];
+  L.W = x[3];
+  L.Cout = w[1];
+  L.KH = w[2];
+  L.KW = w[3];
+  L.OH = y[2];
+  L.OW = y[3];
+  const auto k = ints_attr(n, "kernel_shape", {L.KH, L.KW});
+  const auto st = ints_attr(n, "strides", {1, 1});
+  const auto dil = ints_attr(n, "dilations", {1, 1});
+  const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+  const auto out_pad = ints_attr(n, "output_padding", {0, 0});
+  auto out_shape = ints_attr(n, "output_shape", {});
+  if (out_shape.size() == 4) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  auto ap = n.attrs.find("auto_pad");
+  const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
+  if (k != std::vector<int64_t>{L.KH, L.KW} || st.size() != 2 || dil.size() != 2 || pads.size() != 4 ||
+      out_pad.size() != 2 || (!out_shape.empty() && out_shape.size() != 2))
+    return std::nullopt;
+  // The begin pads by the host kernel's rule (host_ops/spatial.cc conv_transpose): explicit
+  // pads, or split from the total when output_shape or SAME_* fixes the output size.
+  int64_t begin[2];
+  const int64_t in[2] = {L.H, L.W}, ker[2] = {L.KH, L.KW}, out[2] = {L.OH, L.OW};
+  for (int d = 0; d < 2; ++d) {
+    if (st[static_cast<size_t>(d)] < 1 || dil[static_cast<size_t>(d)] < 1) return std::nullopt;
+    const int64_t full = st[static_cast<size_t>(d)] * (in[d] - 1) + out_pad[static_cast<size_t>(d)] +
+                         (ker[d] - 1) * dil[static_cast<size_t>(d)] + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, full - out[d]);
+      begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else if (auto_pad == "VALID") {
+      begin[d] = 0;
+    } else if (auto_pad == "NOTSET") {
+      begin[d] = pads[static_cast<size_t>(d)];
+    } else {
+      return std::nullopt;
+    }
+  }
+  L.stride_h = st[0];
+  L.stride_w = st[1];
+  L.dil_h = dil[0];
+  L.dil_w = dil[1];
+  L.pad_t = begin[0];
+  L.pad_l = begin[1];
+  // Scratchpad bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows...):
+  // one input plane and the output plane's accumulators must fit.
+  if (L.OH * L.OW > 1024 || L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
+    return std::nullopt;
+  if (dynamic) L.weight_input = n.inputs[1];
+  else L.weights.assign(to_float(*g.value(n.inputs[1]).constant).as<float>().begin(),
+                        to_float(*g.value(n.inputs[1]).constant).as<float>().end());
+  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const int b = n.inputs[2];
+    if (g.value(b).shape != std::vector<int64_t>{L.Cout}) return std::nullopt;
+    if (g.is_constant(b)) {
+      const Tensor t = to_float(*g.value(b).constant);
+      L.bias.assign(t.as<float>().begin(), t.as<float>().end());
+    } else if (dynamic && sole_graph_input(g, b, ni)) {
+      L.bias_input = b;  // int32 with the scale s_x·s_w: needs the per-tensor s_w of a dynamic W
+    } else {
+      return std::nullopt;
+    }
+  }
+  return L;
+}
+
 float scalar_constant(const Graph& g, int v, bool* ok) {
   if (v < 0 || !g.is_constant(v) || g.value(v).constant->element_count() != 1) {
     *ok = false;
@@ -550,7 +636,8 @@ std::string npu_layer_name(const NpuLayer& layer) {
 }
 std::string npu_layer_op(const NpuLayer& layer) {
   if (const auto* f = std::get_if<FcLayer>(&layer)) return f->op;
-  if (const auto* c = std::get_if<ConvLayer>(&layer)) return c->depthwise ? "DepthwiseConv" : "Conv";
+  if (const auto* c = std::get_if<ConvLayer>(&layer))
+    return c->transposed ? "ConvTranspose" : c->depthwise ? "DepthwiseConv" : "Conv";
   return std::get<EltLayer>(layer).op;
 }
 
@@ -573,6 +660,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
+    else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
     else if (auto elt = match_elementwise(g, ni, array_dim)) layer = std::move(*elt);
     if (layer && !all_float(g, *layer)) {
       // A fused match consumed following nodes; they must stay as host steps.

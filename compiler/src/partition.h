@@ -49,6 +49,10 @@ struct ConvLayer {
   std::vector<float> bias;     // [Cout]
   int weight_input = -1;       // dynamic W (graph value, symmetric per-tensor int8, stored
                                // [KH][KW][C][Cout]); `weights` is then empty
+  // ConvTranspose: weights are [C][Cout][KH][KW]; pad_t/pad_l are the begin pads the output
+  // is cropped by (OH/OW say the rest); the input is always symmetric.
+  bool transposed = false;
+  int64_t dil_h = 1, dil_w = 1;  // ConvTranspose only
   int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   std::vector<std::string> fused;
