@@ -65,8 +65,8 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
 // dst[dst_off + Σ i_d·dst_strides_d] = table(src[src_off + Σ i_d·src_strides_d]) (byte
 // strides). LOADs gather into the ACT scratchpad and STOREs scatter from it; dimensions
 // that are contiguous on both sides travel as rows of up to N elements, otherwise every
-// element is its own DMA row (row_elems = 1: about 7 + L + 1 cycles per element; the
-// predicted cycles in the image show that cost). With `requant`, a VEC LUT re-quantises
+// element is its own DMA row (row_elems = 1: one 16-byte beat per element instead of one per
+// 16 elements, plus the per-row issue cost; the predicted cycles in the image show it). With `requant`, a VEC LUT re-quantises
 // the rows from `qin` to `qout` on the way (identity when they are equal: no VEC).
 Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
                               uint32_t dst_off, std::vector<int64_t> dst_strides, const QParams& qin,

@@ -342,9 +342,12 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   // one input plane and the output plane's accumulators must fit.
   if (L.OH * L.OW > 1024 || L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
     return std::nullopt;
-  if (dynamic) L.weight_input = n.inputs[1];
-  else L.weights.assign(to_float(*g.value(n.inputs[1]).constant).as<float>().begin(),
-                        to_float(*g.value(n.inputs[1]).constant).as<float>().end());
+  if (dynamic) {
+    L.weight_input = n.inputs[1];
+  } else {
+    const Tensor wt = to_float(*g.value(n.inputs[1]).constant);
+    L.weights.assign(wt.as<float>().begin(), wt.as<float>().end());
+  }
   L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
   if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
     const int b = n.inputs[2];

@@ -42,6 +42,37 @@ def conv2d(x, w, b, attrs):
     return y
 
 
+def conv_transpose2d(x, w, b, attrs):
+    """NCHW ConvTranspose, group 1, explicit pads and output_padding, in float64."""
+    sh, sw = attrs.get("strides", [1, 1])
+    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+    oph, opw = attrs.get("output_padding", [0, 0])
+    n, c, h, wd = x.shape
+    _, co, kh, kw = w.shape
+    full = np.zeros((n, co, (h - 1) * sh + kh + oph, (wd - 1) * sw + kw + opw))
+    for ky in range(kh):
+        for kx in range(kw):
+            full[:, :, ky:ky + sh * h:sh, kx:kx + sw * wd:sw] += np.einsum("nchw,co->nohw", x, w[:, :, ky, kx])
+    y = full[:, :, pt:full.shape[2] - pb, pl:full.shape[3] - pr]
+    return y + (b.reshape(1, -1, 1, 1) if b is not None else 0)
+
+
+def pool2d(x, attrs, kind):
+    """MaxPool / AveragePool (count_include_pad 0) with explicit pads, no ceil_mode."""
+    kh, kw = attrs["kernel_shape"]
+    sh, sw = attrs.get("strides", [1, 1])
+    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+    n, c, h, wd = x.shape
+    oh, ow = (h + pt + pb - kh) // sh + 1, (wd + pl + pr - kw) // sw + 1
+    y = np.zeros((n, c, oh, ow))
+    for oy in range(oh):
+        for ox in range(ow):
+            y0, x0 = oy * sh - pt, ox * sw - pl
+            win = x[:, :, max(y0, 0):min(y0 + kh, h), max(x0, 0):min(x0 + kw, wd)]
+            y[:, :, oy, ox] = win.max(axis=(2, 3)) if kind == "max" else win.mean(axis=(2, 3))
+    return y
+
+
 def numpy_reference(model_path, inputs):
     model = onnx.load(model_path)
     env = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in model.graph.initializer}
@@ -57,6 +88,15 @@ def numpy_reference(model_path, inputs):
             if len(ins) > 2: y = y + attrs.get("beta", 1.0) * ins[2]
         elif node.op_type == "MatMul":
             y = ins[0] @ ins[1]
+        elif node.op_type == "ConvTranspose":
+            y = conv_transpose2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
+        elif node.op_type in ("MaxPool", "AveragePool"):
+            y = pool2d(ins[0], attrs, "max" if node.op_type == "MaxPool" else "avg")
+        elif node.op_type == "Resize":  # nearest, integer scales, asymmetric-equivalent
+            s = [int(v) for v in ins[-1]]
+            y = ins[0].repeat(s[2], axis=2).repeat(s[3], axis=3)
+        elif node.op_type == "Flatten":
+            y = ins[0].reshape(ins[0].shape[0], -1)
         elif node.op_type == "Transpose":
             y = np.transpose(ins[0], attrs.get("perm"))
         elif node.op_type == "Concat":
