@@ -10,7 +10,7 @@ movement.onnx    data movement and dynamic operands: Gemm, Transpose, MatMul of 
                  activations, Concat of three differently quantised values
 dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), then Relu
 cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize nearest x2, Conv 1x1,
-                 Flatten of an NHWC value (a DMA copy): the NPU-set operators of decoders
+                 PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
 Weights come from a fixed seed, so the files are reproducible.
@@ -148,6 +148,7 @@ def cnn_ops(rng):
     w1 = rng.normal(0, 0.3, (4, 18, 1, 1)).astype(np.float32)
     b1 = rng.normal(0, 0.1, (4,)).astype(np.float32)
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    slope = numpy_helper.from_array(np.array([0.1, -0.2, 0.3, 0.05], np.float32).reshape(4, 1, 1), "slope")
     graph = helper.make_graph(
         [helper.make_node("ConvTranspose", ["x", "wt", "bt"], ["up"], name="deconv", strides=[2, 2],
                           pads=[1, 1, 1, 1], output_padding=[1, 1]),
@@ -156,12 +157,13 @@ def cnn_ops(rng):
          helper.make_node("AveragePool", ["mp"], ["ap"], name="avgpool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
          helper.make_node("Resize", ["ap", "", "scales"], ["rs"], name="resize", mode="nearest"),
          helper.make_node("Conv", ["rs", "w1", "b1"], ["c1"], name="conv1x1"),
-         helper.make_node("Flatten", ["c1"], ["y"], name="flatten")],
+         helper.make_node("PRelu", ["c1", "slope"], ["pr"], name="prelu"),
+         helper.make_node("Flatten", ["pr"], ["y"], name="flatten")],
         "cnn_ops",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 8, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
         [numpy_helper.from_array(wt, "wt"), numpy_helper.from_array(bt, "bt"), numpy_helper.from_array(w1, "w1"),
-         numpy_helper.from_array(b1, "b1"), scales])
+         numpy_helper.from_array(b1, "b1"), scales, slope])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                              producer_name="npu make_models.py")
 

@@ -604,113 +604,171 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     }
     return facts;
   }
-  if (L.kind == Kind::kAdd || L.kind == Kind::kMul) {
-    const QParams qb = qin[1];
-    int32_t m0, m1 = 0, sh;
-    if (L.kind == Kind::kAdd) {
-      const double ma = qx.scale / static_cast<double>(qy.scale), mb = L.b_sign * qb.scale / static_cast<double>(qy.scale);
-      sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
-      m0 = static_cast<int32_t>(std::llround(std::ldexp(ma, sh)));
-      m1 = static_cast<int32_t>(std::llround(std::ldexp(mb, sh)));
-    } else {
-      const double m = static_cast<double>(qx.scale) * qb.scale / qy.scale;
-      sh = shared_shift(m);
-      m0 = static_cast<int32_t>(std::llround(std::ldexp(m, sh)));
+  if (L.kind == Kind::kAdd || L.kind == Kind::kMul || L.kind == Kind::kPRelu) {
+    // Binary element-wise work: rows of a go to scratchpad region A, the matching (possibly
+    // broadcast) rows of b to region B, `compute` leaves the result in A (region C is free
+    // scratch), and A is stored. `reserved` rows at the bottom of ACT hold lookup tables.
+    using Compute = std::function<void(uint32_t A, uint32_t B, uint32_t C, uint32_t rows)>;
+    const BK b_buffer = L.const_b.empty() ? BK::Activations : BK::Weights;
+    uint64_t b_off = L.const_b.empty() ? in_off[1] : 0;
+    QParams qb = L.const_b.empty() ? qin[1] : QParams{};
+    if (!L.const_b.empty()) {
+      // A constant b (PRelu slopes per channel): symmetric int8 rows of the weights.
+      float mx = 0;
+      for (float v : L.const_b) mx = std::max(mx, std::fabs(v));
+      qb = QParams{mx > 0 ? mx / 127.0f : 1.0f, 0};
+      b_off = align_up(weights.size());
+      weights.resize(b_off + static_cast<uint64_t>(padded_channels(static_cast<int64_t>(L.const_b.size()), N)), 0);
+      for (size_t i = 0; i < L.const_b.size(); ++i) weights[b_off + i] = static_cast<uint8_t>(quantize_value(L.const_b[i], qb));
     }
-    const uint64_t p_off = put_scalar_params(weights, N, m0, m1, sh, qx.zero_point, qb.zero_point);
-    const uint32_t P = 0;
-    isa::Load pl;
-    pl.sp = hw::Scratchpad::kAcc;
-    pl.x = 1;
-    prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
-    const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
-    auto emit = [&](uint32_t n_rows, uint64_t a_dram, const std::function<void(uint32_t)>& load_b, uint64_t y_dram) {
-      const uint32_t A = 0, B = n_rows;
-      prog.load(rows_load(hw::Scratchpad::kAct, A, n_rows, N), BK::Activations, static_cast<uint32_t>(a_dram));
-      load_b(B);
-      isa::VecRequant v{.src = static_cast<uint16_t>(A), .dst = static_cast<uint16_t>(A), .param = static_cast<uint16_t>(P),
-                        .r = static_cast<uint16_t>(n_rows), .zero_point = static_cast<int8_t>(qy.zero_point),
-                        .src_sr = 1, .dst_sr = 1};
-      prog.vec_words(vec_mode(v, mode, B, 0, 0, 0));
-      store_rows(A, n_rows, y_dram);
-    };
-    if (L.broadcast_last) {
-      // a is M rows of L elements; each row goes to the scratchpad as LB blocks of up to N
-      // (block-major), and b's one row is replicated over the M rows by a stride-0 LOAD.
-      const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
-      int64_t M = 1;
-      for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
-      const int64_t Mt = std::max<int64_t>(1, std::min<int64_t>(act_rows / 2, 65535) / LB);
-      const int64_t full = Lr / N, tail = Lr % N;
-      // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
-      auto blocks = [&](bool store, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
-        for (int part = 0; part < 2; ++part) {
-          const int64_t count = part == 0 ? full : (tail > 0 ? 1 : 0);
-          if (count == 0) continue;
-          const uint32_t sp = static_cast<uint32_t>(base + (part == 0 ? 0 : full * mt));
-          const uint64_t at = dram + static_cast<uint64_t>(part == 0 ? 0 : full * N);
-          const uint32_t elems = part == 0 ? 0 : static_cast<uint32_t>(tail);
-          if (store) {
-            isa::Store st;
-            st.sp = hw::Scratchpad::kAct;
-            st.sp_base = sp;
-            st.row_elems = elems;
-            st.x = static_cast<uint16_t>(mt);
-            st.x_stride = m_stride;
-            st.y = static_cast<uint16_t>(count);
-            st.y_stride = N;
-            prog.store(st, BK::Activations, static_cast<uint32_t>(at));
-          } else {
-            isa::Load ld = rows_load(hw::Scratchpad::kAct, sp, static_cast<uint32_t>(mt), m_stride);
-            ld.row_elems = elems;
-            ld.y = static_cast<uint16_t>(count);
-            ld.y_stride = N;
-            prog.load(ld, BK::Activations, static_cast<uint32_t>(at));
-          }
-        }
+    auto run_binary = [&](uint32_t reserved, uint32_t regions, const Compute& compute) {
+      const uint64_t capacity = std::min<uint64_t>((act_rows - reserved) / regions, 65535);
+      auto load_b = [&](uint32_t base, uint32_t rows, uint32_t stride, uint64_t at) {
+        prog.load(rows_load(hw::Scratchpad::kAct, base, rows, stride), b_buffer, static_cast<uint32_t>(at));
       };
-      for (int64_t row0 = 0; row0 < M; row0 += Mt) {
-        const int64_t mt = std::min(Mt, M - row0);
-        const auto rows = static_cast<uint32_t>(mt * LB);
-        blocks(false, 0, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
-        blocks(false, rows, in_off[1], mt, 0);
-        isa::VecRequant v{.src = 0, .dst = 0, .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows),
-                          .zero_point = static_cast<int8_t>(qy.zero_point), .src_sr = 1, .dst_sr = 1};
-        prog.vec_words(vec_mode(v, mode, rows, 0, 0, 0));
-        blocks(true, 0, out_off + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+      if (L.broadcast_last) {
+        // a is M rows of L elements; each row goes to the scratchpad as LB blocks of up to N
+        // (block-major), and b's one row is replicated over the M rows by a stride-0 LOAD.
+        const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
+        int64_t M = 1;
+        for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
+        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(capacity) / LB);
+        const int64_t full = Lr / N, tail = Lr % N;
+        // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
+        auto blocks = [&](bool store, BK buffer, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
+          for (int part = 0; part < 2; ++part) {
+            const int64_t count = part == 0 ? full : (tail > 0 ? 1 : 0);
+            if (count == 0) continue;
+            const uint32_t sp = static_cast<uint32_t>(base + (part == 0 ? 0 : full * mt));
+            const uint64_t at = dram + static_cast<uint64_t>(part == 0 ? 0 : full * N);
+            const uint32_t elems = part == 0 ? 0 : static_cast<uint32_t>(tail);
+            if (store) {
+              isa::Store st;
+              st.sp = hw::Scratchpad::kAct;
+              st.sp_base = sp;
+              st.row_elems = elems;
+              st.x = static_cast<uint16_t>(mt);
+              st.x_stride = m_stride;
+              st.y = static_cast<uint16_t>(count);
+              st.y_stride = N;
+              prog.store(st, BK::Activations, static_cast<uint32_t>(at));
+            } else {
+              isa::Load ld = rows_load(hw::Scratchpad::kAct, sp, static_cast<uint32_t>(mt), m_stride);
+              ld.row_elems = elems;
+              ld.y = static_cast<uint16_t>(count);
+              ld.y_stride = N;
+              prog.load(ld, buffer, static_cast<uint32_t>(at));
+            }
+          }
+        };
+        for (int64_t row0 = 0; row0 < M; row0 += Mt) {
+          const int64_t mt = std::min(Mt, M - row0);
+          const auto rows = static_cast<uint32_t>(mt * LB);
+          const uint32_t A = reserved, B = A + rows, C = B + rows;
+          blocks(false, BK::Activations, A, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+          blocks(false, b_buffer, B, b_off, mt, 0);
+          compute(A, B, C, rows);
+          blocks(true, BK::Activations, A, out_off + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+        }
+        return;
       }
+      if (!L.broadcast_channels) {
+        const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+        for (uint64_t r0 = 0; r0 < rows; r0 += capacity) {
+          const auto n = static_cast<uint32_t>(std::min(capacity, rows - r0));
+          const uint32_t A = reserved, B = A + n, C = B + n;
+          prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+          load_b(B, n, N, b_off + r0 * N);
+          compute(A, B, C, n);
+          store_rows(A, n, out_off + r0 * N);
+        }
+        return;
+      }
+      // b = one row block per channel block: its CB rows are replicated over each pixel by a
+      // stride-0 LOAD (per image when b has a batch dimension).
+      const auto& a = in_shapes[0];
+      const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
+      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(capacity) / CB);
+      for (int64_t b = 0; b < a[0]; ++b)
+        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
+          const int64_t np = std::min(chunk_px, pixels - p0);
+          const auto n = static_cast<uint32_t>(np * CB);
+          const uint32_t A = reserved, B = A + n, C = B + n;
+          const uint64_t at = static_cast<uint64_t>((b * pixels + p0) * Cp);
+          prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + at));
+          isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
+          ld.y = static_cast<uint16_t>(np);
+          ld.y_stride = 0;
+          prog.load(ld, b_buffer, static_cast<uint32_t>(b_off + (L.b_per_image ? b * Cp : 0)));
+          compute(A, B, C, n);
+          store_rows(A, n, out_off + at);
+        }
+    };
+    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P.
+    auto vec_binary = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
+                          const QParams& out) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = static_cast<uint16_t>(P),
+                        .r = static_cast<uint16_t>(rows), .zero_point = static_cast<int8_t>(out.zero_point),
+                        .src_sr = 1, .dst_sr = 1};
+      prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
+    };
+    // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
+    auto add_params = [&](const QParams& qa, const QParams& qbb, double sign, const QParams& out) {
+      const double ma = qa.scale / static_cast<double>(out.scale), mb = sign * qbb.scale / static_cast<double>(out.scale);
+      const int32_t sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
+      return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(ma, sh))),
+                               static_cast<int32_t>(std::llround(std::ldexp(mb, sh))), sh, qa.zero_point, qbb.zero_point);
+    };
+    auto mul_params = [&](const QParams& qa, const QParams& qbb, const QParams& out) {
+      const double m = static_cast<double>(qa.scale) * qbb.scale / out.scale;
+      const int32_t sh = shared_shift(m);
+      return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qa.zero_point,
+                               qbb.zero_point);
+    };
+    auto load_params = [&](uint64_t first, uint32_t count) {
+      isa::Load pl;
+      pl.sp = hw::Scratchpad::kAcc;
+      pl.x = static_cast<uint16_t>(count);
+      pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
+      prog.load(pl, BK::Weights, static_cast<uint32_t>(first));
+    };
+    if (L.kind != Kind::kPRelu) {
+      load_params(L.kind == Kind::kAdd ? add_params(qx, qb, L.b_sign, qy) : mul_params(qx, qb, qy), 1);
+      const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
+      run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) { vec_binary(mode, 0, A, B, A, rows, qy); });
       return facts;
     }
-    if (!L.broadcast_channels) {
-      const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-      const uint64_t chunk = std::min<uint64_t>(act_rows / 2, 65535);
-      for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
-        const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-        emit(n, in_off[0] + r0 * N,
-             [&](uint32_t B) {
-               prog.load(rows_load(hw::Scratchpad::kAct, B, n, N), BK::Activations, static_cast<uint32_t>(in_off[1] + r0 * N));
-             },
-             out_off + r0 * N);
-      }
-      return facts;
+    // PRelu(x, a) = max(x, 0) + a·min(x, 0): two lookup tables split x into its positive part
+    // r and negative part n, VEC MUL forms p = a·n, VEC ADD y = r + p. The intermediates are
+    // quantised over the ranges the int8 codes of x and a can reach.
+    auto real = [](const QParams& q, int code) { return q.scale * static_cast<float>(code - q.zero_point); };
+    const float x_lo = std::min(real(qx, -128), 0.0f), x_hi = std::max(real(qx, 127), 0.0f);
+    const float a_lo = real(qb, -128), a_hi = real(qb, 127);
+    const QParams qn = activation_qparams(x_lo, 0.0f), qr = activation_qparams(0.0f, x_hi);
+    const QParams qp = activation_qparams(std::min({x_lo * a_lo, x_lo * a_hi, 0.0f}), std::max({x_lo * a_lo, x_lo * a_hi, 0.0f}));
+    const uint32_t table_rows = 256 / N;
+    const uint64_t tables = align_up(weights.size());
+    weights.resize(tables + 512, 0);
+    for (int q = -128; q < 128; ++q) {
+      const float v = real(qx, q);
+      weights[tables + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::min(v, 0.0f), qn));
+      weights[tables + 256 + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::max(v, 0.0f), qr));
     }
-    // b = [Nb, C, 1, 1]: its CB rows are replicated over each pixel by a stride-0 LOAD.
-    const auto& a = in_shapes[0];
-    const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
-    const int64_t chunk_px = std::max<int64_t>(1, std::min<int64_t>(act_rows / 2, 65535) / CB);
-    for (int64_t b = 0; b < a[0]; ++b)
-      for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
-        const int64_t np = std::min(chunk_px, pixels - p0);
-        const uint64_t a_dram = in_off[0] + static_cast<uint64_t>((b * pixels + p0) * Cp);
-        emit(static_cast<uint32_t>(np * CB), a_dram,
-             [&](uint32_t B) {
-               isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
-               ld.y = static_cast<uint16_t>(np);
-               ld.y_stride = 0;
-               prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[1] + b * Cp));
-             },
-             out_off + static_cast<uint64_t>((b * pixels + p0) * Cp));
-      }
+    prog.load(rows_load(hw::Scratchpad::kAct, 0, 2 * table_rows, N), BK::Weights, static_cast<uint32_t>(tables));
+    const uint64_t first = mul_params(qn, qb, qp);
+    add_params(qr, qp, 1.0, qy);
+    load_params(first, 2);
+    run_binary(2 * table_rows, 3, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
+      auto lut = [&](uint32_t table, uint32_t src, uint32_t dst) {
+        isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                          .param = static_cast<uint16_t>(table), .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+        prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+      };
+      lut(table_rows, A, C);                            // r = max(x, 0)
+      lut(0, A, A);                                     // n = min(x, 0)
+      vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qp);  // p = a·n
+      vec_binary(hw::VecMode::kAdd, 1, C, A, A, rows, qy);  // y = r + p
+    });
     return facts;
   }
   if (L.kind == Kind::kResize) {

@@ -399,9 +399,34 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.fn = [a](float x) { return x >= 0 ? x : a * x; };
   } else if (op == "PRelu") {
     bool ok;
-    const float a = scalar_constant(g, n.inputs.size() > 1 ? n.inputs[1] : -1, &ok);
-    if (!ok) return std::nullopt;
-    L.fn = [a](float x) { return x >= 0 ? x : a * x; };
+    const int slope = n.inputs.size() > 1 ? n.inputs[1] : -1;
+    const float a = scalar_constant(g, slope, &ok);
+    if (ok) {
+      L.fn = [a](float x) { return x >= 0 ? x : a * x; };
+      return L;
+    }
+    if (slope < 0) return std::nullopt;
+    // Slopes broadcast like ONNX (unidirectionally, from the right): the same shape, one row
+    // along the last axis of a dense x, or [C,1,1] / [1,C,1,1] per channel of a 4-D x.
+    const auto& xs = g.value(n.inputs[0]).shape;
+    const auto& ss = g.value(slope).shape;
+    const bool per_channel = xs.size() == 4 && ((ss.size() == 3 && ss[0] == xs[1] && ss[1] == 1 && ss[2] == 1) ||
+                                                (ss.size() == 4 && ss[0] == 1 && ss[1] == xs[1] && ss[2] == 1 && ss[3] == 1));
+    const bool last = xs.size() != 4 && !ss.empty() && ss.size() <= xs.size() && ss.back() == xs.back() &&
+                      std::all_of(ss.begin(), ss.end() - 1, [](int64_t d) { return d == 1; });
+    L.kind = EltLayer::Kind::kPRelu;
+    if (g.is_constant(slope)) {
+      if (!per_channel && !last) return std::nullopt;
+      const Tensor t = to_float(*g.value(slope).constant);
+      L.const_b.assign(t.as<float>().begin(), t.as<float>().end());
+    } else {
+      L.inputs.push_back(slope);
+      if (ss == xs) return L;
+      if (!per_channel && !last) return std::nullopt;
+    }
+    L.broadcast_channels = per_channel;
+    L.broadcast_last = !per_channel;
+    L.b_per_image = false;
   } else if (op == "Clip") {
     float lo = n.attr_float("min", -INFINITY), hi = n.attr_float("max", INFINITY);
     for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {

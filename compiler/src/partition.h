@@ -66,8 +66,10 @@ struct EltLayer {
   // lower_copy); the output keeps the input's quantisation.
   // kReshapeCopy: a reshape between a 4-D NHWC value and a dense one (a strided copy).
   // kResize: nearest-neighbour Resize of the H and W axes of an NHWC value (pixel gathers).
+  // kPRelu: x with a slope tensor (dynamic, or constant per channel / along the last axis);
+  // a scalar constant slope is a kLut.
   enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat, kReshapeCopy,
-                    kResize };
+                    kResize, kPRelu };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -75,7 +77,9 @@ struct EltLayer {
   std::function<float(float)> fn;  // kLut: the real-valued function the table samples
   float b_sign = 1.0f;             // kAdd: -1 for Sub
   bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
-  bool broadcast_last = false;     // kMul/kAdd: dense a [..., L] against b [L] (or [1, .., L])
+  bool broadcast_last = false;     // kMul/kAdd/kPRelu: dense a [..., L] against b [L] (or [1, .., L])
+  bool b_per_image = true;         // broadcast_channels: b has one row block per image (else one for all)
+  std::vector<float> const_b;      // kPRelu: constant slopes (per channel, or one row along the last axis)
   std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
