@@ -11,6 +11,7 @@ movement.onnx    data movement and dynamic operands: Gemm, Transpose, MatMul of 
 dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), then Relu
 cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize nearest x2, Conv 1x1,
                  PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
+runtime_operands.onnx  Clip whose min/max are scalar graph inputs, then PRelu with a slope input [40]
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
 Weights come from a fixed seed, so the files are reproducible.
@@ -168,6 +169,20 @@ def cnn_ops(rng):
                              producer_name="npu make_models.py")
 
 
+def runtime_operands():
+    graph = helper.make_graph(
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["c"], name="clip"),
+         helper.make_node("PRelu", ["c", "slope"], ["y"], name="prelu")],
+        "runtime_operands",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 40]),
+         helper.make_tensor_value_info("lo", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("hi", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("slope", TensorProto.FLOAT, [40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 40])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -178,6 +193,7 @@ def main():
     save(movement(np.random.default_rng(11)), os.path.join(out, "movement.onnx"))
     save(cnn_ops(np.random.default_rng(12)), os.path.join(out, "cnn_ops.onnx"))
     save(dynamic_conv(), os.path.join(out, "dynamic_conv.onnx"))
+    save(runtime_operands(), os.path.join(out, "runtime_operands.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),

@@ -265,8 +265,11 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       if (const auto* e = std::get_if<EltLayer>(&op)) {
         if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
             e->kind == EltLayer::Kind::kTranspose || e->kind == EltLayer::Kind::kReshapeCopy ||
-            e->kind == EltLayer::Kind::kResize)
+            e->kind == EltLayer::Kind::kResize || e->kind == EltLayer::Kind::kClip)
           same_quant[e->output] = e->inputs[0];
+        // Clip's run-time bounds are quantised like x, so that int8 codes compare like reals.
+        if (e->kind == EltLayer::Kind::kClip)
+          for (size_t k = 1; k < e->inputs.size(); ++k) same_quant[e->inputs[k]] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
       }
     }
@@ -319,6 +322,11 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         }
       }
     }
+  std::set<int> device_scalars;  // rank-0 values that still get a device view (Clip bounds)
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops)
+      if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
+        for (size_t k = 1; k < e->inputs.size(); ++k) device_scalars.insert(e->inputs[k]);
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   std::map<int, uint64_t> act_size;
@@ -338,7 +346,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       qp[v] = activation_qparams(lo, hi);
     }
     const std::vector<int64_t>& shape = g.value(v).shape;
-    if (g.is_constant(v) || shape.empty()) return;
+    if (g.is_constant(v) || (shape.empty() && !device_scalars.count(v))) return;
     std::vector<int64_t> strides(shape.size(), 1);
     uint64_t bytes = device_bytes(shape, N);
     if (auto it = layout.find(v); it != layout.end()) {

@@ -771,6 +771,88 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     });
     return facts;
   }
+  if (L.kind == Kind::kClip) {
+    // Clip with run-time bounds. A bound's one int8 code (quantised like x, so codes compare
+    // like reals) is spread over all lanes and rows by a GEMM against a tile whose row 0 is
+    // all ones (act stride r = 0 repeats the one input row), then REQUANT by 1 writes the
+    // rows back to ACT. max(x, lo) is a VEC MAXPOOL over the 2-row window {x row, lo row};
+    // min(y, hi) = NOT max(NOT y, NOT hi), where NOT q = −1 − q is an exact, decreasing
+    // int8 lookup table. Constant bounds are the last instruction's clamp.
+    const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+    const uint32_t table_rows = 256 / N;
+    const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+    const bool has_lo = L.lo_input >= 0, has_hi = L.hi_input >= 0;
+    // ACT: NOT table | bound source rows (2) | x chunk A | lo rows | hi rows.
+    const uint32_t S = table_rows, A = S + 2;
+    const uint64_t chunk = std::min<uint64_t>({(act_rows - A) / 3, acc_rows - 3, 65535, rows});
+    const uint32_t LO = static_cast<uint32_t>(A + chunk), HI = static_cast<uint32_t>(LO + chunk);
+    const uint64_t blob = align_up(weights.size());
+    weights.resize(blob + 256 + uint64_t{N} * N + 3 * uint64_t{N} * 4, 0);
+    for (int q = -128; q < 128; ++q) weights[blob + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(static_cast<int8_t>(-1 - q));
+    const uint64_t ones = blob + 256, params = ones + uint64_t{N} * N;
+    for (uint32_t n = 0; n < N; ++n) weights[ones + n] = 1;  // tile row 0
+    put_u32(weights, params + uint64_t{N} * 4, 1);              // REQUANT: bias 0, multiplier 1, shift 0
+    for (uint32_t n = 1; n < N; ++n) put_u32(weights, params + uint64_t{N} * 4 + n * 4, 1);
+    prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(blob));
+    prog.load(rows_load(hw::Scratchpad::kWgt, 0, N, N), BK::Weights, static_cast<uint32_t>(ones));
+    {
+      isa::Load pl = rows_load(hw::Scratchpad::kAcc, 0, 3, 4 * N);
+      prog.load(pl, BK::Weights, static_cast<uint32_t>(params));
+    }
+    auto lut_not = [&](uint32_t src, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
+                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+    };
+    auto spread = [&](uint32_t source_row, uint64_t dram, uint32_t dst) {
+      isa::Load ld = rows_load(hw::Scratchpad::kAct, source_row, 1, N);
+      ld.row_elems = 1;
+      prog.load(ld, BK::Activations, static_cast<uint32_t>(dram));
+      isa::Gemm gm;
+      gm.clear = true;
+      gm.act = static_cast<uint16_t>(source_row);
+      gm.acc = 3;
+      gm.r = static_cast<uint16_t>(chunk);
+      gm.act_sr = 0;
+      gm.acc_sr = 1;
+      prog.gemm(gm);
+      isa::VecRequant vq;
+      vq.src = 3;
+      vq.dst = static_cast<uint16_t>(dst);
+      vq.param = 0;
+      vq.r = static_cast<uint16_t>(chunk);
+      vq.src_sr = 1;
+      vq.dst_sr = 1;
+      prog.vec(vq);
+    };
+    size_t next = 1;
+    if (has_lo) spread(S, in_off[next++], LO);
+    if (has_hi) {
+      spread(S + 1, in_off[next++], HI);
+      lut_not(HI, HI, static_cast<uint32_t>(chunk), -128, 127);
+    }
+    const int8_t lo_c = quantize_bound(L.clip_lo, qy, -128), hi_c = quantize_bound(L.clip_hi, qy, 127);
+    auto maxpool2 = [&](uint32_t src, uint32_t other, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
+                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      prog.vec_words(vec_mode(v, hw::VecMode::kMaxpool, 0, 1, 2, other - src));
+    };
+    for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+      prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+      // In place in A (each VEC row reads only its own rows); the window's second row lies
+      // above A (wys > 0).
+      if (has_lo) maxpool2(A, LO, A, n, has_hi ? -128 : lo_c, has_hi ? 127 : hi_c);
+      if (has_hi) {
+        lut_not(A, A, n, -128, 127);
+        maxpool2(A, HI, A, n, -128, 127);
+        lut_not(A, A, n, lo_c, hi_c);
+      }
+      store_rows(A, n, out_off + r0 * N);
+    }
+    facts.scratchpad_bytes = static_cast<uint64_t>(HI + chunk) * N + static_cast<uint64_t>(3 + chunk) * N * 4 + uint64_t{N} * N;
+    return facts;
+  }
   if (L.kind == Kind::kResize) {
     // Nearest resize, per channel block and output row: LOAD gathers the distinct input
     // pixels the row uses (runs of equal column step are one LOAD), STOREs scatter them to

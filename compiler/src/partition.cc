@@ -429,11 +429,25 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.b_per_image = false;
   } else if (op == "Clip") {
     float lo = n.attr_float("min", -INFINITY), hi = n.attr_float("max", INFINITY);
+    bool dynamic = false;
     for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
-      if (n.inputs[k] < 0) continue;
+      const int v = n.inputs[k];
+      if (v < 0) continue;
       bool ok;
-      (k == 1 ? lo : hi) = scalar_constant(g, n.inputs[k], &ok);
-      if (!ok) return std::nullopt;
+      (k == 1 ? lo : hi) = scalar_constant(g, v, &ok);
+      if (ok) continue;
+      // A bound fed at run time: a float scalar input of this node alone.
+      if (!g.value(v).shape.empty() || g.value(v).dtype != DType::kF32 || !sole_graph_input(g, v, ni))
+        return std::nullopt;
+      (k == 1 ? L.lo_input : L.hi_input) = v;
+      L.inputs.push_back(v);
+      dynamic = true;
+    }
+    if (dynamic) {
+      L.kind = EltLayer::Kind::kClip;
+      L.clip_lo = L.lo_input >= 0 ? -INFINITY : lo;
+      L.clip_hi = L.hi_input >= 0 ? INFINITY : hi;
+      return L;
     }
     L.fn = [lo, hi](float x) { return std::clamp(x, lo, hi); };
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
@@ -674,8 +688,12 @@ std::string npu_layer_op(const NpuLayer& layer) {
 // a job, and shape arithmetic on them must stay exact).
 bool all_float(const Graph& g, const NpuLayer& layer) {
   auto ok = [&](int v) { return v >= 0 && g.value(v).dtype == DType::kF32 && !g.value(v).shape.empty(); };
-  for (int v : npu_layer_inputs(layer))
-    if (!ok(v)) return false;
+  const auto* e = std::get_if<EltLayer>(&layer);
+  for (int v : npu_layer_inputs(layer)) {
+    // Clip's run-time bounds are float scalars on purpose (see EltLayer::lo_input).
+    const bool scalar_bound = e && e->kind == EltLayer::Kind::kClip && (v == e->lo_input || v == e->hi_input);
+    if (!(scalar_bound ? v >= 0 && g.value(v).dtype == DType::kF32 : ok(v))) return false;
+  }
   return ok(npu_layer_output(layer));
 }
 

@@ -69,7 +69,7 @@ struct EltLayer {
   // kPRelu: x with a slope tensor (dynamic, or constant per channel / along the last axis);
   // a scalar constant slope is a kLut.
   enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat, kReshapeCopy,
-                    kResize, kPRelu };
+                    kResize, kPRelu, kClip };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -80,6 +80,10 @@ struct EltLayer {
   bool broadcast_last = false;     // kMul/kAdd/kPRelu: dense a [..., L] against b [L] (or [1, .., L])
   bool b_per_image = true;         // broadcast_channels: b has one row block per image (else one for all)
   std::vector<float> const_b;      // kPRelu: constant slopes (per channel, or one row along the last axis)
+  // kClip with a bound fed at run time (a rank-0 graph input, quantised like x): inputs are
+  // {x, then the dynamic bounds}; constant bounds stay clamp immediates.
+  int lo_input = -1, hi_input = -1;
+  float clip_lo = -INFINITY, clip_hi = INFINITY;
   std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
