@@ -14,6 +14,8 @@
 #include <random>
 #include <set>
 
+#include "calibration.h"
+#include "export_qdq.h"
 #include "ir.h"
 #include "lower.h"
 #include "npu/compiler/image.h"
@@ -21,6 +23,7 @@
 #include "partition.h"
 #include "passes.h"
 #include "program.h"
+#include "qdq.h"
 #include "quantize.h"
 
 namespace npu::compiler {
@@ -175,6 +178,13 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     return make_error(StatusCode::kInvalidArgument, "array dim " + std::to_string(N) + " is not one of 8, 16, 32");
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
+  // Before constant folding, which would turn dequantised weights into plain floats.
+  QdqSummary qdq;
+  NPU_RETURN_IF_ERROR(fold_qdq(g, &qdq));
+  if (qdq.activation_pairs || qdq.weights)
+    say("quantised model: " + std::to_string(qdq.activation_pairs) + " QuantizeLinear/DequantizeLinear pair(s) and " +
+        std::to_string(qdq.weights) + " quantised weight(s) keep the model's scales and zero points");
+  for (const std::string& note : qdq.notes) say("note: " + note + " (left as a graph node)");
   int folded_constants = 0, folded_bn = 0;
   NPU_RETURN_IF_ERROR(fold_constants(g, &folded_constants));
   NPU_RETURN_IF_ERROR(fold_batchnorm(g, &folded_bn));
@@ -216,7 +226,24 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         g.values[v].dtype = env[v].dtype;
       }
   }
-  say("calibrated on " + std::to_string(samples.size()) + " sample(s)");
+  if (options.calibration_method.kind != CalibrationMethod::Kind::kMinMax) {
+    // Second pass: |x| histograms up to each value's absolute maximum, then the method's
+    // threshold clips the min/max range. Values with a declared quantisation keep theirs.
+    std::map<int, AbsHistogram> histograms;
+    for (const auto& [v, range] : ranges)
+      if (!g.value(v).quant && !g.is_constant(v))  // weights have their own per-channel scales
+        histograms.emplace(v, AbsHistogram(std::max(std::fabs(range.first), std::fabs(range.second))));
+    for (const auto& sample : samples) {
+      NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, sample));
+      for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
+    }
+    for (auto& [v, h] : histograms)
+      ranges[v] = calibrated_range(options.calibration_method, ranges[v].first, ranges[v].second, &h);
+  }
+  say("calibrated on " + std::to_string(samples.size()) + " sample(s)" +
+      (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
+       : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
+                                                                              : " (percentile)"));
   const std::vector<std::pair<size_t, Tensor>> specialized = specialize_shape_inputs(g, samples);
   for (const auto& [i, t] : specialized)
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
@@ -244,6 +271,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
   // is the real value 0 (depthwise convolutions correct their border biases instead).
   std::set<int> symmetric;
+  // Values whose lowering is only correct with zero point 0 (even against a QDQ model's
+  // declared parameters): dynamic GEMM/conv operands and ConvTranspose inputs.
+  std::set<int> zero_point_zero;
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
   std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
@@ -251,21 +281,22 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       if (const auto* c = std::get_if<ConvLayer>(&op)) {
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
         // ConvTranspose: the zero-point correction would depend on the output position.
-        if (c->transposed) symmetric.insert(c->input);
+        if (c->transposed) zero_point_zero.insert(c->input);
         if (c->weight_input >= 0) {  // unknown weights: no zero-point correction is possible
-          symmetric.insert(c->input);
-          symmetric.insert(c->weight_input);
+          zero_point_zero.insert(c->input);
+          zero_point_zero.insert(c->weight_input);
         }
       }
       if (const auto* f = std::get_if<FcLayer>(&op))
         if (f->weight_input >= 0) {
-          symmetric.insert(f->input);
-          symmetric.insert(f->weight_input);
+          zero_point_zero.insert(f->input);
+          zero_point_zero.insert(f->weight_input);
         }
       if (const auto* e = std::get_if<EltLayer>(&op)) {
         if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
-            e->kind == EltLayer::Kind::kTranspose || e->kind == EltLayer::Kind::kReshapeCopy ||
-            e->kind == EltLayer::Kind::kResize || e->kind == EltLayer::Kind::kClip)
+            e->kind == EltLayer::Kind::kRepack || e->kind == EltLayer::Kind::kTranspose ||
+            e->kind == EltLayer::Kind::kReshapeCopy || e->kind == EltLayer::Kind::kResize ||
+            e->kind == EltLayer::Kind::kClip)
           same_quant[e->output] = e->inputs[0];
         // Clip's run-time bounds are quantised like x, so that int8 codes compare like reals.
         if (e->kind == EltLayer::Kind::kClip)
@@ -274,8 +305,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
-  for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it)
+  for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it) {
     if (symmetric.count(it->first)) symmetric.insert(it->second);
+    if (zero_point_zero.count(it->first)) zero_point_zero.insert(it->second);
+  }
   // Device layouts chosen per operand (element strides in the float shape's order) instead
   // of the default (NHWC for 4-D, dense otherwise): dynamic GEMM/conv operands, whose rows
   // must be what the WGT/ACT scratchpads load. Only graph inputs of one node (partition
@@ -334,11 +367,20 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::function<void(int)> place = [&](int v) {
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
+    const std::optional<DeclaredQuant>& declared = g.value(v).quant;
     if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
       qp[v] = iq->second();  // its layer's operands are placed first (npu_layer_inputs order)
     } else if (auto sq = same_quant.find(v); sq != same_quant.end()) {
+      // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+    } else if (zero_point_zero.count(v)) {
+      const float m = std::max({std::fabs(lo), std::fabs(hi), 1e-6f});
+      qp[v] = QParams{m / 127.0f, 0};
+    } else if (declared && declared->scale.size() == 1) {
+      // The model's own parameters; padded convolutions correct their borders for a
+      // non-zero zero point (lower_conv_layer), so they are honoured as declared.
+      qp[v] = QParams{declared->scale[0], declared->zero_point[0]};
     } else if (symmetric.count(v)) {
       const float m = std::max({std::fabs(lo), std::fabs(hi), 1e-6f});
       qp[v] = QParams{m / 127.0f, 0};
@@ -374,6 +416,12 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       for (int v : npu_layer_inputs(op)) place(v);
       place(npu_layer_output(op));
     }
+  if (!options.export_qdq_path.empty()) {
+    std::set<int> quantised;
+    for (const auto& [v, off] : act_offset) quantised.insert(v);
+    NPU_RETURN_IF_ERROR(write_qdq_model(g, steps, qp, quantised, options.export_qdq_path));
+    say("wrote the quantised graph as a QDQ ONNX model to " + options.export_qdq_path);
+  }
 
   // Memory planning: each device value lives from its first to its last use, in layer order
   // (graph inputs from the start, graph outputs to the end, values a segment exchanges with

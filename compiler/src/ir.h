@@ -14,11 +14,21 @@
 
 namespace npu::compiler {
 
+// Quantisation a model declares for a value through QuantizeLinear/DequantizeLinear
+// (compiler/src/qdq.h): int8 codes, real = scale[c] * (q - zero_point[c]) with c the index
+// along `axis` (per-tensor: one entry, axis -1). uint8 models are already shifted by -128.
+struct DeclaredQuant {
+  std::vector<float> scale;
+  std::vector<int32_t> zero_point;
+  int64_t axis = -1;
+};
+
 struct Value {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   std::optional<Tensor> constant;  // initializers and folded constants
+  std::optional<DeclaredQuant> quant;  // from the model's Q/DQ nodes; overrides calibration
 };
 
 struct Node {

@@ -15,6 +15,36 @@ void put_u32(std::vector<uint8_t>& blob, uint64_t at, uint32_t v) { std::memcpy(
 
 }  // namespace
 
+std::vector<float> fc_weight_scales(const FcLayer& L) {
+  if (!L.weight_scales.empty()) return L.weight_scales;
+  std::vector<float> scales(static_cast<size_t>(L.N));
+  for (int64_t j = 0; j < L.N; ++j) {
+    float mx = 0;
+    for (int64_t k = 0; k < L.K; ++k) mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>(k * L.N + j)]));
+    scales[static_cast<size_t>(j)] = mx > 0 ? mx / 127.0f : 1.0f;
+  }
+  return scales;
+}
+
+std::vector<float> conv_weight_scales(const ConvLayer& L) {
+  if (!L.weight_scales.empty()) return L.weight_scales;
+  const int64_t per_channel = static_cast<int64_t>(L.weights.size()) / std::max<int64_t>(L.Cout, 1);
+  std::vector<float> scales(static_cast<size_t>(L.Cout));
+  for (int64_t c = 0; c < L.Cout; ++c) {
+    float mx = 0;
+    for (int64_t k = 0; k < per_channel; ++k)
+      mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>(c * per_channel + k)]));
+    scales[static_cast<size_t>(c)] = mx > 0 ? mx / 127.0f : 1.0f;
+  }
+  return scales;
+}
+
+int8_t quantize_weight(float w, float scale, bool declared) {
+  // Chosen scales keep the range symmetric (-127..127); declared ones reproduce the model's
+  // codes, which may use -128.
+  return static_cast<int8_t>(std::clamp(std::nearbyint(w / scale), declared ? -128.0f : -127.0f, 127.0f));
+}
+
 Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                   Program& prog, const DynamicOperands& dyn) {
@@ -24,21 +54,19 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   const bool dynamic = L.weight_input >= 0;
   const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
   const uint64_t tile_bytes = uint64_t{N} * N;
-  // Per-output-channel weight scales: symmetric int8 of constant weights, or the dynamic B's
-  // one per-tensor scale with alpha folded in.
+  // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
+  // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
   std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
   std::vector<int8_t> wq;
   uint64_t tiles_off = 0;
   if (!dynamic) {
+    const std::vector<float> scales = fc_weight_scales(L);
     wq.resize(static_cast<size_t>(L.K * L.N));
     for (int64_t j = 0; j < L.N; ++j) {
-      float mx = 0;
-      for (int64_t k = 0; k < L.K; ++k) mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>(k * L.N + j)]));
-      const float s = mx > 0 ? mx / 127.0f : 1.0f;
-      sw[static_cast<size_t>(j)] = s;
+      sw[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)];
       for (int64_t k = 0; k < L.K; ++k)
-        wq[static_cast<size_t>(k * L.N + j)] =
-            static_cast<int8_t>(std::clamp(std::nearbyint(L.weights[static_cast<size_t>(k * L.N + j)] / s), -127.0f, 127.0f));
+        wq[static_cast<size_t>(k * L.N + j)] = quantize_weight(L.weights[static_cast<size_t>(k * L.N + j)],
+                                                               scales[static_cast<size_t>(j)], !L.weight_scales.empty());
     }
     tiles_off = align_up(weights.size());
     weights.resize(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes, 0);
@@ -197,21 +225,6 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
 
 namespace {
 
-// Per-output-channel symmetric int8 weights; returns the scales.
-std::vector<float> channel_scales(const std::vector<float>& w, int64_t channels, int64_t per_channel) {
-  std::vector<float> scales(static_cast<size_t>(channels));
-  for (int64_t c = 0; c < channels; ++c) {
-    float mx = 0;
-    for (int64_t k = 0; k < per_channel; ++k) mx = std::max(mx, std::fabs(w[static_cast<size_t>(c * per_channel + k)]));
-    scales[static_cast<size_t>(c)] = mx > 0 ? mx / 127.0f : 1.0f;
-  }
-  return scales;
-}
-
-int8_t qweight(float w, float scale) {
-  return static_cast<int8_t>(std::clamp(std::nearbyint(w / scale), -127.0f, 127.0f));
-}
-
 int8_t quantize_bound(float v, const QParams& q, int8_t fallback) {
   if (!std::isfinite(v)) return fallback;
   return static_cast<int8_t>(std::clamp(std::nearbyint(v / q.scale) + static_cast<float>(q.zero_point), -128.0f, 127.0f));
@@ -262,10 +275,9 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
   const int64_t Cp = CB * N, Coutp = NB * N;
   const int64_t Wp = L.W + L.pad_l + L.pad_r;
-  const int64_t per_out = L.depthwise ? taps : L.C * taps;
   const bool dynamic = L.weight_input >= 0;
   const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
-                                        : channel_scales(L.weights, L.Cout, per_out);
+                                        : conv_weight_scales(L);
 
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
@@ -279,17 +291,24 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
-  std::vector<int8_t> wq_dw(L.depthwise ? static_cast<size_t>(L.Cout * taps) : 0);
+  // Padding is the real zero only when the input zero point is 0; otherwise border pixels
+  // get their own biases (below). Depthwise convolutions always take that path.
+  const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
+  const bool border_bias = L.depthwise || (padded && qx.zero_point != 0);
+  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
+  std::vector<int8_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
   for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
       for (int64_t t = 0; t < taps; ++t) {
-        const int8_t q = qweight(L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)], s);
+        const int8_t q = quantize_weight(L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)], s,
+                                         !L.weight_scales.empty());
         wsum[static_cast<size_t>(co)] += q;
+        if (border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
         uint64_t at;
         if (L.depthwise) {
           at = w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N);
-          wq_dw[static_cast<size_t>(co * taps + t)] = q;
         } else {
           const int64_t nb = co / N, cb = ci / N;
           at = w_off + static_cast<uint64_t>((nb * taps + t) * CB + cb) * tile_bytes +
@@ -298,9 +317,9 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         weights[at] = static_cast<uint8_t>(q);
       }
   }
-  // Depthwise: the DMA pads with 0, but the real zero is the input zero point. Output pixels
-  // are grouped by which taps fall inside the image (row class × column class); each group
-  // gets a bias that subtracts zx·Σ(valid taps' weights), so padding counts as real zero.
+  // Border biases: the DMA pads with 0, but the real zero is the input zero point. Output
+  // pixels are grouped by which taps fall inside the image (row class × column class); each
+  // group gets a bias that subtracts zx·Σ(valid taps' weights), so padding counts as real zero.
   struct TapRange {
     int64_t lo, hi;
     bool operator==(const TapRange&) const = default;
@@ -316,7 +335,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   };
   std::vector<TapRange> row_kinds, col_kinds;
   std::vector<int> row_kind, col_kind;
-  if (L.depthwise) {
+  if (border_bias) {
     classes(L.OH, L.stride_h, L.pad_t, L.H, L.KH, &row_kinds, &row_kind);
     classes(L.OW, L.stride_w, L.pad_l, L.W, L.KW, &col_kinds, &col_kind);
   } else {
@@ -324,21 +343,38 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     col_kinds = {{0, L.KW}};
   }
   const int64_t regions = static_cast<int64_t>(row_kinds.size() * col_kinds.size());
-  const int64_t param_blocks = L.depthwise ? regions * CB : NB;  // 3 ACC rows each
+  // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
+  // [oy0, oy0 + oh) and columns [c0, c1) whose pixels share one tap-validity class.
+  auto for_each_region = [&](int64_t oy0, int64_t oh, const auto& emit) {
+    for (int64_t r0 = oy0; r0 < oy0 + oh;) {
+      int64_t r1 = r0 + 1;
+      while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+      for (int64_t c0 = 0; c0 < L.OW;) {
+        int64_t c1 = c0 + 1;
+        while (c1 < L.OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+        emit(r0, r1, c0, c1,
+             row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) + col_kind[static_cast<size_t>(c0)]);
+        c0 = c1;
+      }
+      r0 = r1;
+    }
+  };
+  const int64_t param_blocks = regions * (L.depthwise ? CB : NB);  // 3 ACC rows each
   weights.resize(p_off + static_cast<uint64_t>(param_blocks) * 3 * N * 4, 0);
   for (int64_t co = 0; co < L.Cout; ++co) {
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-    if (L.depthwise) {
+    if (border_bias) {
       for (size_t rk = 0; rk < row_kinds.size(); ++rk)
         for (size_t ck = 0; ck < col_kinds.size(); ++ck) {
           int64_t valid = 0;
-          for (int64_t ky = row_kinds[rk].lo; ky < row_kinds[rk].hi; ++ky)
-            for (int64_t kx = col_kinds[ck].lo; kx < col_kinds[ck].hi; ++kx)
-              valid += wq_dw[static_cast<size_t>(co * taps + ky * L.KW + kx)];
+          for (int64_t ci = 0; ci < cin_per_out; ++ci)
+            for (int64_t ky = row_kinds[rk].lo; ky < row_kinds[rk].hi; ++ky)
+              for (int64_t kx = col_kinds[ck].lo; kx < col_kinds[ck].hi; ++kx)
+                valid += wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + ky * L.KW + kx)];
           const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(co)] / in_scale) - int64_t{qx.zero_point} * valid;
-          const int64_t block = (static_cast<int64_t>(rk * col_kinds.size() + ck) * CB + co / N);
+          const int64_t block = static_cast<int64_t>(rk * col_kinds.size() + ck) * (L.depthwise ? CB : NB) + co / N;
           const uint64_t row = p_off + static_cast<uint64_t>(block) * 3 * N * 4, lane = static_cast<uint64_t>(co % N) * 4;
           put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
           put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
@@ -438,14 +474,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         if (L.depthwise) {
           // DWCONV reads ACT directly: channel block nb of the input is output block nb. One
           // instruction per rectangle of output pixels that share a tap-validity class.
-          for (int64_t r0 = oy0; r0 < oy0 + oh;) {
-            int64_t r1 = r0 + 1;
-            while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-            for (int64_t c0 = 0; c0 < L.OW;) {
-              int64_t c1 = c0 + 1;
-              while (c1 < L.OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-              const int64_t region = row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) +
-                                     col_kind[static_cast<size_t>(c0)];
+          for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
               const int64_t local = r0 - oy0;
               const isa::VecRequant base{
                   .bias = true,
@@ -461,10 +490,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
               w[6] |= static_cast<uint32_t>(nb * taps) << 16;
               w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
               prog.vec_words(w);
-              c0 = c1;
-            }
-            r0 = r1;
-          }
+          });
           facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
         } else {
           if (!weights_fit) load_weights(nb, 1);
@@ -498,7 +524,23 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
           vq.zero_point = static_cast<int8_t>(qy.zero_point);
           vq.clamp_lo = lo;
           vq.clamp_hi = hi;
-          prog.vec(vq);
+          if (!border_bias) {
+            prog.vec(vq);
+          } else {
+            // One REQUANT per rectangle of output pixels sharing a tap-validity class.
+            for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+                const int64_t at = (r0 - oy0) * L.OW + c0;
+                isa::VecRequant part = vq;
+                part.src = static_cast<uint16_t>(vec_src + at);
+                part.dst = static_cast<uint16_t>(B + at);
+                part.param = static_cast<uint16_t>(P + 3 * (region * NB + nb));
+                part.o = static_cast<uint16_t>(r1 - r0);
+                part.src_so = static_cast<uint16_t>(L.OW);
+                part.dst_so = static_cast<uint16_t>(L.OW);
+                part.r = static_cast<uint16_t>(c1 - c0);
+                prog.vec(part);
+            });
+          }
         }
         isa::Store st;
         st.sp = hw::Scratchpad::kAct;
@@ -584,6 +626,43 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     st.x_stride = N;
     prog.store(st, BK::Activations, static_cast<uint32_t>(dram));
   };
+  if (L.kind == Kind::kRepack) {
+    // [B,C,1,1] (CB rows of N lanes per batch) <-> dense [B,C]: per batch, the full blocks and
+    // the tail block move as rows; a LOAD of fewer lanes zero-fills the padding lanes.
+    const bool to_dense = in_shapes[0].size() == 4;
+    const int64_t B = out_shape[0], C = out_shape[1], full = C / N, tail = C % N, CB = full + (tail ? 1 : 0);
+    if (CB > act_rows)
+      return make_error(StatusCode::kUnsupported, "'" + L.name + "': " + std::to_string(C) + " channels do not fit the scratchpad");
+    for (int64_t b = 0; b < B; ++b) {
+      const uint64_t padded = static_cast<uint64_t>(b * CB) * N, dense = static_cast<uint64_t>(b * C);
+      if (to_dense) {
+        prog.load(rows_load(hw::Scratchpad::kAct, 0, static_cast<uint32_t>(CB), N), BK::Activations,
+                  static_cast<uint32_t>(in_off[0] + padded));
+      } else {
+        if (full) prog.load(rows_load(hw::Scratchpad::kAct, 0, static_cast<uint32_t>(full), N), BK::Activations,
+                            static_cast<uint32_t>(in_off[0] + dense));
+        if (tail) {
+          isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(full), 1, N);
+          ld.row_elems = static_cast<uint32_t>(tail);
+          prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + dense + full * N));
+        }
+      }
+      if (!to_dense) {
+        store_rows(0, static_cast<uint32_t>(CB), out_off + padded);
+        continue;
+      }
+      if (full) store_rows(0, static_cast<uint32_t>(full), out_off + dense);
+      if (tail) {
+        isa::Store st;
+        st.sp = hw::Scratchpad::kAct;
+        st.sp_base = static_cast<uint32_t>(full);
+        st.x = 1;
+        st.row_elems = static_cast<uint32_t>(tail);
+        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + dense + full * N));
+      }
+    }
+    return facts;
+  }
   if (L.kind == Kind::kLut) {
     const uint64_t table_off = align_up(weights.size());
     weights.resize(table_off + 256, 0);
@@ -1190,7 +1269,7 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
         for (int64_t t = 0; t < taps; ++t)
           weights[w_off + static_cast<uint64_t>(((m / N) * taps + t) * CB + c / N) * tile_bytes +
                   static_cast<uint64_t>(c % N) * N + static_cast<uint64_t>(m % N)] =
-              static_cast<uint8_t>(qweight(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)], sw[static_cast<size_t>(m)]));
+              static_cast<uint8_t>(quantize_weight(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)], sw[static_cast<size_t>(m)], false));
   }
   const uint64_t p_off = align_up(weights.size());
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);

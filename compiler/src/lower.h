@@ -15,6 +15,14 @@ struct LayerFacts {
   uint64_t scratchpad_bytes = 0;  // peak scratchpad use
 };
 
+// The per-output-channel weight scales the lowering uses: the model's declared ones (QDQ)
+// or max|w|/127. Shared with --export-qdq so that the exported model carries the same codes.
+std::vector<float> fc_weight_scales(const FcLayer& L);
+std::vector<float> conv_weight_scales(const ConvLayer& L);
+// One weight code: nearbyint(w / scale), clamped to -127..127 (chosen scales) or -128..127
+// (declared scales reproduce the model's codes).
+int8_t quantize_weight(float w, float scale, bool declared);
+
 // Quantises one FC layer (per-channel symmetric int8 weights, int32 bias with the input
 // zero point folded in, per-channel requantisation) into `weights`, and appends its
 // instructions to `prog`: input rows at `in_off` and output rows at `out_off` of the

@@ -1,6 +1,7 @@
 #include "partition.h"
 
 #include "npu/compiler/host_ops.h"
+#include "qdq.h"
 
 #include <algorithm>
 #include <optional>
@@ -121,6 +122,7 @@ std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& use
   for (int64_t k = 0; k < L.K; ++k)
     for (int64_t j = 0; j < L.N; ++j)
       L.weights[static_cast<size_t>(k * L.N + j)] = alpha * b[static_cast<size_t>(tb ? j * L.K + k : k * L.N + j)];
+  L.weight_scales = declared_weight_scales(g, n.inputs[1], tb ? 0 : 1, L.N, alpha);
   L.bias.assign(static_cast<size_t>(L.N), 0.0f);
   auto add_bias = [&](const Tensor& c, float scale) {
     if (c.element_count() != 1 && c.element_count() != L.N) return false;
@@ -229,7 +231,10 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   L.OW = (L.W + L.pad_l + L.pad_r - L.KW) / L.stride_w + 1;
   if (L.OH <= 0 || L.OW <= 0) return std::nullopt;
   if (dynamic && L.depthwise) return std::nullopt;  // DWCONV weights are per-lane rows, not tiles
-  if (!dynamic) L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
+  if (!dynamic) {
+    L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
+    L.weight_scales = declared_weight_scales(g, n.inputs[1], 0, L.Cout, 1.0f);
+  }
   L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
   if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.is_constant(n.inputs[2])) {
     // A dynamic bias is quantised with the scale s_x·s_w, known only per tensor.
@@ -497,12 +502,15 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     const bool in4 = in.size() == 4, out4 = out.size() == 4;
     L.kind = EltLayer::Kind::kView;
     if (in4 || out4) {
-      // The [N,C,1,1] <-> [N,C] family with C a multiple of the array dim keeps the bytes.
       const auto& four = in4 ? in : out;
       const auto& other = in4 ? out : in;
       if (!(in4 && out4) && four[2] == 1 && four[3] == 1 && other.size() == 2 && other[0] == four[0] &&
-          other[1] == four[1] && four[1] % array_dim == 0)
+          other[1] == four[1]) {
+        // The [N,C,1,1] <-> [N,C] family keeps the bytes when C is a multiple of the array dim,
+        // else its rows are copied (padded lanes).
+        if (four[1] % array_dim != 0) L.kind = EltLayer::Kind::kRepack;
         return L;
+      }
       if (in4 && out4) return std::nullopt;  // NHWC to NHWC is no affine walk of either side
       // A 4-D graph input of this node alone, or a 4-D graph output nobody reads, can be
       // stored dense instead of NHWC: then the reshape is free again.

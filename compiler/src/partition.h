@@ -20,6 +20,9 @@ struct FcLayer {
   int64_t M = 0, K = 0, N = 0;
   std::vector<float> weights;  // [K][N]
   std::vector<float> bias;     // [N]
+  // Per-output-channel weight scales the model declares (QDQ, qdq.h); empty: the compiler
+  // chooses max|w|/127.
+  std::vector<float> weight_scales;
   bool relu = false;
   std::vector<std::string> fused;  // nodes folded into this layer
   // Dynamic operands: graph values quantised at run time instead of constants. A dynamic B
@@ -54,6 +57,7 @@ struct ConvLayer {
   bool transposed = false;
   int64_t dil_h = 1, dil_w = 1;  // ConvTranspose only
   int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
+  std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   std::vector<std::string> fused;
 };
@@ -62,14 +66,16 @@ struct ConvLayer {
 struct EltLayer {
   // kView: Reshape/Flatten/Squeeze/Unsqueeze whose output has the same device bytes as its
   // input: no instructions, the output aliases the input.
+  // kRepack: the same reshapes between [N,C,1,1] (channels padded to the array dim) and dense
+  // [N,C] when C is not a multiple of it: the rows are copied (LOAD, STORE of C lanes).
   // kTranspose/kConcat: data movement only (DMA copies through the ACT scratchpad, see
   // lower_copy); the output keeps the input's quantisation.
-  // kReshapeCopy: a reshape between a 4-D NHWC value and a dense one (a strided copy).
+  // kReshapeCopy: any other reshape between a 4-D NHWC value and a dense one (a strided copy).
   // kResize: nearest-neighbour Resize of the H and W axes of an NHWC value (pixel gathers).
   // kPRelu: x with a slope tensor (dynamic, or constant per channel / along the last axis);
   // a scalar constant slope is a kLut.
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kTranspose, kConcat, kReshapeCopy,
-                    kResize, kPRelu, kClip };
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kRepack, kTranspose, kConcat,
+                    kReshapeCopy, kResize, kPRelu, kClip };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)

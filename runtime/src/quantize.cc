@@ -43,16 +43,56 @@ void walk(const TensorInfo& info, Fn&& fn) {
   }
 }
 
+// Calls fn(linear_index, byte_offset, coord, count, stride) for every innermost row in
+// row-major order: `count` elements from linear_index on, at byte_offset + k·stride; coord is
+// the row's first element.
+template <typename Fn>
+void walk_rows(const TensorInfo& info, Fn&& fn) {
+  const size_t rank = info.shape.size();
+  const int64_t n = info.element_count();
+  if (n == 0) return;
+  std::vector<int64_t> coord(rank, 0);
+  if (rank == 0) {
+    fn(0, info.device_offset, coord, 1, 0);
+    return;
+  }
+  const int64_t inner = info.shape[rank - 1];
+  const int64_t inner_stride = info.device_strides[rank - 1];
+  uint64_t offset = info.device_offset;
+  for (int64_t i = 0; i < n; i += inner) {
+    fn(i, offset, coord, inner, inner_stride);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++coord[d] < info.shape[d]) {
+        offset += static_cast<uint64_t>(info.device_strides[d]);
+        break;
+      }
+      offset -= static_cast<uint64_t>(info.device_strides[d]) * static_cast<uint64_t>(info.shape[d] - 1);
+      coord[d] = 0;
+    }
+  }
+}
+
+// nearbyint in the default rounding mode (ties to even; the runtime never changes the mode)
+// without a libm call, so that quantisation loops vectorise: adding and subtracting 1.5·2^23
+// rounds a float of magnitude below 2^23 to an integer; larger floats are integers already.
+float round_ties_even(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return std::fabs(v) < 8388608.0f ? (v + kMagic) - kMagic : v;
+}
+
 bool is_float(DType d) { return d == DType::kF32; }
+
+// quantize_int8, inlined into the quantisation loops.
+inline int8_t quantize_int8_inline(float x, float scale, int32_t zero_point) {
+  if (std::isnan(x)) return static_cast<int8_t>(std::clamp(zero_point, -128, 127));
+  // Ties to even under the default rounding mode, as ONNX QuantizeLinear.
+  const double q = static_cast<double>(round_ties_even(x / scale)) + zero_point;
+  return static_cast<int8_t>(std::clamp(q, -128.0, 127.0));
+}
 
 }  // namespace
 
-int8_t quantize_int8(float x, float scale, int32_t zero_point) {
-  if (std::isnan(x)) return static_cast<int8_t>(std::clamp(zero_point, -128, 127));
-  // Ties to even under the default rounding mode, as ONNX QuantizeLinear.
-  const double q = static_cast<double>(std::nearbyint(x / scale)) + zero_point;
-  return static_cast<int8_t>(std::clamp(q, -128.0, 127.0));
-}
+int8_t quantize_int8(float x, float scale, int32_t zero_point) { return quantize_int8_inline(x, scale, zero_point); }
 
 int32_t quantize_int32(float x, float scale, int32_t zero_point) {
   if (std::isnan(x)) return zero_point;
@@ -105,9 +145,24 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
   if (info.dtype == DType::kF32) {
     const float* src = reinterpret_cast<const float*>(t.data.data());
     if (info.device_dtype == DType::kI8) {
-      walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
+      // Row by row: the scale changes along the rows only when the axis is the innermost one.
+      const bool per_element_scale = q.axis >= 0 && q.scale.size() > 1 &&
+                                     static_cast<size_t>(q.axis) + 1 == info.shape.size();
+      walk_rows(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c, int64_t count, int64_t stride) {
+        const float* x = src + i;
+        std::byte* y = base + off;
+        if (per_element_scale) {
+          for (int64_t k = 0; k < count; ++k) {
+            const size_t si = std::min(static_cast<size_t>(k), q.scale.size() - 1);
+            y[k * stride] = static_cast<std::byte>(quantize_int8_inline(x[k], scale_at(q, si), zp_at(q, si)));
+          }
+          return;
+        }
         const size_t si = scale_index(q, c);
-        base[off] = static_cast<std::byte>(quantize_int8(src[i], scale_at(q, si), zp_at(q, si)));
+        const float scale = scale_at(q, si);
+        const int32_t zp = zp_at(q, si);
+        for (int64_t k = 0; k < count; ++k)
+          y[k * stride] = static_cast<std::byte>(quantize_int8_inline(x[k], scale, zp));
       });
     } else if (info.device_dtype == DType::kI32) {
       walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {

@@ -8,6 +8,7 @@
 
 #include "cycle_model.h"
 #include "mac_kernels.h"
+#include "vec_kernels.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
 
@@ -220,12 +221,39 @@ class FunctionalDevice final : public Device {
     return std::nullopt;
   }
 
-  // A STORE into the job's page table flushes the translation caches (timing only).
-  void note_store(uint32_t phys, uint32_t len) {
+  // The page of the last whole-row translation of a LOAD or STORE: the next rows on that page
+  // take its frame without a lookup (the same result: nothing changes a PTE between them,
+  // except a STORE into the page table, which resets the cursor).
+  struct PageCursor {
+    bool valid = false;
+    uint32_t page = 0;
+    uint32_t frame = 0;
+  };
+  std::optional<Fault> translate_row(uint32_t va, uint32_t len, bool write, PageCursor& cursor, Chunks* out) {
+    const uint32_t offset = va & kPageMask;
+    if (cursor.valid && (va >> kPageShift) == cursor.page && offset + len <= kPageMask + 1) {
+      out->count = 1;
+      out->phys[0] = cursor.frame | offset;
+      out->len[0] = len;
+      if (!phys_ok(out->phys[0], len)) return Fault{ErrorCode::kBusError, out->phys[0]};
+      return std::nullopt;
+    }
+    auto fault = translate_range(va, len, write, dtlb_, out);
+    if (!fault && out->count == 1) cursor = PageCursor{true, va >> kPageShift, out->phys[0] & ~kPageMask};
+    return fault;
+  }
+
+  // A STORE into the job's page table flushes the translation caches (timing only). Returns
+  // whether [phys, phys + len) is in the page table.
+  bool into_page_table(uint64_t phys, uint64_t len) const {
     const uint64_t pt_end = uint64_t{pt_base_} + 4ull * (1ull << (hw::kVaBits - kPageShift));
-    const bool into_page_table = phys < pt_end && uint64_t{phys} + len > pt_base_;
-    if (into_page_table) itlb_ = dtlb_ = Tlb{};
-    timing_.store_written(phys, len, into_page_table);
+    return phys < pt_end && phys + len > pt_base_;
+  }
+  bool note_store(uint32_t phys, uint32_t len) {
+    const bool into_pt = into_page_table(phys, len);
+    if (into_pt) itlb_ = dtlb_ = Tlb{};
+    timing_.store_written(phys, len, into_pt);
+    return into_pt;
   }
 
   // --- ring processing ---------------------------------------------------------------------
@@ -399,6 +427,64 @@ class FunctionalDevice final : public Device {
   }
 
   // --- LOAD / STORE --------------------------------------------------------------------------
+  // Rows are translated and checked one by one, in order, as the ISA defines; their copies are
+  // coalesced into one memcpy/memset per run of rows that are contiguous on both sides. A run
+  // is flushed before a fault is returned, so the rows before the faulting one are complete
+  // and nothing of it is written, exactly as with one copy per row.
+  class CoalescedCopy {
+   public:
+    // Copies len bytes from src to dst later, or zeroes them when src is null.
+    void add(std::byte* dst, const std::byte* src, size_t len) {
+      const bool extends = dst == dst_ + len_ && (src == nullptr ? src_ == nullptr : src_ && src == src_ + len_);
+      if (!extends) {
+        flush();
+        dst_ = dst;
+        src_ = src;
+      }
+      len_ += len;
+    }
+    void flush() {
+      if (len_ >= 16 && len_ <= 64) {
+        // Most runs are one strided row of 16..64 bytes: 16-byte moves (the last one
+        // overlapping) instead of a library call.
+        std::byte chunk[16] = {};
+        for (size_t i = 0; i < len_; i += 16) {
+          const size_t at = std::min(i, len_ - 16);
+          if (src_) std::memcpy(chunk, src_ + at, 16);
+          std::memcpy(dst_ + at, chunk, 16);
+        }
+      } else if (len_ != 0) {
+        if (src_) {
+          std::memcpy(dst_, src_, len_);
+        } else {
+          std::memset(dst_, 0, len_);
+        }
+      }
+      len_ = 0;
+      dst_ = nullptr;
+      src_ = nullptr;
+    }
+
+   private:
+    std::byte* dst_ = nullptr;
+    const std::byte* src_ = nullptr;
+    size_t len_ = 0;
+  };
+
+  // When the `count` rows va0 + x·stride (len bytes each) all lie in one page that
+  // translates and whose frame holds them, the physical address of row 0: the whole line then
+  // takes one translation. Otherwise nothing, and the caller translates row by row (which
+  // reproduces any fault exactly; this lookup changed nothing the row path would not).
+  std::optional<uint32_t> line_in_one_page(uint32_t va0, uint32_t stride, uint32_t count, uint32_t len, bool write,
+                                           PageCursor& cursor) {
+    const uint64_t last = uint64_t{va0} + uint64_t{count - 1} * stride;
+    if (last + len > (uint64_t{va0} | kPageMask) + 1) return std::nullopt;  // crosses a page or wraps
+    Chunks c;
+    if (translate_row(va0, len, write, cursor, &c)) return std::nullopt;
+    if (!phys_ok(c.phys[0], last - va0 + len)) return std::nullopt;
+    return c.phys[0];
+  }
+
   std::optional<Fault> do_load(const isa::Words& w) {
     const uint32_t sp = field(w[0], 16, 2);
     const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
@@ -410,34 +496,62 @@ class FunctionalDevice final : public Device {
     const uint64_t rows = static_cast<uint64_t>(Z) * Yp * Xp;
     if (auto f = check_range(w[2] + rows - 1, sp_rows(sp))) return f;
     const uint32_t row_bytes = elems * esize;
-    uint32_t sp_row = w[2];
+    const size_t sp_row_bytes = static_cast<size_t>(n_) * esize;
+    const uint32_t stride = w[5];
     uint64_t bytes = 0;
     dma_rows_.clear();
-    if (sp == 1) forget_packed_tiles();
+    dma_rows_.reserve(rows);
+    // The tiles this LOAD may write lose their packed copies (also when it faults part way).
+    if (sp == 1) forget_packed_tiles(w[2] / n_, static_cast<uint32_t>((w[2] + rows - 1) / n_));
+    CoalescedCopy copy;
+    PageCursor cursor;
+    auto pad_rows = [&](std::byte* dst, uint32_t count) {
+      copy.add(dst, nullptr, count * sp_row_bytes);
+      dma_rows_.insert(dma_rows_.end(), count, DmaRow{true, 0, 0});
+    };
+    // Scratchpad rows are contiguous: one line of the LOAD is Xp consecutive rows.
+    std::byte* line = sp_row_ptr(sp, w[2]);
     for (uint32_t z = 0; z < Z; ++z) {
-      for (uint32_t yp = 0; yp < Yp; ++yp) {
-        for (uint32_t xp = 0; xp < Xp; ++xp, ++sp_row) {
-          std::byte* dst = sp_row_ptr(sp, sp_row);
-          const bool pad = yp < pt || yp >= pt + Y || xp < pl || xp >= pl + X;
-          if (pad) {
-            std::memset(dst, 0, static_cast<size_t>(n_) * esize);
-            dma_rows_.push_back(DmaRow{true, 0, 0});
-            continue;
-          }
-          const uint32_t va = w[1] + z * w[7] + (yp - pt) * w[6] + (xp - pl) * w[5];
-          Chunks c;
-          if (auto f = translate_range(va, row_bytes, false, dtlb_, &c)) {
-            count(hw::Counter::kDmaRdBytes, bytes);
-            return f;
-          }
-          std::memcpy(dst, dram_.data() + c.phys[0], c.len[0]);
-          if (c.count == 2) std::memcpy(dst + c.len[0], dram_.data() + c.phys[1], c.len[1]);
-          std::memset(dst + row_bytes, 0, static_cast<size_t>(n_) * esize - row_bytes);
-          bytes += row_bytes;
-          dma_rows_.push_back(DmaRow{false, va, row_bytes});
+      for (uint32_t yp = 0; yp < Yp; ++yp, line += Xp * sp_row_bytes) {
+        if (yp < pt || yp >= pt + Y) {
+          pad_rows(line, Xp);
+          continue;
         }
+        pad_rows(line, pl);
+        std::byte* dst = line + pl * sp_row_bytes;
+        const uint32_t va0 = w[1] + z * w[7] + (yp - pt) * w[6];
+        if (auto phys0 = line_in_one_page(va0, stride, X, row_bytes, false, cursor)) {
+          const std::byte* src = dram_.data() + *phys0;
+          if (stride == row_bytes && row_bytes == sp_row_bytes) {
+            copy.add(dst, src, static_cast<size_t>(X) * row_bytes);
+          } else {
+            for (uint32_t x = 0; x < X; ++x) {
+              copy.add(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
+              if (row_bytes < sp_row_bytes) copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
+            }
+          }
+          for (uint32_t x = 0; x < X; ++x) dma_rows_.push_back(DmaRow{false, va0 + x * stride, row_bytes});
+          bytes += uint64_t{X} * row_bytes;
+        } else {
+          for (uint32_t x = 0; x < X; ++x, dst += sp_row_bytes) {
+            const uint32_t va = va0 + x * stride;
+            Chunks c;
+            if (auto f = translate_row(va, row_bytes, false, cursor, &c)) {
+              copy.flush();
+              count(hw::Counter::kDmaRdBytes, bytes);
+              return f;
+            }
+            copy.add(dst, dram_.data() + c.phys[0], c.len[0]);
+            if (c.count == 2) copy.add(dst + c.len[0], dram_.data() + c.phys[1], c.len[1]);
+            if (row_bytes < sp_row_bytes) copy.add(dst + row_bytes, nullptr, sp_row_bytes - row_bytes);
+            bytes += row_bytes;
+            dma_rows_.push_back(DmaRow{false, va, row_bytes});
+          }
+        }
+        pad_rows(line + (pl + X) * sp_row_bytes, pr);
       }
     }
+    copy.flush();
     count(hw::Counter::kDmaRdBytes, bytes);
     job_cycles_ += timing_.load(dma_rows_);
     return std::nullopt;
@@ -451,27 +565,52 @@ class FunctionalDevice final : public Device {
     const uint64_t rows = static_cast<uint64_t>(Z) * Y * X;
     if (auto f = check_range(w[2] + rows - 1, sp_rows(sp))) return f;
     const uint32_t row_bytes = elems * esize;
-    uint32_t sp_row = w[2];
+    const size_t sp_row_bytes = static_cast<size_t>(n_) * esize;
+    const uint32_t stride = w[5];
     uint64_t bytes = 0;
     dma_rows_.clear();
+    dma_rows_.reserve(rows);
+    CoalescedCopy copy;
+    PageCursor cursor;
+    const std::byte* line = sp_row_ptr(sp, w[2]);
     for (uint32_t z = 0; z < Z; ++z) {
-      for (uint32_t y = 0; y < Y; ++y) {
-        for (uint32_t x = 0; x < X; ++x, ++sp_row) {
-          const uint32_t va = w[1] + z * w[7] + y * w[6] + x * w[5];
+      for (uint32_t y = 0; y < Y; ++y, line += X * sp_row_bytes) {
+        const uint32_t va0 = w[1] + z * w[7] + y * w[6];
+        auto phys0 = line_in_one_page(va0, stride, X, row_bytes, true, cursor);
+        // A line that writes into the page table goes row by row (below): its rows must land
+        // before the next translation reads them.
+        if (phys0 && !into_page_table(*phys0, uint64_t{X - 1} * stride + row_bytes)) {
+          std::byte* dst = dram_.data() + *phys0;
+          for (uint32_t x = 0; x < X; ++x) {
+            copy.add(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            timing_.store_written(*phys0 + x * stride, row_bytes, false);
+            dma_rows_.push_back(DmaRow{false, va0 + x * stride, row_bytes});
+          }
+          bytes += uint64_t{X} * row_bytes;
+          continue;
+        }
+        for (uint32_t x = 0; x < X; ++x) {
+          const uint32_t va = va0 + x * stride;
           Chunks c;
-          if (auto f = translate_range(va, row_bytes, true, dtlb_, &c)) {
+          if (auto f = translate_row(va, row_bytes, true, cursor, &c)) {
+            copy.flush();
             count(hw::Counter::kDmaWrBytes, bytes);
             return f;
           }
-          const std::byte* src = sp_row_ptr(sp, sp_row);
-          std::memcpy(dram_.data() + c.phys[0], src, c.len[0]);
-          if (c.count == 2) std::memcpy(dram_.data() + c.phys[1], src + c.len[0], c.len[1]);
-          for (int k = 0; k < c.count; ++k) note_store(c.phys[k], c.len[k]);
+          const std::byte* src = line + x * sp_row_bytes;
+          for (int k = 0; k < c.count; ++k) {
+            copy.add(dram_.data() + c.phys[k], src + (k ? c.len[0] : 0), c.len[k]);
+            if (note_store(c.phys[k], c.len[k])) {
+              copy.flush();
+              cursor = PageCursor{};
+            }
+          }
           bytes += row_bytes;
           dma_rows_.push_back(DmaRow{false, va, row_bytes});
         }
       }
     }
+    copy.flush();
     count(hw::Counter::kDmaWrBytes, bytes);
     job_cycles_ += timing_.store(dma_rows_);
     return std::nullopt;
@@ -508,12 +647,12 @@ class FunctionalDevice final : public Device {
         const uint32_t tile_index = wgt + o * wso + i * wsi;
         PackedSlot& slot = packed_[tile_index % kPackedSlots];
         if (slot.index != tile_index) {
-          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, &slot.tile);
+          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &slot.tile);
           slot.index = tile_index;
         }
         mac_rows(slot.tile, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
                  static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
-                 static_cast<ptrdiff_t>(csr) * n_, R, n_, clear && i == 0);
+                 static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
       }
     }
     job_cycles_ += timing_.gemm(O, I, R);
@@ -577,62 +716,43 @@ class FunctionalDevice final : public Device {
     const int64_t m0 = prow[0], m1 = prow[1];
     const uint32_t s0 = static_cast<uint32_t>(prow[2]) & 63u;
     const int64_t za = prow[3], zb = prow[4];
-    auto out = [&](int64_t t) { return static_cast<int8_t>(t < lo ? lo : (t > hi ? hi : t)); };
+    auto out = [&](int64_t t) { return vec_clamp(t, lo, hi); };
+    const RequantParams rq{m, s, zp, lo, hi};
+    const BinaryParams bin{mode == 3, za, zb, m0, m1, s0, zp, lo, hi};
+    // LUT reads its table rows once, before any output row (as the RTL latches them), so an
+    // output row that overwrites a table row does not change the table of this instruction.
+    alignas(64) int8_t table[256];
+    if (mode == 1) std::memcpy(table, act_.data() + static_cast<size_t>(param) * n_, sizeof(table));
+    const WindowOp window_op = mode == 4 ? WindowOp::kMax : mode == 5 ? WindowOp::kAdd : WindowOp::kMac;
     for (uint32_t o = 0; o < O; ++o) {
       for (uint32_t r = 0; r < R; ++r) {
         const uint32_t base = src + o * sso + r * ssr;
         int8_t* y = act_.data() + static_cast<size_t>(dst + o * dso + r * dsr) * n_;
         switch (mode) {
-          case 0: {
-            const int32_t* x = acc_.data() + static_cast<size_t>(base) * n_;
-            for (uint32_t c = 0; c < n_; ++c) {
-              const int32_t v = bias ? wrap_add(x[c], prow[c]) : x[c];
-              y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
-            }
+          case 0:
+            requantize_row(vec_kernel_, acc_.data() + static_cast<size_t>(base) * n_, bias ? prow : nullptr, rq, y,
+                           n_);
             break;
-          }
-          case 1: {
-            const int8_t* x = act_.data() + static_cast<size_t>(base) * n_;
-            const int8_t* table = act_.data() + static_cast<size_t>(param) * n_;
-            for (uint32_t c = 0; c < n_; ++c) y[c] = out(table[x[c] + 128]);
+          case 1:
+            lut_row(vec_kernel_, table, act_.data() + static_cast<size_t>(base) * n_, lo, hi, y, n_);
             break;
-          }
           case 2:
-          case 3: {
-            const int8_t* a = act_.data() + static_cast<size_t>(base) * n_;
-            const int8_t* b = act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_;
-            for (uint32_t c = 0; c < n_; ++c) {
-              const int64_t t = mode == 2 ? (a[c] - za) * m0 + (b[c] - zb) * m1 : (a[c] - za) * (b[c] - zb) * m0;
-              y[c] = out(round_shift(t, s0) + zp);
-            }
+          case 3:
+            binary_row(vec_kernel_, act_.data() + static_cast<size_t>(base) * n_,
+                       act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_, bin, y, n_);
             break;
-          }
           default: {  // window modes
-            // Lanes innermost so the window loop vectorises. int32 accumulation is exact:
-            // |Σ| <= 255·255·128·128 < 2^31 for DWCONV, and less for the pools.
             int32_t sum[32];
-            for (uint32_t c = 0; c < n_; ++c) sum[c] = mode == 4 ? INT32_MIN : 0;
-            for (uint32_t ky = 0; ky < kh; ++ky)
-              for (uint32_t kx = 0; kx < kw; ++kx) {
-                const int8_t* xr = act_.data() + static_cast<size_t>(base + ky * wys + kx) * n_;
-                if (mode == 4) {
-                  for (uint32_t c = 0; c < n_; ++c) sum[c] = std::max<int32_t>(sum[c], xr[c]);
-                } else if (mode == 5) {
-                  for (uint32_t c = 0; c < n_; ++c) sum[c] += xr[c];
-                } else {
-                  const int8_t* wr = wgt_.data() + static_cast<size_t>(aux + ky * kw + kx) * n_;
-                  for (uint32_t c = 0; c < n_; ++c) sum[c] += int32_t{xr[c]} * wr[c];
-                }
-              }
-            for (uint32_t c = 0; c < n_; ++c) {
-              if (mode == 4) {
-                y[c] = out(sum[c]);
-              } else if (mode == 5) {
-                y[c] = out(round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
-              } else {
-                const int32_t v = wrap_add(sum[c], bias ? prow[c] : 0);
-                y[c] = requantize(v, m[c], static_cast<uint32_t>(s[c]) & 63u, zp, lo, hi);
-              }
+            window_reduce(vec_kernel_, window_op, act_.data() + static_cast<size_t>(base) * n_,
+                          static_cast<ptrdiff_t>(wys) * n_, kw, kh,
+                          wgt_.data() + static_cast<size_t>(aux) * n_, n_, sum);
+            if (mode == 4) {
+              for (uint32_t c = 0; c < n_; ++c) y[c] = out(sum[c]);
+            } else if (mode == 5) {
+              for (uint32_t c = 0; c < n_; ++c)
+                y[c] = out(vec_round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
+            } else {
+              requantize_row(vec_kernel_, sum, bias ? prow : nullptr, rq, y, n_);
             }
             break;
           }
@@ -643,29 +763,12 @@ class FunctionalDevice final : public Device {
     return std::nullopt;
   }
 
-  static int32_t wrap_add(int32_t a, int32_t b) {
-    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-  }
-  // The VEC unit's rounding shift on 64-bit two's-complement values.
-  static int64_t round_shift(int64_t t, uint32_t shift) {
-    auto u = static_cast<uint64_t>(t);
-    if (shift > 0) u += uint64_t{1} << (shift - 1);
-    return static_cast<int64_t>(u) >> shift;
-  }
-
- public:
-  static int8_t requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
-    // Two's-complement wrapping, as the 64-bit datapath does (only v = m = INT32_MIN, s = 63 wraps).
-    int64_t r = round_shift(static_cast<int64_t>(v) * mult, shift);
-    r += zp;
-    // Low bound first, so that low > high yields low (no std::clamp precondition).
-    return static_cast<int8_t>(r < lo ? lo : (r > hi ? hi : r));
-  }
-
  private:
   DeviceConfig config_;
   std::span<std::byte> dram_;
   uint32_t n_;
+  MacKernel mac_kernel_ = best_mac_kernel(n_);
+  VecKernel vec_kernel_ = best_vec_kernel();
   CycleModel timing_;
   TraceSink trace_;
   uint32_t act_rows_ = 0, wgt_rows_ = 0, acc_rows_ = 0;
@@ -683,12 +786,17 @@ class FunctionalDevice final : public Device {
   static constexpr uint32_t kNoTile = 0xFFFFFFFFu;
   static constexpr uint32_t kPackedSlots = 64;
   struct PackedSlot {
-    uint32_t index = kNoTile;  // the WGT tile held; any WGT write invalidates every slot
+    uint32_t index = kNoTile;  // the WGT tile held; a LOAD into that tile invalidates the slot
     PackedTile tile;
   };
   std::vector<PackedSlot> packed_ = std::vector<PackedSlot>(kPackedSlots);
   void forget_packed_tiles() {
     for (PackedSlot& slot : packed_) slot.index = kNoTile;
+  }
+  // Forgets the packed copies of tiles first..last (a LOAD into those WGT rows).
+  void forget_packed_tiles(uint32_t first, uint32_t last) {
+    for (PackedSlot& slot : packed_)
+      if (slot.index >= first && slot.index <= last) slot.index = kNoTile;
   }
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;

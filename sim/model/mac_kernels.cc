@@ -2,18 +2,21 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 namespace npu::sim {
 namespace {
 
 void mac_rows_portable(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc,
-                       ptrdiff_t acc_stride, uint32_t rows, uint32_t n, bool overwrite) {
+                       ptrdiff_t acc_stride, uint32_t rows, bool overwrite) {
+  const uint32_t n = tile.n;
   for (uint32_t r = 0; r < rows; ++r) {
     const int8_t* a = act + r * act_stride;
     int32_t* row = acc + r * acc_stride;
     int32_t p[32] = {};
     for (uint32_t j = 0; j < n / 2; ++j) {
       const int32_t a0 = a[2 * j], a1 = a[2 * j + 1];
-      const int16_t* w = tile.data + static_cast<size_t>(j) * n * 2;
+      const int16_t* w = tile.pairs + static_cast<size_t>(j) * n * 2;
       for (uint32_t c = 0; c < n; ++c) p[c] += a0 * w[2 * c] + a1 * w[2 * c + 1];
     }
     // Wrapping add through unsigned arithmetic: int32 overflow is defined by the ISA.
@@ -26,7 +29,8 @@ void mac_rows_portable(const PackedTile& tile, const int8_t* act, ptrdiff_t act_
 // packed as k-pairs and the activation pair broadcast, one instruction does 16 MACs.
 __attribute__((target("avx2"))) void mac_rows_avx2(const PackedTile& tile, const int8_t* act,
                                                    ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
-                                                   uint32_t rows, uint32_t n, bool overwrite) {
+                                                   uint32_t rows, bool overwrite) {
+  const uint32_t n = tile.n;
   const uint32_t chunks = n / 8;  // 8 int32 outputs per 256-bit register
   for (uint32_t r = 0; r < rows; ++r) {
     const int8_t* a = act + r * act_stride;
@@ -35,7 +39,7 @@ __attribute__((target("avx2"))) void mac_rows_avx2(const PackedTile& tile, const
     for (uint32_t j = 0; j < n / 2; ++j) {
       const uint32_t pair = static_cast<uint16_t>(a[2 * j]) | (static_cast<uint32_t>(static_cast<uint16_t>(a[2 * j + 1])) << 16);
       const __m256i av = _mm256_set1_epi32(static_cast<int32_t>(pair));
-      const int16_t* w = tile.data + static_cast<size_t>(j) * n * 2;
+      const int16_t* w = tile.pairs + static_cast<size_t>(j) * n * 2;
       for (uint32_t c = 0; c < chunks; ++c) {
         const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + c * 16));
         p[c] = _mm256_add_epi32(p[c], _mm256_madd_epi16(av, wv));
@@ -49,23 +53,188 @@ __attribute__((target("avx2"))) void mac_rows_avx2(const PackedTile& tile, const
   }
 }
 
+// Four activation bytes a[0..3] + 128 each, as one little-endian int32 for a broadcast.
+inline int32_t biased_quad(const int8_t* a) {
+  uint32_t q;
+  std::memcpy(&q, a, 4);
+  return static_cast<int32_t>(q ^ 0x80808080u);
+}
+
+// The VNNI kernels compute a batch of B rows at once (independent vpdpbusd chains hide the
+// instruction's latency), then apply the batch to the accumulators one row after another, in
+// order, so that aliasing accumulator rows still see sequential updates.
+
+// acc_row = overwrite ? p : acc_row + p, for kVecs zmm of int32 (wrapping).
+template <uint32_t kVecs>
+__attribute__((target("avx512f"))) inline void apply_row_avx512(int32_t* row, const __m512i* p, bool overwrite) {
+  for (uint32_t v = 0; v < kVecs; ++v) {
+    int32_t* dst = row + v * 16;
+    _mm512_storeu_si512(dst, overwrite ? p[v] : _mm512_add_epi32(_mm512_loadu_si512(dst), p[v]));
+  }
+}
+
+// AVX-512 VNNI for n = 16 or 32: one zmm holds 16 output columns; the whole tile stays in
+// registers (n/4 k-quads × n/16 zmm).
+template <uint32_t N>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_rows_avx512vnni(
+    const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
+    uint32_t rows, bool overwrite) {
+  constexpr uint32_t kQuads = N / 4, kVecs = N / 16, kBatch = N == 16 ? 4 : 2;
+  __m512i w[kQuads][kVecs], init[kVecs];
+  for (uint32_t q = 0; q < kQuads; ++q)
+    for (uint32_t v = 0; v < kVecs; ++v) w[q][v] = _mm512_load_si512(tile.quads + (q * N + v * 16) * 4);
+  for (uint32_t v = 0; v < kVecs; ++v) init[v] = _mm512_load_si512(tile.minus_128_colsum + v * 16);
+  uint32_t r = 0;
+  for (; r + kBatch <= rows; r += kBatch) {
+    __m512i p[kBatch][kVecs];
+    for (uint32_t b = 0; b < kBatch; ++b)
+      for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = init[v];
+    for (uint32_t q = 0; q < kQuads; ++q)
+      for (uint32_t b = 0; b < kBatch; ++b) {
+        const __m512i a = _mm512_set1_epi32(biased_quad(act + (r + b) * act_stride + 4 * q));
+        for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = _mm512_dpbusd_epi32(p[b][v], a, w[q][v]);
+      }
+    for (uint32_t b = 0; b < kBatch; ++b) apply_row_avx512<kVecs>(acc + (r + b) * acc_stride, p[b], overwrite);
+  }
+  for (; r < rows; ++r) {
+    __m512i p[kVecs];
+    for (uint32_t v = 0; v < kVecs; ++v) p[v] = init[v];
+    for (uint32_t q = 0; q < kQuads; ++q) {
+      const __m512i a = _mm512_set1_epi32(biased_quad(act + r * act_stride + 4 * q));
+      for (uint32_t v = 0; v < kVecs; ++v) p[v] = _mm512_dpbusd_epi32(p[v], a, w[q][v]);
+    }
+    apply_row_avx512<kVecs>(acc + r * acc_stride, p, overwrite);
+  }
+}
+
+// The 256-bit VNNI kernel (8 output columns per ymm), for AVX-VNNI (VEX encoding) and for
+// AVX-512 VNNI with VL (EVEX encoding): the same code under two targets, because a CPU may
+// have either encoding without the other.
+#define NPU_VNNI256_KERNEL(NAME, TARGET, DPBUSD)                                                             \
+  template <uint32_t N>                                                                                     \
+  __attribute__((target(TARGET))) void NAME(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, \
+                                            int32_t* acc, ptrdiff_t acc_stride, uint32_t rows,            \
+                                            bool overwrite) {                                             \
+    constexpr uint32_t kQuads = N / 4, kVecs = N / 8, kBatch = N == 8 ? 4 : 2;                              \
+    const __m256i* w = reinterpret_cast<const __m256i*>(tile.quads); /* w[q * kVecs + v] */                 \
+    const __m256i* init = reinterpret_cast<const __m256i*>(tile.minus_128_colsum);                         \
+    uint32_t r = 0;                                                                                         \
+    while (r < rows) {                                                                                      \
+      const uint32_t batch = rows - r >= kBatch ? kBatch : 1;                                               \
+      __m256i p[kBatch][kVecs];                                                                             \
+      for (uint32_t b = 0; b < kBatch; ++b)                                                                 \
+        for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = _mm256_load_si256(init + v);                         \
+      for (uint32_t q = 0; q < kQuads; ++q)                                                                 \
+        for (uint32_t b = 0; b < kBatch; ++b) {                                                             \
+          if (b >= batch) break;                                                                            \
+          const __m256i a = _mm256_set1_epi32(biased_quad(act + (r + b) * act_stride + 4 * q));            \
+          for (uint32_t v = 0; v < kVecs; ++v)                                                              \
+            p[b][v] = DPBUSD(p[b][v], a, _mm256_load_si256(w + q * kVecs + v));                             \
+        }                                                                                                   \
+      for (uint32_t b = 0; b < batch; ++b)                                                                  \
+        for (uint32_t v = 0; v < kVecs; ++v) {                                                              \
+          auto* dst = reinterpret_cast<__m256i*>(acc + (r + b) * acc_stride + v * 8);                       \
+          _mm256_storeu_si256(dst, overwrite ? p[b][v] : _mm256_add_epi32(_mm256_loadu_si256(dst), p[b][v])); \
+        }                                                                                                   \
+      r += batch;                                                                                           \
+    }                                                                                                       \
+  }
+NPU_VNNI256_KERNEL(mac_rows_avxvnni, "avx2,avxvnni", _mm256_dpbusd_avx_epi32)
+NPU_VNNI256_KERNEL(mac_rows_avx512vnni_ymm, "avx2,avx512f,avx512vl,avx512vnni", _mm256_dpbusd_epi32)
+#undef NPU_VNNI256_KERNEL
+
+bool n_supported(uint32_t n) { return n == 8 || n == 16 || n == 32; }
+
+bool cpu_has_avx512vnni() {
+  // The 512-bit and the VL forms both: the n = 8 kernel uses ymm registers.
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
 }  // namespace
 
-void pack_tile(const int8_t* tile, uint32_t n, PackedTile* out) {
-  for (uint32_t j = 0; j < n / 2; ++j)
-    for (uint32_t c = 0; c < n; ++c) {
-      out->data[(j * n + c) * 2] = tile[(2 * j) * n + c];
-      out->data[(j * n + c) * 2 + 1] = tile[(2 * j + 1) * n + c];
+std::string_view mac_kernel_name(MacKernel kernel) {
+  switch (kernel) {
+    case MacKernel::kPortable: return "portable";
+    case MacKernel::kAvx2: return "avx2";
+    case MacKernel::kAvxVnni: return "avx-vnni";
+    case MacKernel::kAvx512Vnni: return "avx512-vnni";
+  }
+  return "?";
+}
+
+bool mac_kernel_usable(MacKernel kernel, uint32_t n) {
+  if (!n_supported(n)) return false;
+  switch (kernel) {
+    case MacKernel::kPortable: return true;
+    case MacKernel::kAvx2: return __builtin_cpu_supports("avx2");
+    case MacKernel::kAvxVnni: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    case MacKernel::kAvx512Vnni: return cpu_has_avx512vnni();
+  }
+  return false;
+}
+
+MacKernel best_mac_kernel(uint32_t n) {
+  for (MacKernel k : {MacKernel::kAvx512Vnni, MacKernel::kAvxVnni, MacKernel::kAvx2})
+    if (mac_kernel_usable(k, n)) return k;
+  return MacKernel::kPortable;
+}
+
+void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out) {
+  out->kernel = kernel;
+  out->n = n;
+  if (kernel == MacKernel::kPortable || kernel == MacKernel::kAvx2) {
+    for (uint32_t j = 0; j < n / 2; ++j)
+      for (uint32_t c = 0; c < n; ++c) {
+        out->pairs[(j * n + c) * 2] = tile[(2 * j) * n + c];
+        out->pairs[(j * n + c) * 2 + 1] = tile[(2 * j + 1) * n + c];
+      }
+    return;
+  }
+  // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
+  // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in
+  // int16 (|Σ| <= 32·128 fits).
+  for (uint32_t c0 = 0; c0 < n; c0 += 8) {
+    __m128i sum = _mm_setzero_si128();
+    for (uint32_t q = 0; q < n / 4; ++q) {
+      __m128i row[4];
+      for (uint32_t h = 0; h < 4; ++h) {
+        row[h] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + (4 * q + h) * n + c0));
+        sum = _mm_add_epi16(sum, _mm_srai_epi16(_mm_unpacklo_epi8(row[h], row[h]), 8));
+      }
+      const __m128i r01 = _mm_unpacklo_epi8(row[0], row[1]), r23 = _mm_unpacklo_epi8(row[2], row[3]);
+      auto* dst = reinterpret_cast<__m128i*>(out->quads + (q * n + c0) * 4);
+      _mm_storeu_si128(dst, _mm_unpacklo_epi16(r01, r23));
+      _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(r01, r23));
     }
+    // Widen to int32 and scale by -128.
+    const __m128i lo = _mm_srai_epi32(_mm_unpacklo_epi16(sum, sum), 16);
+    const __m128i hi = _mm_srai_epi32(_mm_unpackhi_epi16(sum, sum), 16);
+    auto* dst = reinterpret_cast<__m128i*>(out->minus_128_colsum + c0);
+    _mm_storeu_si128(dst, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(lo, 7)));
+    _mm_storeu_si128(dst + 1, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(hi, 7)));
+  }
 }
 
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
-              uint32_t rows, uint32_t n, bool overwrite) {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
-  if (has_avx2 && n % 8 == 0)
-    mac_rows_avx2(tile, act, act_stride, acc, acc_stride, rows, n, overwrite);
-  else
-    mac_rows_portable(tile, act, act_stride, acc, acc_stride, rows, n, overwrite);
+              uint32_t rows, bool overwrite) {
+  switch (tile.kernel) {
+    case MacKernel::kPortable: return mac_rows_portable(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+    case MacKernel::kAvx2: return mac_rows_avx2(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+    case MacKernel::kAvxVnni:
+      switch (tile.n) {
+        case 8: return mac_rows_avxvnni<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+        case 16: return mac_rows_avxvnni<16>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+        default: return mac_rows_avxvnni<32>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+      }
+    case MacKernel::kAvx512Vnni:
+      switch (tile.n) {
+        case 8: return mac_rows_avx512vnni_ymm<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+        case 16: return mac_rows_avx512vnni<16>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+        default: return mac_rows_avx512vnni<32>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+      }
+  }
 }
 
 }  // namespace npu::sim

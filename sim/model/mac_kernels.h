@@ -1,28 +1,54 @@
 // The functional model's int8 GEMM kernels: one weight tile against many activation rows,
-// the shape of the GEMM instruction (the tile is stationary while rows stream). An AVX2
-// kernel is chosen at run time when the CPU has it; the portable kernel is the reference.
-// Pure functions; thread-safe.
+// the shape of the GEMM instruction (the tile is stationary while rows stream). Several
+// kernels compute the same wrapping int32 result bit for bit; the fastest one this CPU runs
+// is chosen at run time (CPUID), and the portable kernel runs anywhere. Pure functions;
+// thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace npu::sim {
 
-// Scratch for a packed tile: up to 32×32 weights as int16 k-pairs.
+enum class MacKernel : uint8_t {
+  kPortable,    // plain C++: the reference every other kernel is tested against
+  kAvx2,        // vpmaddwd on int16 k-pairs (n a multiple of 8)
+  kAvxVnni,     // AVX-VNNI vpdpbusd, 256-bit (n a multiple of 8)
+  kAvx512Vnni,  // AVX-512 VNNI vpdpbusd, 512-bit for n >= 16, 256-bit (VL) for n = 8
+};
+inline constexpr MacKernel kAllMacKernels[] = {MacKernel::kPortable, MacKernel::kAvx2, MacKernel::kAvxVnni,
+                                              MacKernel::kAvx512Vnni};
+
+std::string_view mac_kernel_name(MacKernel kernel);
+// Whether this CPU (and OS) runs `kernel` for an n×n tile (n in {8, 16, 32}).
+bool mac_kernel_usable(MacKernel kernel, uint32_t n);
+// The fastest usable kernel for n; decided once per process from CPUID.
+MacKernel best_mac_kernel(uint32_t n);
+
+// A weight tile in the layout of the kernel it was packed for.
 struct PackedTile {
-  alignas(32) int16_t data[32 * 32];
+  MacKernel kernel = MacKernel::kPortable;
+  uint32_t n = 0;
+  // kPortable, kAvx2: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
+  alignas(64) int16_t pairs[32 * 32];
+  // VNNI: int8 k-quads, quads[(j*n + c)*4 + h] = W[4j + h][c], and minus_128_colsum[c] =
+  // -128·Σ_k W[k][c]. vpdpbusd multiplies unsigned by signed bytes, so the kernels feed
+  // a + 128 (an XOR of the sign bit) and start each column at -128·Σ_k W[k][c]:
+  // Σ (a+128)·W - 128·ΣW = Σ a·W exactly (no intermediate saturates; int32 wraps).
+  alignas(64) int8_t quads[32 * 32];
+  alignas(64) int32_t minus_128_colsum[32];
 };
 
-// Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) into k-pair-interleaved int16:
-// data[(j*n + c)*2 + h] = W[2j + h][c].
-void pack_tile(const int8_t* tile, uint32_t n, PackedTile* out);
+// Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) for `kernel`, which must be usable for n.
+void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out);
 
 // For each of `rows` rows r: p[c] = Σ_k a_r[k]·W[k][c] (int32), then
 // acc_r = overwrite ? p : acc_r + p (wrapping). a_r = act + r*act_stride (int8 elements),
-// acc_r = acc + r*acc_stride (int32 elements). Rows are processed in order, so aliasing
-// accumulator rows behave as sequential updates.
+// acc_r = acc + r*acc_stride (int32 elements). The result is as if rows were processed in
+// order, so aliasing accumulator rows behave as sequential updates. The activation rows must
+// not overlap the accumulator rows. Runs the kernel the tile was packed for.
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc,
-              ptrdiff_t acc_stride, uint32_t rows, uint32_t n, bool overwrite);
+              ptrdiff_t acc_stride, uint32_t rows, bool overwrite);
 
 }  // namespace npu::sim

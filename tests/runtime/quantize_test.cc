@@ -1,6 +1,7 @@
 // Quantisation at the model boundary: rounding, clamping, strides, round trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -33,6 +34,29 @@ TEST(Quantize, RoundsHalfToEvenLikeOnnxQuantizeLinear) {
   EXPECT_EQ(quantize_int8(-2.5f, 1.0f, 0), -2);
   EXPECT_EQ(quantize_int8(0.3f, 0.1f, 0), 3);
   EXPECT_EQ(quantize_int8(1.0f, 0.5f, 10), 12);
+}
+
+// The rounding is exact against libm's nearbyint on every kind of float: random bit
+// patterns (all magnitudes, infinities), exact halves, and values near 2^23.
+TEST(Quantize, MatchesNearbyintOnRandomFloats) {
+  auto reference = [](float x, float scale, int32_t zp) {
+    if (std::isnan(x)) return static_cast<int8_t>(std::clamp(zp, -128, 127));
+    const double q = static_cast<double>(std::nearbyint(x / scale)) + zp;
+    return static_cast<int8_t>(std::clamp(q, -128.0, 127.0));
+  };
+  uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t bits = next();
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (i % 4 == 1) x = static_cast<float>(static_cast<int32_t>(next() % 2000) - 1000) + 0.5f;
+    if (i % 4 == 2) x = 8388608.0f + static_cast<float>(static_cast<int32_t>(next() % 64) - 32) * 0.5f;
+    const float scale = i % 3 == 0 ? 1.0f : 0.01f + static_cast<float>(next() % 1000) / 100.0f;
+    const int32_t zp = static_cast<int32_t>(next() % 40) - 20;
+    ASSERT_EQ(quantize_int8(x, scale, zp), reference(x, scale, zp)) << x << " / " << scale << " + " << zp;
+    ASSERT_EQ(quantize_int8(-x / 300.0f, 1.0f, 0), reference(-x / 300.0f, 1.0f, 0)) << -x / 300.0f;
+  }
 }
 
 TEST(Quantize, ClampsToInt8AfterAddingTheZeroPoint) {

@@ -132,6 +132,34 @@ TEST_F(FunctionalModel, PageFaultReportsVirtualAddress) {
   EXPECT_EQ(res.error_addr, hole + 48);
 }
 
+// A LOAD line whose third row straddles into an unmapped page: the two rows before it are
+// read, nothing of the faulting row is, and the fault names the first unmapped address.
+TEST_F(FunctionalModel, LoadFaultMidLineCompletesEarlierRowsOnly) {
+  const uint32_t pages = bm_.allocate(2 << 16, true);
+  const uint32_t hole = pages + (1 << 16);
+  bm_.unmap(hole, 1 << 16);
+  auto res = run({isa::encode(isa::Load{.sp = hw::Scratchpad::kAct, .va = hole - 40, .x = 6, .x_stride = N})});
+  EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kPageFault));
+  EXPECT_EQ(res.error_addr, hole);
+  EXPECT_EQ(read_counter(*dev_, hw::Counter::kDmaRdBytes), 2u * N);
+}
+
+// The same for a STORE: the rows before the faulting one are in DRAM, the faulting row's
+// bytes on the mapped page are not written, and neither is anything after it.
+TEST_F(FunctionalModel, StoreFaultMidLineWritesEarlierRowsOnly) {
+  const uint32_t pages = bm_.allocate(2 << 16, true);
+  const uint32_t hole = pages + (1 << 16);
+  auto* before = reinterpret_cast<uint8_t*>(bm_.view(hole - 64, 64).data());
+  std::memset(before, 0x55, 64);
+  bm_.unmap(hole, 1 << 16);
+  // The scratchpad is zero after reset; rows go to hole-40, hole-24, hole-8 (straddles).
+  auto res = run({isa::encode(isa::Store{.sp = hw::Scratchpad::kAct, .va = hole - 40, .x = 6, .x_stride = N})});
+  EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kPageFault));
+  EXPECT_EQ(res.error_addr, hole);
+  EXPECT_EQ(read_counter(*dev_, hw::Counter::kDmaWrBytes), 2u * N);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(before[i], (i >= 24 && i < 56) ? 0 : 0x55) << "byte hole-" << 64 - i;
+}
+
 TEST_F(FunctionalModel, WriteToReadOnlyPageFaults) {
   auto res = run({isa::encode(isa::Store{.sp = hw::Scratchpad::kAct, .va = cmds_ + 0x1000, .x = 1})});
   EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kPageFault));

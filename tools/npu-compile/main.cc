@@ -1,5 +1,5 @@
-// npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--input-shape NAME=D0,D1,...]...
-//             [--array 8|16|32] [--report]
+// npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD] [--export-qdq FILE]
+//             [--input-shape NAME=D0,D1,...]... [--array 8|16|32] [--report]
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,10 +13,18 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--input-shape NAME=D0,D1,...]...\n"
+    "usage: npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD]\n"
+    "                   [--export-qdq FILE.onnx] [--input-shape NAME=D0,D1,...]...\n"
     "                   [--array 8|16|32] [--report]\n"
     "  -o IMAGE          where to write the model image\n"
     "  --calib DIR       calibration samples: DIR/<sample>/input_<k>.npy\n"
+    "  --calibration M   activation ranges: minmax (default), percentile[=P] (clip |x| at\n"
+    "                    the P% point, default 99.99) or entropy (KL-divergence threshold,\n"
+    "                    2048-bin histogram, 128 levels). Scales a QDQ model declares with\n"
+    "                    QuantizeLinear/DequantizeLinear are always used as they are\n"
+    "  --export-qdq FILE also write the quantised graph as a QDQ ONNX model (int8\n"
+    "                    QuantizeLinear/DequantizeLinear with the compiler's scales) that\n"
+    "                    another runtime can run to check the quantisation\n"
     "  --input-shape     fix an input's shape (dynamic dimensions), repeatable\n"
     "  --array N         target MAC-array size (default 16)\n"
     "  --report          print per-layer MACs, predicted cycles, utilisation, scratchpad use\n";
@@ -68,6 +76,16 @@ int main(int argc, char** argv) {
       const char* v = value("--calib");
       if (!v) return fail("--calib needs a directory");
       options.calibration_dir = v;
+    } else if (arg == "--calibration") {
+      const char* v = value("--calibration");
+      if (!v) return fail("--calibration needs minmax, percentile[=P] or entropy");
+      auto method = npu::compiler::parse_calibration_method(v);
+      if (!method) return fail(method.status().message());
+      options.calibration_method = *method;
+    } else if (arg == "--export-qdq") {
+      const char* v = value("--export-qdq");
+      if (!v) return fail("--export-qdq needs an output file name (FILE.onnx)");
+      options.export_qdq_path = v;
     } else if (arg == "--input-shape") {
       const char* v = value("--input-shape");
       const std::string spec = v ? v : "";

@@ -1,0 +1,131 @@
+#include "calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace npu::compiler {
+
+Result<CalibrationMethod> parse_calibration_method(const std::string& text) {
+  CalibrationMethod m;
+  if (text == "minmax") return m;
+  if (text == "entropy") {
+    m.kind = CalibrationMethod::Kind::kEntropy;
+    return m;
+  }
+  if (text == "percentile" || text.rfind("percentile=", 0) == 0) {
+    m.kind = CalibrationMethod::Kind::kPercentile;
+    if (text != "percentile") {
+      const std::string p = text.substr(11);
+      char* end = nullptr;
+      m.percentile = std::strtod(p.c_str(), &end);
+      if (p.empty() || *end != '\0' || !(m.percentile > 0 && m.percentile <= 100))
+        return make_error(
+            StatusCode::kInvalidArgument,
+            "--calibration " + text +
+                ": the percentile must be a number in (0, 100], e.g. percentile=99.99");
+    }
+    return m;
+  }
+  return make_error(StatusCode::kInvalidArgument,
+                    "--calibration " + text + ": expected minmax, percentile[=P] or entropy");
+}
+
+void AbsHistogram::add(std::span<const float> values) {
+  const double scale = limit_ > 0 ? static_cast<double>(counts_.size()) / limit_ : 0.0;
+  const size_t last = counts_.size() - 1;
+  for (float v : values) {
+    if (!std::isfinite(v)) continue;
+    const double at = std::fabs(static_cast<double>(v)) * scale;
+    counts_[at >= static_cast<double>(last) ? last : static_cast<size_t>(at)] += 1;
+  }
+}
+
+double percentile_threshold(const AbsHistogram& h, double percent) {
+  const auto& c = h.counts();
+  double total = 0;
+  for (double x : c) total += x;
+  if (total == 0) return h.limit();
+  const double want = total * percent / 100.0;
+  double seen = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    seen += c[i];
+    // Relative slack: a sum of counts must not miss 100% by a rounding error.
+    if (seen >= want * (1 - 1e-12)) return static_cast<double>(i + 1) * h.bin_width();
+  }
+  return h.limit();
+}
+
+double entropy_threshold(const AbsHistogram& h, int quant_bins) {
+  const auto& hist = h.counts();
+  const int bins = static_cast<int>(hist.size());
+  if (quant_bins < 1 || bins < quant_bins) return h.limit();
+  double total = 0;
+  for (double x : hist) total += x;
+  if (total == 0) return h.limit();
+  std::vector<double> suffix(static_cast<size_t>(bins) + 1, 0.0);  // mass at bins >= i
+  for (int i = bins; i-- > 0;)
+    suffix[static_cast<size_t>(i)] =
+        suffix[static_cast<size_t>(i) + 1] + hist[static_cast<size_t>(i)];
+  double best_kl = std::numeric_limits<double>::infinity();
+  int best = bins;
+  std::vector<double> p, q;
+  for (int i = quant_bins; i <= bins; ++i) {
+    // Only tails are clipped: when most of the mass lies beyond a candidate, P collapses into
+    // its last bin, Q into the same spike, and the divergence is a meaningless 0 (a sigmoid's
+    // output, away from 0, would be clipped at its minimum).
+    if (suffix[static_cast<size_t>(i)] > kMaxClippedFraction * total) continue;
+    // P: the first i bins, the clipped tail folded into the last one.
+    p.assign(hist.begin(), hist.begin() + i);
+    p.back() += suffix[static_cast<size_t>(i)];
+    // Q: the first i bins merged into quant_bins levels (the last level takes the remainder),
+    // each level spread evenly over the bins that were non-empty.
+    q.assign(static_cast<size_t>(i), 0.0);
+    const int merged = i / quant_bins;
+    for (int j = 0; j < quant_bins; ++j) {
+      const int start = j * merged, stop = j == quant_bins - 1 ? i : start + merged;
+      double mass = 0;
+      int nonzero = 0;
+      for (int k = start; k < stop; ++k) {
+        mass += hist[static_cast<size_t>(k)];
+        nonzero += hist[static_cast<size_t>(k)] != 0;
+      }
+      if (nonzero == 0) continue;
+      for (int k = start; k < stop; ++k)
+        if (hist[static_cast<size_t>(k)] != 0) q[static_cast<size_t>(k)] = mass / nonzero;
+    }
+    double psum = 0, qsum = 0;
+    for (int k = 0; k < i; ++k) {
+      psum += p[static_cast<size_t>(k)];
+      qsum += q[static_cast<size_t>(k)];
+    }
+    if (psum == 0 || qsum == 0) continue;
+    // KL(P||Q); a bin P has and Q lacks (the folded tail) gets a small floor, as TensorRT's
+    // smoothing does, so the divergence stays finite and grows with the tail's mass.
+    constexpr double kFloor = 1e-4;
+    double kl = 0;
+    for (int k = 0; k < i; ++k) {
+      const double pk = p[static_cast<size_t>(k)] / psum;
+      if (pk == 0) continue;
+      const double qk = std::max(q[static_cast<size_t>(k)] / qsum, kFloor / i);
+      kl += pk * std::log(pk / qk);
+    }
+    if (kl < best_kl) {
+      best_kl = kl;
+      best = i;
+    }
+  }
+  return static_cast<double>(best) * h.bin_width();
+}
+
+std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,
+                                         const AbsHistogram* histogram) {
+  if (method.kind == CalibrationMethod::Kind::kMinMax || !histogram) return {lo, hi};
+  const double t = method.kind == CalibrationMethod::Kind::kPercentile
+                       ? percentile_threshold(*histogram, method.percentile)
+                       : entropy_threshold(*histogram);
+  const float tf = static_cast<float>(t);
+  return {std::max(lo, -tf), std::min(hi, tf)};
+}
+
+}  // namespace npu::compiler

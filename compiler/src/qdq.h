@@ -1,0 +1,36 @@
+// Already-quantised (QDQ) models: the scales and zero points a model declares through
+// QuantizeLinear/DequantizeLinear are honoured instead of calibrated.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir.h"
+
+namespace npu::compiler {
+
+struct QdqSummary {
+  int activation_pairs = 0;        // Q -> DQ pairs folded into the producing value's quantisation
+  int weights = 0;                 // DequantizeLinear of constant int8/uint8 data (weights)
+  std::vector<std::string> notes;  // what could not be honoured, for the progress stream
+};
+
+// Runs before constant folding. For every DequantizeLinear of constant int8/uint8 data with
+// constant scale/zero point, records the declared quantisation on its output (the folded
+// float weights keep it: real = scale·q). For every QuantizeLinear(x) of a float value with a
+// constant per-tensor scale whose only readers are DequantizeLinear nodes with the same
+// parameters, removes the pair: the pair's float output takes x's place and carries the
+// declared quantisation, so the NPU layer producing x requantises straight onto the model's
+// grid (uint8 codes become int8 by the exact -128 shift); a folded value only host operators
+// read is not re-rounded (the host computes in float). Q/DQ nodes it cannot fold stay as
+// graph nodes (the partitioner decides where they run). Not thread-safe: mutates `g`.
+Status fold_qdq(Graph& g, QdqSummary* summary);
+
+// The per-output-channel scales a model declares for a weight constant, or empty when it
+// declares none or declares them in a form the int8 symmetric hardware cannot take exactly
+// (a non-zero zero point, another axis). `channel_axis` is the weight's output-channel axis,
+// `channels` their count; `gain` multiplies the scales (Gemm's alpha).
+std::vector<float> declared_weight_scales(const Graph& g, int weight_value, int64_t channel_axis,
+                                          int64_t channels, float gain);
+
+}  // namespace npu::compiler

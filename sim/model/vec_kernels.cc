@@ -1,0 +1,196 @@
+#include "vec_kernels.h"
+
+// GCC 12's AVX-512 intrinsics initialise their "undefined" vectors from themselves, which
+// -Wmaybe-uninitialized reports at every use (GCC bug 105593); the warning says nothing here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace npu::sim {
+namespace {
+
+int32_t wrap_add(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+// --- portable ------------------------------------------------------------------------------
+void requantize_row_portable(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
+                             uint32_t n) {
+  for (uint32_t c = 0; c < n; ++c) {
+    const int32_t v = bias ? wrap_add(x[c], bias[c]) : x[c];
+    y[c] = vec_requantize(v, p.mult[c], static_cast<uint32_t>(p.shift[c]) & 63u, p.zp, p.lo, p.hi);
+  }
+}
+
+void binary_row_portable(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, uint32_t n) {
+  for (uint32_t c = 0; c < n; ++c) {
+    const int64_t da = a[c] - p.za, db = b[c] - p.zb;
+    const int64_t t = p.mul ? wrap_mul(wrap_mul(da, db), p.m0)
+                            : static_cast<int64_t>(static_cast<uint64_t>(wrap_mul(da, p.m0)) +
+                                                   static_cast<uint64_t>(wrap_mul(db, p.m1)));
+    y[c] = vec_clamp(vec_round_shift(t, p.shift) + p.zp, p.lo, p.hi);
+  }
+}
+
+void lut_row_portable(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+  for (uint32_t c = 0; c < n; ++c) y[c] = vec_clamp(table[x[c] + 128], lo, hi);
+}
+
+void window_reduce_portable(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh,
+                            const int8_t* w, uint32_t n, int32_t* sum) {
+  // Lanes innermost so that the compiler vectorises the tap loop.
+  for (uint32_t c = 0; c < n; ++c) sum[c] = op == WindowOp::kMax ? INT32_MIN : 0;
+  for (uint32_t ky = 0; ky < kh; ++ky)
+    for (uint32_t kx = 0; kx < kw; ++kx) {
+      const int8_t* xr = x + ky * row_stride + static_cast<ptrdiff_t>(kx) * n;
+      if (op == WindowOp::kMax) {
+        for (uint32_t c = 0; c < n; ++c) sum[c] = std::max<int32_t>(sum[c], xr[c]);
+      } else if (op == WindowOp::kAdd) {
+        for (uint32_t c = 0; c < n; ++c) sum[c] += xr[c];
+      } else {
+        const int8_t* wr = w + static_cast<size_t>(ky * kw + kx) * n;
+        for (uint32_t c = 0; c < n; ++c) sum[c] += int32_t{xr[c]} * wr[c];
+      }
+    }
+}
+
+// --- AVX-512 -------------------------------------------------------------------------------
+#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), always_inline)) inline
+
+// round_shift on eight int64 lanes with per-lane shifts: (1 << s) >> 1 is the rounding
+// addend (0 for s = 0), the add wraps, the shift is arithmetic.
+NPU_AVX512 __m512i round_shift8(__m512i t, __m512i shift) {
+  const __m512i half = _mm512_srli_epi64(_mm512_sllv_epi64(_mm512_set1_epi64(1), shift), 1);
+  return _mm512_srav_epi64(_mm512_add_epi64(t, half), shift);
+}
+// + zp, vec_clamp (the low test on the unclamped value, as the scalar rule, which matters
+// when lo > hi), narrow to int8.
+NPU_AVX512 __m128i finish8(__m512i r, int8_t zp, int8_t lo, int8_t hi) {
+  r = _mm512_add_epi64(r, _mm512_set1_epi64(zp));
+  const __m512i low = _mm512_set1_epi64(lo);
+  const __m512i clamped = _mm512_mask_mov_epi64(_mm512_min_epi64(r, _mm512_set1_epi64(hi)),
+                                                _mm512_cmplt_epi64_mask(r, low), low);
+  return _mm512_cvtepi64_epi8(clamped);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void requantize_row_avx512(
+    const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, uint32_t n) {
+  for (uint32_t c = 0; c < n; c += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c));
+    if (bias) v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c)));
+    const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.mult + c));
+    const __m256i s = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.shift + c)),
+                                       _mm256_set1_epi32(63));
+    // vpmuldq: the exact 64-bit product of the sign-extended low halves.
+    const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(v), _mm512_cvtepi32_epi64(m));
+    const __m512i r = round_shift8(t, _mm512_cvtepu32_epi64(s));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(r, p.zp, p.lo, p.hi));
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void binary_row_avx512(
+    const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, uint32_t n) {
+  const __m512i za = _mm512_set1_epi64(p.za), zb = _mm512_set1_epi64(p.zb);
+  const __m512i m0 = _mm512_set1_epi64(p.m0), m1 = _mm512_set1_epi64(p.m1);
+  const __m512i shift = _mm512_set1_epi64(p.shift);
+  for (uint32_t c = 0; c < n; c += 8) {
+    const __m512i da = _mm512_sub_epi64(_mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + c))), za);
+    const __m512i db = _mm512_sub_epi64(_mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + c))), zb);
+    // vpmullq keeps the low 64 bits: the wrapping products of the scalar definition.
+    const __m512i t = p.mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
+                            : _mm512_add_epi64(_mm512_mullo_epi64(da, m0), _mm512_mullo_epi64(db, m1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(round_shift8(t, shift), p.zp, p.lo, p.hi));
+  }
+}
+
+// vpermi2b looks up 128 entries from two registers by the low 7 index bits; two lookups and
+// a blend on bit 7 cover the 256-entry table.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void lut_row_vbmi(
+    const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  const __mmask64 lanes = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;  // n <= 32
+  const __m512i index = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lanes, x), _mm512_set1_epi8(-128));
+  const __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), _mm512_permutex2var_epi8(t0, index, t1),
+                                           _mm512_permutex2var_epi8(t2, index, t3));
+  const __m512i low = _mm512_set1_epi8(lo);
+  const __m512i r = _mm512_mask_mov_epi8(_mm512_min_epi8(v, _mm512_set1_epi8(hi)), _mm512_cmplt_epi8_mask(v, low), low);
+  _mm512_mask_storeu_epi8(y, lanes, r);
+}
+
+template <WindowOp Op>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void window_reduce_avx512(
+    const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum) {
+  // 16 lanes per zmm; n = 8 uses the low half through the mask.
+  for (uint32_t c0 = 0; c0 < n; c0 += 16) {
+    const __mmask16 lanes = n - c0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - c0)) - 1);
+    __m512i acc = Op == WindowOp::kMax ? _mm512_set1_epi32(INT32_MIN) : _mm512_setzero_si512();
+    for (uint32_t ky = 0; ky < kh; ++ky) {
+      const int8_t* xr = x + ky * row_stride + c0;
+      for (uint32_t kx = 0; kx < kw; ++kx, xr += n) {
+        const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr));
+        if constexpr (Op == WindowOp::kMax) {
+          acc = _mm512_max_epi32(acc, xv);
+        } else if constexpr (Op == WindowOp::kAdd) {
+          acc = _mm512_add_epi32(acc, xv);
+        } else {
+          const int8_t* wr = w + static_cast<size_t>(ky * kw + kx) * n + c0;
+          acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, wr))));
+        }
+      }
+    }
+    _mm512_mask_storeu_epi32(sum + c0, lanes, acc);
+  }
+}
+#undef NPU_AVX512
+
+}  // namespace
+
+std::string_view vec_kernel_name(VecKernel kernel) {
+  return kernel == VecKernel::kPortable ? "portable" : "avx512";
+}
+
+bool vec_kernel_usable(VecKernel kernel) {
+  if (kernel == VecKernel::kPortable) return true;
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+VecKernel best_vec_kernel() {
+  return vec_kernel_usable(VecKernel::kAvx512) ? VecKernel::kAvx512 : VecKernel::kPortable;
+}
+
+void requantize_row(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
+                    uint32_t n) {
+  if (kernel == VecKernel::kAvx512) return requantize_row_avx512(x, bias, p, y, n);
+  requantize_row_portable(x, bias, p, y, n);
+}
+
+void binary_row(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, uint32_t n) {
+  if (kernel == VecKernel::kAvx512) return binary_row_avx512(a, b, p, y, n);
+  binary_row_portable(a, b, p, y, n);
+}
+
+void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+  static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
+  if (kernel == VecKernel::kAvx512 && has_vbmi) return lut_row_vbmi(table, x, lo, hi, y, n);
+  lut_row_portable(table, x, lo, hi, y, n);
+}
+
+void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh,
+                   const int8_t* w, uint32_t n, int32_t* sum) {
+  if (kernel == VecKernel::kPortable) return window_reduce_portable(op, x, row_stride, kw, kh, w, n, sum);
+  switch (op) {
+    case WindowOp::kMax: return window_reduce_avx512<WindowOp::kMax>(x, row_stride, kw, kh, w, n, sum);
+    case WindowOp::kAdd: return window_reduce_avx512<WindowOp::kAdd>(x, row_stride, kw, kh, w, n, sum);
+    case WindowOp::kMac: return window_reduce_avx512<WindowOp::kMac>(x, row_stride, kw, kh, w, n, sum);
+  }
+}
+
+}  // namespace npu::sim

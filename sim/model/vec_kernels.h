@@ -1,0 +1,78 @@
+// The functional model's VEC-unit row kernels: the per-lane arithmetic of REQUANT, ADD/MUL
+// and the window modes (MAXPOOL, AVGPOOL, DWCONV) on one row of n lanes. The portable
+// kernel is the reference; the AVX-512 kernel (chosen at run time by CPUID) computes the
+// same bits. The arithmetic is architecture.md 1.4 "VEC modes". Row pointers may be equal
+// (in place) but must not otherwise overlap. Pure functions; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace npu::sim {
+
+enum class VecKernel : uint8_t {
+  kPortable,  // plain C++, runs anywhere
+  kAvx512,    // AVX-512 F/BW/VL/DQ, 8 or 16 lanes per instruction
+};
+inline constexpr VecKernel kAllVecKernels[] = {VecKernel::kPortable, VecKernel::kAvx512};
+
+std::string_view vec_kernel_name(VecKernel kernel);
+bool vec_kernel_usable(VecKernel kernel);
+// The fastest usable kernel; decided once per process from CPUID.
+VecKernel best_vec_kernel();
+
+// The VEC unit's rounding shift on 64-bit two's-complement values (shift in 0..63).
+inline int64_t vec_round_shift(int64_t t, uint32_t shift) {
+  auto u = static_cast<uint64_t>(t);
+  if (shift > 0) u += uint64_t{1} << (shift - 1);
+  return static_cast<int64_t>(u) >> shift;
+}
+// Clamp, testing the low bound first: below lo yields lo, else above hi yields hi (no
+// std::clamp precondition; with lo > hi a value in [hi, lo) yields lo and one >= lo yields hi).
+inline int8_t vec_clamp(int64_t t, int8_t lo, int8_t hi) {
+  return static_cast<int8_t>(t < lo ? lo : (t > hi ? hi : t));
+}
+// One lane of REQUANT: round_shift(v·mult, shift) + zp, clamped. Two's-complement wrapping,
+// as the 64-bit datapath does (only v = mult = INT32_MIN, shift = 63 wraps).
+inline int8_t vec_requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
+  return vec_clamp(vec_round_shift(static_cast<int64_t>(v) * mult, shift) + zp, lo, hi);
+}
+
+// The per-lane parameters of a requantisation (REQUANT, DWCONV): multiplier and shift rows
+// (the shift's low 6 bits count), the output zero point and clamp bounds.
+struct RequantParams {
+  const int32_t* mult;
+  const int32_t* shift;
+  int8_t zp, lo, hi;
+};
+
+// y[c] = vec_requantize(x[c] + bias[c] (wrapping; no bias when null), ...) for c < n.
+// n is 8, 16 or 32.
+void requantize_row(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p,
+                    int8_t* y, uint32_t n);
+
+// ADD (mul = false): t = (a - za)·m0 + (b - zb)·m1; MUL: t = (a - za)·(b - zb)·m0; all in
+// wrapping 64-bit arithmetic; y[c] = clamp(round_shift(t, shift) + zp).
+struct BinaryParams {
+  bool mul;
+  int64_t za, zb, m0, m1;
+  uint32_t shift;
+  int8_t zp, lo, hi;
+};
+void binary_row(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
+                uint32_t n);
+
+// LUT: y[c] = vec_clamp(table[x[c] + 128]) for c < n; `table` holds the 256 entries (the
+// caller's snapshot of the table rows, taken when the instruction starts, as the RTL does).
+// The AVX-512 kernel needs VBMI for this mode and uses the portable code without it.
+void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n);
+
+// A window reduction: sum[c] over the kh×kw taps, tap (ky, kx) being the row
+// x + ky·row_stride + kx·n. kMax: max (starting from INT32_MIN); kAdd: sum; kMac: Σ x·w with
+// tap weights w + (ky·kw + kx)·n. int32 is exact for every legal window (|Σ| < 2^31).
+enum class WindowOp : uint8_t { kMax, kAdd, kMac };
+void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw,
+                   uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum);
+
+}  // namespace npu::sim

@@ -1,0 +1,112 @@
+// Threshold selection of the calibration methods on synthetic distributions.
+#include "calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace npu::compiler {
+namespace {
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+AbsHistogram histogram_of(const std::vector<float>& v) {
+  float mx = 0;
+  for (float x : v) mx = std::max(mx, std::fabs(x));
+  AbsHistogram h(mx);
+  h.add(v);
+  return h;
+}
+
+}  // namespace
+
+TEST(Calibration, ParsesMethods) {
+  EXPECT_EQ(parse_calibration_method("minmax")->kind, CalibrationMethod::Kind::kMinMax);
+  EXPECT_EQ(parse_calibration_method("entropy")->kind, CalibrationMethod::Kind::kEntropy);
+  auto p = parse_calibration_method("percentile");
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_DOUBLE_EQ(p->percentile, 99.99);
+  p = parse_calibration_method("percentile=99.5");
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_DOUBLE_EQ(p->percentile, 99.5);
+  for (const char* bad :
+       {"percentile=0", "percentile=101", "percentile=x", "percentile=", "kl", ""})
+    EXPECT_FALSE(parse_calibration_method(bad).is_ok()) << bad;
+}
+
+TEST(Calibration, PercentileOfUniformIsItsQuantile) {
+  // |x| uniform on [0, 1): the 99% point is 0.99 to within one bin.
+  std::vector<float> v;
+  for (int i = 0; i < 100000; ++i)
+    v.push_back(static_cast<float>((i + 0.5) / 100000.0) * (i % 2 ? 1.0f : -1.0f));
+  const AbsHistogram h = histogram_of(v);
+  EXPECT_NEAR(percentile_threshold(h, 99.0), 0.99, h.bin_width() * 1.01);
+  EXPECT_NEAR(percentile_threshold(h, 100.0), h.limit(), 1e-9);
+}
+
+TEST(Calibration, PercentileClipsRareOutliers) {
+  std::vector<float> v = gaussian(200000, 1);
+  v.push_back(50.0f);  // one outlier sets the min/max range
+  const AbsHistogram h = histogram_of(v);
+  const double t = percentile_threshold(h, 99.99);
+  // The 99.99% point of |N(0,1)| is about 3.89.
+  EXPECT_GT(t, 3.5);
+  EXPECT_LT(t, 4.3);
+}
+
+TEST(Calibration, EntropyKeepsAUniformRange) {
+  // Nothing to gain from clipping a uniform distribution: the threshold stays near the end.
+  std::vector<float> v;
+  for (int i = 0; i < 200000; ++i) v.push_back(static_cast<float>(i % 1000) / 1000.0f * 4.0f);
+  const AbsHistogram h = histogram_of(v);
+  EXPECT_GT(entropy_threshold(h), 0.9 * h.limit());
+}
+
+TEST(Calibration, EntropyClipsALongTail) {
+  // A Gaussian plus a few far outliers: the KL threshold lies in the body, far below the
+  // outliers and well above one standard deviation.
+  std::vector<float> v = gaussian(200000, 2);
+  for (int i = 0; i < 20; ++i) v.push_back(40.0f + static_cast<float>(i));
+  const AbsHistogram h = histogram_of(v);
+  const double t = entropy_threshold(h);
+  EXPECT_LT(t, 0.25 * h.limit());
+  EXPECT_GT(t, 2.0);
+}
+
+TEST(Calibration, EntropyNeverClipsTheBodyOfAnOffsetDistribution) {
+  // Values in [0.25, 0.85] (a sigmoid's output): no bin below 0.25 holds mass, so a naive
+  // search would clip at the minimum, where P and Q are the same spike.
+  std::vector<float> v;
+  for (int i = 0; i < 50000; ++i) v.push_back(0.25f + 0.6f * static_cast<float>(i % 997) / 996.0f);
+  const AbsHistogram h = histogram_of(v);
+  EXPECT_GT(entropy_threshold(h), 0.84 * 0.99);
+}
+
+TEST(Calibration, RangeIsClippedOnlyByTheChosenMethod) {
+  std::vector<float> v = gaussian(100000, 3);
+  v.push_back(30.0f);
+  const AbsHistogram h = histogram_of(v);
+  CalibrationMethod minmax;
+  EXPECT_EQ(calibrated_range(minmax, -4.0f, 30.0f, &h), std::make_pair(-4.0f, 30.0f));
+  CalibrationMethod pct{CalibrationMethod::Kind::kPercentile, 99.9};
+  const auto [lo, hi] = calibrated_range(pct, -1.0f, 30.0f, &h);
+  EXPECT_EQ(lo, -1.0f);  // the threshold (~3.3) only clips what lies beyond it
+  EXPECT_LT(hi, 4.0f);
+  EXPECT_GT(hi, 3.0f);
+}
+
+TEST(Calibration, EmptyHistogramKeepsTheLimit) {
+  AbsHistogram h(2.0);
+  EXPECT_DOUBLE_EQ(entropy_threshold(h), 2.0);
+  EXPECT_DOUBLE_EQ(percentile_threshold(h, 99.0), 2.0);
+}
+
+}  // namespace npu::compiler

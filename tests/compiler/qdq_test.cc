@@ -1,0 +1,126 @@
+// QDQ models: the declared quantisation replaces calibration, exactly where it can.
+#include "qdq.h"
+
+#include <gtest/gtest.h>
+
+#include "ir.h"
+#include "passes.h"
+
+namespace npu::compiler {
+namespace {
+
+int constant(Graph& g, const std::string& name, Tensor t) {
+  Value v;
+  v.name = name;
+  v.dtype = t.dtype;
+  v.shape = t.shape;
+  v.constant = std::move(t);
+  return g.add_value(std::move(v));
+}
+
+Tensor scalar_f32(float x) {
+  Tensor t = Tensor::zeros(DType::kF32, {});
+  t.as<float>()[0] = x;
+  return t;
+}
+
+Tensor scalar_u8(uint8_t x) {
+  Tensor t = Tensor::zeros(DType::kU8, {});
+  t.data[0] = x;
+  return t;
+}
+
+int value(Graph& g, const std::string& name, std::vector<int64_t> shape) {
+  Value v;
+  v.name = name;
+  v.shape = std::move(shape);
+  return g.add_value(std::move(v));
+}
+
+Node node(const std::string& op, const std::string& name, std::vector<int> in,
+          std::vector<int> out) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+// x -> Q -> DQ -> MatMul(DQ(int8 W, per-channel)) -> Q -> DQ -> y
+Graph qdq_matmul(bool codes_are_output) {
+  Graph g;
+  g.opset = 13;
+  const int x = value(g, "x", {2, 4});
+  g.inputs.push_back(x);
+  const int s = constant(g, "s", scalar_f32(0.1f)), z = constant(g, "z", scalar_u8(130));
+  const int xq = value(g, "xq", {2, 4}), xd = value(g, "xd", {2, 4});
+  g.nodes.push_back(node("QuantizeLinear", "qx", {x, s, z}, {xq}));
+  g.nodes.push_back(node("DequantizeLinear", "dqx", {xq, s, z}, {xd}));
+  Tensor w = Tensor::zeros(DType::kI8, {4, 3});
+  for (int i = 0; i < 12; ++i)
+    w.as<int8_t>()[static_cast<size_t>(i)] = static_cast<int8_t>(i * 9 - 50);
+  Tensor ws = Tensor::zeros(DType::kF32, {3});
+  ws.as<float>()[0] = 0.01f, ws.as<float>()[1] = 0.02f, ws.as<float>()[2] = 0.03f;
+  const int wc = constant(g, "w", w), wsv = constant(g, "ws", ws);
+  const int wz = constant(g, "wz", Tensor::zeros(DType::kI8, {3}));
+  const int wd = value(g, "wd", {4, 3});
+  Node dqw = node("DequantizeLinear", "dqw", {wc, wsv, wz}, {wd});
+  dqw.attrs["axis"].i = 1;
+  g.nodes.push_back(dqw);
+  const int m = value(g, "m", {2, 3});
+  g.nodes.push_back(node("MatMul", "mm", {xd, wd}, {m}));
+  const int s2 = constant(g, "s2", scalar_f32(0.05f)), z2 = constant(g, "z2", scalar_u8(128));
+  const int mq = value(g, "mq", {2, 3}), y = value(g, "y", {2, 3});
+  g.nodes.push_back(node("QuantizeLinear", "qm", {m, s2, z2}, {mq}));
+  g.nodes.push_back(node("DequantizeLinear", "dqm", {mq, s2, z2}, {y}));
+  g.outputs.push_back(codes_are_output ? mq : y);
+  return g;
+}
+
+}  // namespace
+
+TEST(Qdq, PairsBecomeDeclaredQuantisation) {
+  Graph g = qdq_matmul(false);
+  QdqSummary summary;
+  ASSERT_TRUE(fold_qdq(g, &summary).is_ok());
+  EXPECT_EQ(summary.activation_pairs, 2);
+  EXPECT_EQ(summary.weights, 1);
+  ASSERT_EQ(g.nodes.size(), 2u);  // DQ(W) (folded later as a constant) and the MatMul
+  const Node& mm = g.nodes[1];
+  EXPECT_EQ(mm.op, "MatMul");
+  // The graph input keeps its name and carries the uint8 parameters shifted to int8.
+  EXPECT_EQ(mm.inputs[0], g.inputs[0]);
+  ASSERT_TRUE(g.value(g.inputs[0]).quant);
+  EXPECT_EQ(g.value(g.inputs[0]).quant->scale, std::vector<float>{0.1f});
+  EXPECT_EQ(g.value(g.inputs[0]).quant->zero_point, std::vector<int32_t>{2});
+  // The MatMul now writes the graph output 'y' itself.
+  EXPECT_EQ(mm.outputs[0], g.outputs[0]);
+  EXPECT_EQ(g.value(g.outputs[0]).name, "y");
+  ASSERT_TRUE(g.value(g.outputs[0]).quant);
+  EXPECT_EQ(g.value(g.outputs[0]).quant->zero_point, std::vector<int32_t>{0});
+  // Weights: declared per output channel (axis 1 of [K, N]).
+  EXPECT_EQ(declared_weight_scales(g, mm.inputs[1], 1, 3, 1.0f),
+            (std::vector<float>{0.01f, 0.02f, 0.03f}));
+  EXPECT_TRUE(declared_weight_scales(g, mm.inputs[1], 0, 3, 1.0f).empty());  // another axis
+  const int weights = mm.inputs[1];
+  int folded = 0;
+  ASSERT_TRUE(fold_constants(g, &folded).is_ok());  // rebuilds g.nodes
+  EXPECT_EQ(folded, 1);
+  ASSERT_TRUE(g.value(weights).constant);
+  EXPECT_FLOAT_EQ(g.value(weights).constant->as<float>()[0], -0.5f);  // 0.01 * -50
+  EXPECT_TRUE(g.value(weights).quant);  // folding keeps the declared scales
+}
+
+TEST(Qdq, CodesOtherOperatorsReadStayNodes) {
+  Graph g = qdq_matmul(true);  // the int8 codes of the MatMul output are a graph output
+  QdqSummary summary;
+  ASSERT_TRUE(fold_qdq(g, &summary).is_ok());
+  EXPECT_EQ(summary.activation_pairs, 1);
+  ASSERT_EQ(summary.notes.size(), 1u);
+  EXPECT_NE(summary.notes[0].find("'qm'"), std::string::npos);
+  EXPECT_EQ(g.nodes.back().op, "DequantizeLinear");
+  EXPECT_FALSE(g.value(g.nodes.back().outputs[0]).quant);
+}
+
+}  // namespace npu::compiler

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""Quantised models against onnxruntime-node, on the MobileNet-style model.
+
+check_qdq.py qdq-model NPU_COMPILE NPU_RUN DATA_DIR WORKDIR [MODEL]
+    scripts/make_qdq.py turns mobilenet_v3ish.onnx into a QDQ model (uint8 activations,
+    int8 per-channel and per-tensor weights, int32 biases, as onnxruntime's quantize_static
+    writes them). npu-compile must take every scale from the model and place every operator
+    on the NPU; the NPU's logits are compared with onnxruntime-node running the same QDQ model.
+    MODEL (default mobilenet_v3ish) names another float model in DATA_DIR (mlp: MatMul and
+    Gemm transB weights); its inputs are then N(0,1) samples of its input shape.
+check_qdq.py export NPU_COMPILE NPU_RUN DATA_DIR WORKDIR
+    npu-compile --export-qdq writes the float model's quantisation as a QDQ model; its
+    logits on onnxruntime-node are compared with the NPU's on the compiled image.
+
+Both compare in units of the logits' quantisation step (LSB): the two sides differ only by
+rounding rules (the NPU's requantisation rounds half toward +inf with a 32-bit multiplier,
+onnxruntime rounds half to even in float), and such a one-step difference in an early layer
+can move later values by a few steps. Required: SQNR >= 30 dB against onnxruntime-node and at
+least 90% of the logits within 1 LSB; the figures are printed either way.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+MIN_SQNR_DB = 30.0
+MIN_WITHIN_ONE = 0.90
+INPUTS = 4
+
+
+def sh(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def sqnr(ref, act):
+    noise = np.sum((ref.astype(np.float64) - act) ** 2)
+    return float("inf") if noise == 0 else 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / noise)
+
+
+def logits_step(model_path):
+    """The scale of the last QuantizeLinear before the output (the logits' LSB)."""
+    m = onnx.load(model_path)
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][-1]
+    return float(inits[q.input[1]])
+
+
+def main():
+    mode, npu_compile, npu_run, data, work = sys.argv[1:6]
+    model_name = sys.argv[6] if len(sys.argv) > 6 else "mobilenet_v3ish"
+    os.makedirs(work, exist_ok=True)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ort_dir = os.path.join(root, "scripts", "ort")
+    if not (shutil.which("node") and os.path.isdir(os.path.join(ort_dir, "node_modules", "onnxruntime-node"))):
+        raise SystemExit("FAIL: onnxruntime-node is not installed (scripts/install-deps installs it)")
+    float_model = os.path.join(data, model_name + ".onnx")
+    calib = os.path.join(work, "calib")
+    if model_name == "mobilenet_v3ish":
+        inp = os.path.join(data, "mobilenet_input.npy")
+        if not os.path.isdir(calib):
+            sh(["/usr/bin/python3", os.path.join(root, "scripts", "make_mobilenet.py"), "--calib", calib])
+    else:
+        dims = [d.dim_value for d in onnx.load(float_model).graph.input[0].type.tensor_type.shape.dim]
+        rng = np.random.default_rng(2026)
+        for k in range(8):
+            os.makedirs(os.path.join(calib, f"sample_{k:02d}"), exist_ok=True)
+            np.save(os.path.join(calib, f"sample_{k:02d}", "input_0.npy"), rng.normal(0, 1, dims).astype(np.float32))
+        inp = os.path.join(work, "input.npy")
+        np.save(inp, rng.normal(0, 1, dims).astype(np.float32))
+    image = os.path.join(work, "model.npuimg")
+    if mode == "qdq-model":
+        reference_model = os.path.join(work, model_name + "_qdq.onnx")
+        sh(["/usr/bin/python3", os.path.join(root, "scripts", "make_qdq.py"), float_model, calib, reference_model])
+        compiled = sh([npu_compile, reference_model, "-o", image, "--calib", calib])
+    elif mode == "export":
+        reference_model = os.path.join(work, model_name + "_exported_qdq.onnx")
+        compiled = sh([npu_compile, float_model, "-o", image, "--calib", calib, "--export-qdq", reference_model])
+    else:
+        raise SystemExit(f"unknown mode {mode}; use qdq-model or export")
+    placement = re.search(r"(\d+) NPU layer\(s\), (\d+) host operator\(s\)", compiled.stderr)
+    if not placement:
+        raise SystemExit(f"FAIL: npu-compile did not report the placement:\n{compiled.stderr}")
+    print(f"npu-compile: {placement.group(1)} NPU layer(s), {placement.group(2)} host operator(s)")
+    if mode == "qdq-model":
+        if "keep the model's scales" not in compiled.stderr:
+            raise SystemExit(f"FAIL: npu-compile did not take the model's quantisation:\n{compiled.stderr}")
+        if placement.group(2) != "0":
+            raise SystemExit(f"FAIL: the QDQ model must run entirely on the NPU:\n{compiled.stderr}")
+    # The test input and the first calibration samples: more logits, more chances to differ.
+    inputs = [inp] + [os.path.join(calib, d, "input_0.npy") for d in sorted(os.listdir(calib))[:INPUTS - 1]]
+    npu, ref = [], []
+    for k, x in enumerate(inputs):
+        out_dir = os.path.join(work, f"npu_{k}")
+        sh([npu_run, image, "--device", "sim", "--input", x, "--output-dir", out_dir])
+        npu.append(np.load(os.path.join(out_dir, "output_0.npy")).astype(np.float64))
+        ref_path = os.path.join(work, f"ort_logits_{k}.npy")
+        sh(["node", os.path.join(ort_dir, "ort_run.js"), reference_model, x, ref_path, "1"])
+        ref.append(np.load(ref_path).astype(np.float64))
+    npu, ref = np.concatenate(npu), np.concatenate(ref)
+    step = logits_step(reference_model)
+    lsb = np.abs(npu - ref) / step
+    db = sqnr(ref, npu)
+    within_one = float(np.mean(lsb <= 1.0 + 1e-3))
+    exact = float(np.mean(lsb <= 1e-3))
+    print(f"{mode}: NPU vs onnxruntime-node on the same QDQ model: SQNR {db:.2f} dB, "
+          f"{100 * exact:.1f}% of {lsb.size} logits ({len(inputs)} inputs) equal, {100 * within_one:.1f}% within 1 LSB, "
+          f"max {lsb.max():.2f} LSB (LSB = {step:.4g})")
+    if not (db >= MIN_SQNR_DB and within_one >= MIN_WITHIN_ONE):
+        raise SystemExit(f"FAIL: required SQNR >= {MIN_SQNR_DB} dB and >= {100 * MIN_WITHIN_ONE:.0f}% within 1 LSB")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

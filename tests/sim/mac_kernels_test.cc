@@ -1,0 +1,85 @@
+// Every int8 GEMM kernel of the functional model against a naive scalar GEMM, on random
+// tiles and rows (strided, aliasing accumulator rows, accumulate and overwrite, extreme
+// values), including int32 wrap-around of the accumulators.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mac_kernels.h"
+
+namespace npu::sim {
+namespace {
+
+// The ISA's GEMM on one tile, written independently of the kernels (no packing).
+void naive(const std::vector<int8_t>& w, const int8_t* act, ptrdiff_t act_stride, int32_t* acc,
+           ptrdiff_t acc_stride, uint32_t rows, uint32_t n, bool overwrite) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    int32_t* row = acc + r * acc_stride;
+    for (uint32_t c = 0; c < n; ++c) {
+      uint32_t p = 0;
+      for (uint32_t k = 0; k < n; ++k)
+        p += static_cast<uint32_t>(int32_t{act[r * act_stride + k]} * w[k * n + c]);
+      row[c] = static_cast<int32_t>(overwrite ? p : static_cast<uint32_t>(row[c]) + p);
+    }
+  }
+}
+
+std::string describe(MacKernel k, uint32_t n) { return std::string(mac_kernel_name(k)) + " n=" + std::to_string(n); }
+
+TEST(MacKernels, PortableIsAlwaysUsableAndBestIsUsable) {
+  for (uint32_t n : {8u, 16u, 32u}) {
+    EXPECT_TRUE(mac_kernel_usable(MacKernel::kPortable, n));
+    EXPECT_TRUE(mac_kernel_usable(best_mac_kernel(n), n)) << describe(best_mac_kernel(n), n);
+  }
+  EXPECT_FALSE(mac_kernel_usable(MacKernel::kPortable, 12));
+}
+
+TEST(MacKernels, EveryUsableKernelMatchesTheNaiveGemm) {
+  std::mt19937 rng(1234);
+  int tested = 0;
+  for (MacKernel kernel : kAllMacKernels) {
+    for (uint32_t n : {8u, 16u, 32u}) {
+      if (!mac_kernel_usable(kernel, n)) {
+        std::printf("[ SKIPPED  ] %s: not supported by this CPU\n", describe(kernel, n).c_str());
+        continue;
+      }
+      ++tested;
+      for (int trial = 0; trial < 300; ++trial) {
+        SCOPED_TRACE(describe(kernel, n) + " trial " + std::to_string(trial));
+        // Extreme tiles (all -128 / all 127) stress the +128 offset correction.
+        const int style = trial % 5;
+        auto value = [&](std::uniform_int_distribution<int>& d) {
+          return static_cast<int8_t>(style == 0 ? -128 : style == 1 ? 127 : d(rng));
+        };
+        std::uniform_int_distribution<int> byte(-128, 127);
+        std::vector<int8_t> w(n * n);
+        for (auto& x : w) x = value(byte);
+        const uint32_t rows = std::uniform_int_distribution<uint32_t>(1, 37)(rng);
+        // Strides in rows of n: 0 (every row reads/writes the same row), 1, or more.
+        const ptrdiff_t act_stride = static_cast<ptrdiff_t>(n) * std::uniform_int_distribution<int>(0, 3)(rng);
+        const ptrdiff_t acc_stride = static_cast<ptrdiff_t>(n) * std::uniform_int_distribution<int>(0, 2)(rng);
+        std::vector<int8_t> act(static_cast<size_t>(rows) * 3 * n + n);
+        for (auto& x : act) x = value(byte);
+        std::vector<int32_t> acc(static_cast<size_t>(rows) * 2 * n + n);
+        // Accumulators near the int32 limits so that the sums wrap.
+        std::uniform_int_distribution<int32_t> word(INT32_MIN, INT32_MAX);
+        std::uniform_int_distribution<int32_t> edge(-600000, 600000);
+        for (auto& x : acc) x = trial % 2 ? word(rng) : (trial % 4 ? INT32_MAX : INT32_MIN) - edge(rng);
+        const bool overwrite = trial % 3 == 0;
+        std::vector<int32_t> want = acc;
+        naive(w, act.data(), act_stride, want.data(), acc_stride, rows, n, overwrite);
+        PackedTile tile;
+        pack_tile(w.data(), n, kernel, &tile);
+        mac_rows(tile, act.data(), act_stride, acc.data(), acc_stride, rows, overwrite);
+        ASSERT_EQ(acc, want) << "rows " << rows << " act_stride " << act_stride << " acc_stride " << acc_stride
+                             << (overwrite ? " overwrite" : " accumulate");
+      }
+    }
+  }
+  EXPECT_GT(tested, 0);
+}
+
+}  // namespace
+}  // namespace npu::sim
