@@ -12,6 +12,7 @@ dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), the
 cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize nearest x2, Conv 1x1,
                  PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
 runtime_operands.onnx  Clip whose min/max are scalar graph inputs, then PRelu with a slope input [40]
+big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
 Weights come from a fixed seed, so the files are reproducible.
@@ -183,6 +184,17 @@ def runtime_operands():
                              producer_name="npu make_models.py")
 
 
+def big_transpose():
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["t"], name="transpose", perm=[1, 0]),
+         helper.make_node("Relu", ["t"], ["y"], name="relu")],
+        "big_transpose",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300, 200])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [200, 300])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -194,6 +206,7 @@ def main():
     save(cnn_ops(np.random.default_rng(12)), os.path.join(out, "cnn_ops.onnx"))
     save(dynamic_conv(), os.path.join(out, "dynamic_conv.onnx"))
     save(runtime_operands(), os.path.join(out, "runtime_operands.onnx"))
+    save(big_transpose(), os.path.join(out, "big_transpose.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),

@@ -1160,15 +1160,18 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
   const uint32_t base = table_rows, capacity = std::min<uint32_t>(act_rows - table_rows, 65535);
   // One LOAD/STORE pair moves up to three loop dimensions (x innermost); outer dimensions
   // and oversized counts become more instructions.
+  // Rows one instruction moves must fit the scratchpad: inner dimensions are taken while
+  // their rows fit, and the outermost of them is split (`step`) when it does not.
   std::vector<Dim> inner;  // up to 3, innermost first
+  int64_t inner_rows = 1;  // rows of the inner dimensions below the outermost one
   while (!loops.empty() && inner.size() < 3) {
-    inner.push_back(loops.back());
+    const Dim d = loops.back();
+    inner.push_back(d);
     loops.pop_back();
+    if (inner_rows * d.extent > static_cast<int64_t>(capacity)) break;
+    if (!loops.empty() && inner.size() < 3) inner_rows *= d.extent;
   }
   if (inner.empty()) inner.push_back({1, 0, 0});
-  // Rows one instruction moves must fit the scratchpad: the outermost inner dimension is split.
-  int64_t inner_rows = 1;
-  for (size_t k = 0; k + 1 < inner.size(); ++k) inner_rows *= inner[k].extent;
   const int64_t pieces = ceil_div(run, N);
   auto emit = [&](uint64_t src, uint64_t dst, uint32_t row_elems, int64_t outer_count) {
     // outer_count: how many of the outermost inner dimension this pair moves.
@@ -1198,8 +1201,6 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
     }
     prog.store(st, BK::Activations, static_cast<uint32_t>(dst));
   };
-  if (inner_rows > capacity)
-    return make_error(StatusCode::kUnsupported, "a copy's rows do not fit the activation scratchpad");
   const int64_t step = std::max<int64_t>(1, capacity / inner_rows);
   // Remaining outer loops, odometer style.
   std::vector<int64_t> idx(loops.size(), 0);
