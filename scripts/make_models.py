@@ -11,7 +11,8 @@ movement.onnx    data movement and dynamic operands: Gemm, Transpose, MatMul of 
 dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), then Relu
 cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize nearest x2, Conv 1x1,
                  PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
-runtime_operands.onnx  Clip whose min/max are scalar graph inputs, then PRelu with a slope input [40]
+runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a slope input [40],
+                 Div by Sigmoid(slope) (a run-time divisor of one sign)
 big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
@@ -173,7 +174,9 @@ def cnn_ops(rng):
 def runtime_operands():
     graph = helper.make_graph(
         [helper.make_node("Clip", ["x", "lo", "hi"], ["c"], name="clip"),
-         helper.make_node("PRelu", ["c", "slope"], ["y"], name="prelu")],
+         helper.make_node("PRelu", ["c", "slope"], ["p"], name="prelu"),
+         helper.make_node("Sigmoid", ["slope"], ["s"], name="sigmoid"),
+         helper.make_node("Div", ["p", "s"], ["y"], name="div")],
         "runtime_operands",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 40]),
          helper.make_tensor_value_info("lo", TensorProto.FLOAT, []),

@@ -251,7 +251,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape
   // inference cannot see through folded shape chains).
-  std::vector<PartitionStep> steps = partition(g, N);
+  std::vector<PartitionStep> steps = partition(g, N, &ranges);
   size_t npu_layers = 0, host_ops = 0;
   std::string host_list;
   for (const auto& s : steps) {

@@ -683,7 +683,7 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     }
     return facts;
   }
-  if (L.kind == Kind::kAdd || L.kind == Kind::kMul || L.kind == Kind::kPRelu) {
+  if (L.kind == Kind::kAdd || L.kind == Kind::kMul || L.kind == Kind::kPRelu || L.kind == Kind::kDiv) {
     // Binary element-wise work: rows of a go to scratchpad region A, the matching (possibly
     // broadcast) rows of b to region B, `compute` leaves the result in A (region C is free
     // scratch), and A is stored. `reserved` rows at the bottom of ACT hold lookup tables.
@@ -811,6 +811,28 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
       prog.load(pl, BK::Weights, static_cast<uint32_t>(first));
     };
+    if (L.kind == Kind::kDiv) {
+      // 1/y over y's codes (clamped to y's calibrated range, which keeps one sign), then
+      // x · (1/y) by VEC MUL; the table runs in place on the divisor rows.
+      const QParams qr = activation_qparams(std::min(1.0f / L.divisor_lo, 1.0f / L.divisor_hi),
+                                            std::max(1.0f / L.divisor_lo, 1.0f / L.divisor_hi));
+      const uint64_t table = align_up(weights.size());
+      weights.resize(table + 256, 0);
+      for (int q = -128; q < 128; ++q) {
+        const float y = std::clamp(qb.scale * static_cast<float>(q - qb.zero_point), L.divisor_lo, L.divisor_hi);
+        weights[table + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(1.0f / y, qr));
+      }
+      const uint32_t table_rows = 256 / N;
+      prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(table));
+      load_params(mul_params(qx, qr, qy), 1);
+      run_binary(table_rows, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
+        isa::VecRequant v{.src = static_cast<uint16_t>(B), .dst = static_cast<uint16_t>(B), .param = 0,
+                          .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+        prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+        vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qy);
+      });
+      return facts;
+    }
     if (L.kind != Kind::kPRelu) {
       load_params(L.kind == Kind::kAdd ? add_params(qx, qb, L.b_sign, qy) : mul_params(qx, qb, qy), 1);
       const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
@@ -819,10 +841,12 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     }
     // PRelu(x, a) = max(x, 0) + a·min(x, 0): two lookup tables split x into its positive part
     // r and negative part n, VEC MUL forms p = a·n, VEC ADD y = r + p. The intermediates are
-    // quantised over the ranges the int8 codes of x and a can reach.
+    // quantised over the calibrated ranges of x and a (else what their int8 codes reach).
     auto real = [](const QParams& q, int code) { return q.scale * static_cast<float>(code - q.zero_point); };
-    const float x_lo = std::min(real(qx, -128), 0.0f), x_hi = std::max(real(qx, 127), 0.0f);
-    const float a_lo = real(qb, -128), a_hi = real(qb, 127);
+    const float x_lo = std::min(L.x_range ? std::max(L.x_range->first, real(qx, -128)) : real(qx, -128), 0.0f);
+    const float x_hi = std::max(L.x_range ? std::min(L.x_range->second, real(qx, 127)) : real(qx, 127), 0.0f);
+    const float a_lo = L.b_range ? std::max(L.b_range->first, real(qb, -128)) : real(qb, -128);
+    const float a_hi = L.b_range ? std::min(L.b_range->second, real(qb, 127)) : real(qb, 127);
     const QParams qn = activation_qparams(x_lo, 0.0f), qr = activation_qparams(0.0f, x_hi);
     const QParams qp = activation_qparams(std::min({x_lo * a_lo, x_lo * a_hi, 0.0f}), std::max({x_lo * a_lo, x_lo * a_hi, 0.0f}));
     const uint32_t table_rows = 256 / N;

@@ -379,7 +379,7 @@ float scalar_constant(const Graph& g, int v, bool* ok) {
 }
 
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
-std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim) {
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges) {
   const Node& n = g.nodes[ni];
   EltLayer L;
   L.name = n.name;
@@ -420,6 +420,10 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     const bool last = xs.size() != 4 && !ss.empty() && ss.size() <= xs.size() && ss.back() == xs.back() &&
                       std::all_of(ss.begin(), ss.end() - 1, [](int64_t d) { return d == 1; });
     L.kind = EltLayer::Kind::kPRelu;
+    if (ranges) {
+      if (auto r = ranges->find(n.inputs[0]); r != ranges->end()) L.x_range = r->second;
+      if (auto r = ranges->find(slope); r != ranges->end() && !g.is_constant(slope)) L.b_range = r->second;
+    }
     if (g.is_constant(slope)) {
       if (!per_channel && !last) return std::nullopt;
       const Tensor t = to_float(*g.value(slope).constant);
@@ -467,12 +471,22 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       else return std::nullopt;
       return L;
     }
-    if (op == "Div" || g.is_constant(n.inputs[1])) return std::nullopt;
+    if (g.is_constant(n.inputs[1])) return std::nullopt;
+    if (op == "Div") {
+      // x / y = x · (1/y) with a reciprocal table over y's codes: y's calibrated range must
+      // keep away from 0 (one sign), else 1/y has no bounded range to quantise.
+      auto r = ranges ? ranges->find(n.inputs[1]) : decltype(ranges->end()){};
+      if (!ranges || r == ranges->end()) return std::nullopt;
+      const auto [lo, hi] = r->second;
+      if (!(lo > 0 || hi < 0) || !std::isfinite(lo) || !std::isfinite(hi)) return std::nullopt;
+      L.divisor_lo = lo;
+      L.divisor_hi = hi;
+    }
     const auto& a = g.value(n.inputs[0]).shape;
     const auto& b = g.value(n.inputs[1]).shape;
     if (a.empty() || b.empty()) return std::nullopt;
     L.inputs = {n.inputs[0], n.inputs[1]};
-    L.kind = op == "Mul" ? EltLayer::Kind::kMul : EltLayer::Kind::kAdd;
+    L.kind = op == "Mul" ? EltLayer::Kind::kMul : op == "Div" ? EltLayer::Kind::kDiv : EltLayer::Kind::kAdd;
     L.b_sign = op == "Sub" ? -1.0f : 1.0f;
     if (a == b) return L;
     if (a.size() == 4 && b.size() == 4 && b[0] == a[0] && b[1] == a[1] && b[2] == 1 && b[3] == 1) {
@@ -705,7 +719,7 @@ bool all_float(const Graph& g, const NpuLayer& layer) {
   return ok(npu_layer_output(layer));
 }
 
-std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
+std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const ValueRanges* ranges) {
   std::vector<PartitionStep> steps;
   std::set<size_t> used;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
@@ -715,7 +729,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
-    else if (auto elt = match_elementwise(g, ni, array_dim)) layer = std::move(*elt);
+    else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);
     if (layer && !all_float(g, *layer)) {
       // A fused match consumed following nodes; they must stay as host steps.
       used = used_before;

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
+#include <optional>
 #include <variant>
 #include <string>
 #include <vector>
@@ -74,8 +76,9 @@ struct EltLayer {
   // kResize: nearest-neighbour Resize of the H and W axes of an NHWC value (pixel gathers).
   // kPRelu: x with a slope tensor (dynamic, or constant per channel / along the last axis);
   // a scalar constant slope is a kLut.
+  // kDiv: x / y for a run-time y of one sign: a reciprocal table, then VEC MUL.
   enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kRepack, kTranspose, kConcat,
-                    kReshapeCopy, kResize, kPRelu, kClip };
+                    kReshapeCopy, kResize, kPRelu, kClip, kDiv };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -90,6 +93,10 @@ struct EltLayer {
   // {x, then the dynamic bounds}; constant bounds stay clamp immediates.
   int lo_input = -1, hi_input = -1;
   float clip_lo = -INFINITY, clip_hi = INFINITY;
+  float divisor_lo = 1.0f, divisor_hi = 1.0f;  // kDiv: y's calibrated range (one sign)
+  // kPRelu: calibrated ranges of x and of a run-time slope (when partition had ranges); the
+  // intermediates are quantised over them instead of over everything the int8 codes reach.
+  std::optional<std::pair<float, float>> x_range, b_range;
   std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
@@ -116,6 +123,9 @@ struct PartitionStep {
 // Splits the graph into steps. Nodes the NPU cannot take become host steps; the caller
 // reports them. Constant-producing nodes (Constant) are folded by the frontend, never steps.
 // `array_dim` decides which reshapes are free views of the NHWC layout.
-std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim);
+// `ranges` (the calibrated [min, max] of values, optional) lets Div by a run-time tensor onto
+// the NPU when its divisor keeps one sign.
+using ValueRanges = std::map<int, std::pair<float, float>>;
+std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const ValueRanges* ranges = nullptr);
 
 }  // namespace npu::compiler

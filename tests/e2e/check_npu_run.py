@@ -96,6 +96,10 @@ def numpy_reference(model_path, inputs):
         elif node.op_type == "Resize":  # nearest, integer scales, asymmetric-equivalent
             s = [int(v) for v in ins[-1]]
             y = ins[0].repeat(s[2], axis=2).repeat(s[3], axis=3)
+        elif node.op_type == "Sigmoid":
+            y = 1 / (1 + np.exp(-ins[0]))
+        elif node.op_type == "Div":
+            y = ins[0] / ins[1]
         elif node.op_type == "PRelu":
             y = np.where(ins[0] >= 0, ins[0], ins[0] * ins[1])
         elif node.op_type == "Flatten":
