@@ -264,6 +264,32 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
                                                uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                                Program& prog, const DynamicOperands& dyn);
 
+// A dynamic conv bias (int32 [Cout]) replaces the bias row of each output block's parameter
+// rows (block nb at ACC row param_base + 3·nb).
+static void load_dynamic_bias_rows(int64_t Cout, uint32_t param_base, uint32_t bias_off, uint32_t N, Program& prog) {
+  for (int64_t nb = 0; nb < ceil_div(Cout, N); ++nb) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, Cout - nb * N));
+    ld.sp_base = static_cast<uint32_t>(param_base + 3 * nb);
+    ld.x = 1;
+    prog.load(ld, image::BufferKind::Activations, static_cast<uint32_t>(bias_off + nb * N * 4));
+  }
+}
+
+// Constant conv weights: `rows_per_nb` WGT rows per output block, blocks consecutive in the
+// weights from w_off; loads blocks [nb_first, nb_first + nb_count) to WGT row 0 on.
+static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_first, int64_t nb_count, uint32_t N,
+                             Program& prog) {
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kWgt;
+  ld.x = static_cast<uint16_t>(rows_per_nb);
+  ld.x_stride = N;
+  ld.y = static_cast<uint16_t>(nb_count);
+  ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
+  prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+}
+
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn) {
@@ -418,28 +444,14 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     ld.x_stride = 4 * N;
     prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
   }
-  if (L.bias_input >= 0)  // the int32 bias replaces each output block's (zero) bias row
-    for (int64_t nb = 0; nb < NB; ++nb) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kAcc;
-      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
-      ld.sp_base = static_cast<uint32_t>(P + 3 * nb);
-      ld.x = 1;
-      prog.load(ld, BK::Activations, static_cast<uint32_t>(dyn.bias_off + nb * N * 4));
-    }
+  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, P, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
     if (dynamic) {
       load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
       return;
     }
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kWgt;
     const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(taps * CB) * N;
-    ld.x = static_cast<uint16_t>(rows_per_nb);
-    ld.x_stride = N;
-    ld.y = static_cast<uint16_t>(nb_count);
-    ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+    load_weight_rows(w_off, rows_per_nb, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
   LayerFacts facts;
@@ -1325,28 +1337,13 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
     ld.x_stride = 4 * N;
     prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
   }
-  if (L.bias_input >= 0)
-    for (int64_t nb = 0; nb < NB; ++nb) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kAcc;
-      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
-      ld.sp_base = static_cast<uint32_t>(3 * nb);
-      ld.x = 1;
-      prog.load(ld, BK::Activations, static_cast<uint32_t>(dyn.bias_off + nb * N * 4));
-    }
+  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, 0, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
     if (dynamic) {
       load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(zero_off), N, prog);
       return;
     }
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kWgt;
-    const uint64_t rows_per_nb = static_cast<uint64_t>(taps * CB) * N;
-    ld.x = static_cast<uint16_t>(rows_per_nb);
-    ld.x_stride = N;
-    ld.y = static_cast<uint16_t>(nb_count);
-    ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+    load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, NB);
   // The input pixels each tap reaches inside the output: [first, last] per axis.
