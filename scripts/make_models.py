@@ -13,6 +13,7 @@ cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize ne
                  PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
 runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a slope input [40],
                  Div by Sigmoid(slope) (a run-time divisor of one sign)
+gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
 big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
@@ -198,6 +199,18 @@ def big_transpose():
                              producer_name="npu make_models.py")
 
 
+def gemm_scalar_bias():
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="gemm", beta=20.0)],
+        "gemm_scalar_bias",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 40]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [40, 20]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 20])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -210,6 +223,7 @@ def main():
     save(dynamic_conv(), os.path.join(out, "dynamic_conv.onnx"))
     save(runtime_operands(), os.path.join(out, "runtime_operands.onnx"))
     save(big_transpose(), os.path.join(out, "big_transpose.onnx"))
+    save(gemm_scalar_bias(), os.path.join(out, "gemm_scalar_bias.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),

@@ -316,6 +316,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // accumulator units) are quantised with the scale of their layer's products.
   std::map<int, std::vector<int64_t>> layout;
   std::map<int, std::function<QParams()>> int32_quant;
+  std::map<int, std::function<QParams()>> spread_bias;  // one-element Gemm biases (int8)
+  std::map<int, int32_t> bias_spread;                   // their spreading factor k
+  std::set<int> device_scalars;  // rank-0 values that still get a device view (Clip bounds, biases)
   auto dense = [](const std::vector<int64_t>& shape) {
     std::vector<int64_t> st(shape.size(), 1);
     for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
@@ -332,7 +335,22 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         if (f->weight_transposed) layout[f->weight_input] = {1, bs[0]};  // stored [K][N]
         else if (bs.size() == 4) layout[f->weight_input] = dense(bs);
         if (g.value(f->output).shape.size() == 4) layout[f->output] = dense(g.value(f->output).shape);
-        if (f->bias_input >= 0) {
+        if (f->bias_input >= 0 && f->bias_scalar) {
+          // int8 at a scale k times the accumulator unit, k the smallest that fits its range
+          // (k <= 127, or a multiple of 127: the spreading GEMM repeats over i; lower.h).
+          layout[f->bias_input] = dense(g.value(f->bias_input).shape);
+          device_scalars.insert(f->bias_input);
+          const FcLayer* fl = f;
+          spread_bias[f->bias_input] = [&qp, &ranges, &bias_spread, fl] {
+            const double unit = static_cast<double>(fl->alpha) * qp[fl->input].scale * qp[fl->weight_input].scale / fl->beta;
+            const auto [lo, hi] = ranges[fl->bias_input];
+            const double m = std::max(std::fabs(lo), std::fabs(hi));
+            auto k = static_cast<int32_t>(std::clamp(std::ceil(m / (127.0 * unit)), 1.0, 127.0 * 65535.0));
+            if (k > 127) k = 127 * ((k + 126) / 127);
+            bias_spread[fl->bias_input] = k;
+            return QParams{static_cast<float>(unit * k), 0};
+          };
+        } else if (f->bias_input >= 0) {
           layout[f->bias_input] = dense(g.value(f->bias_input).shape);
           const FcLayer* fl = f;
           int32_quant[f->bias_input] = [&qp, fl] {
@@ -355,7 +373,6 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         }
       }
     }
-  std::set<int> device_scalars;  // rank-0 values that still get a device view (Clip bounds)
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops)
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
@@ -370,6 +387,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     const std::optional<DeclaredQuant>& declared = g.value(v).quant;
     if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
       qp[v] = iq->second();  // its layer's operands are placed first (npu_layer_inputs order)
+    } else if (auto sb = spread_bias.find(v); sb != spread_bias.end()) {
+      qp[v] = sb->second();
     } else if (auto sq = same_quant.find(v); sq != same_quant.end()) {
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
@@ -535,6 +554,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
           d.bias_off = static_cast<uint32_t>(act_offset[bias]);
           // A row bias ([N] or [1, N]) serves every m: stride 0.
           d.bias_m_stride = st.size() == 2 && g.value(bias).shape[0] > 1 ? static_cast<uint32_t>(st[0]) : 0;
+          if (auto k = bias_spread.find(bias); k != bias_spread.end()) d.bias_spread = k->second;
         }
         return d;
       };

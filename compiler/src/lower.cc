@@ -104,9 +104,32 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   if (KB > wgt_tiles || 3 * NB >= acc_rows)
     return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
                                                     std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
-  const int64_t Mt = std::min<int64_t>({L.M, act_rows / (KB + 1), acc_rows - 3 * NB, 65535});
+  // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
+  const bool spread = L.bias_input >= 0 && L.bias_scalar;
+  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0)) / (KB + 1), acc_rows - 3 * NB, 65535});
   const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
+  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KB * NB : KB);
   using BK = image::BufferKind;
+  if (spread) {
+    if (T >= wgt_tiles)
+      return make_error(StatusCode::kUnsupported, "layer '" + L.name + "': no weight tile left for its one-element bias");
+    const uint64_t tile = align_up(weights.size());
+    weights.resize(tile + tile_bytes, 0);
+    const int32_t row_value = std::min(dyn.bias_spread, 127);
+    for (uint32_t n = 0; n < N; ++n) weights[tile + n] = static_cast<uint8_t>(static_cast<int8_t>(row_value));
+    isa::Load wl;
+    wl.sp = hw::Scratchpad::kWgt;
+    wl.sp_base = T * N;
+    wl.x = static_cast<uint16_t>(N);
+    wl.x_stride = N;
+    prog.load(wl, BK::Weights, static_cast<uint32_t>(tile));
+    isa::Load cl;
+    cl.sp = hw::Scratchpad::kAct;
+    cl.sp_base = S;
+    cl.row_elems = 1;
+    cl.x = 1;
+    prog.load(cl, BK::Activations, dyn.bias_off);
+  }
   {
     isa::Load ld;
     ld.sp = hw::Scratchpad::kAcc;
@@ -170,7 +193,20 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
       for (int64_t nb = 0; nb < NB; ++nb) {
         if (!weights_fit) load_weights(batch, nb, 1);
         const bool preload_bias = L.bias_input >= 0;
-        if (preload_bias) {
+        if (spread) {
+          // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
+          // ACT row S, repeated by act stride r = 0) times the tile's ones row k.
+          isa::Gemm sg;
+          sg.clear = true;
+          sg.act = static_cast<uint16_t>(S);
+          sg.wgt = static_cast<uint16_t>(T);
+          sg.acc = static_cast<uint16_t>(C);
+          sg.r = static_cast<uint16_t>(mt);
+          sg.act_sr = 0;
+          sg.acc_sr = 1;
+          sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
+          prog.gemm(sg);
+        } else if (preload_bias) {
           // The accumulators start from the int32 bias rows (one row for every m when the bias
           // is a vector); the GEMM then accumulates onto them.
           isa::Load ld;

@@ -36,11 +36,16 @@ struct DynamicOperands {
   uint32_t w_batch_stride = 0;
   uint32_t bias_off = 0;      // int32 elements, accumulator units
   uint32_t bias_m_stride = 0; // FC: bytes between bias rows m (0: one row for every m)
+  int32_t bias_spread = 1;    // FC one-element bias: its int8 code times this is its value in
+                              // accumulator units (<= 127, or 127·I: I repetitions of the tile)
 };
 
 // With L.weight_input >= 0 the weights come from the activation buffer (`dyn`): x and B are
 // symmetric, one multiplier alpha·s_x·s_w / s_y serves every channel, and a dynamic bias is
-// loaded into the accumulators before the GEMM accumulates onto it.
+// loaded into the accumulators before the GEMM accumulates onto it. A one-element bias is an
+// int8 code c at scale alpha·s_x·s_w·k / beta: a GEMM of the row [c, 0, ...] (act stride r = 0)
+// against a tile whose row 0 is k in every lane writes c·k into every accumulator lane (for
+// k = 127·I, the GEMM's i loop adds c·127 I times).
 Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                   Program& prog, const DynamicOperands& dyn = {});

@@ -84,13 +84,14 @@ std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
       for (int64_t j = 0; j < L.N; ++j)
         L.bias[static_cast<size_t>(j)] = L.beta * t.as<float>()[static_cast<size_t>(t.element_count() == 1 ? 0 : j)];
     } else {
-      // One bias element cannot be spread over the lanes by the DMA; [N], [1, N] and [M, N]
-      // are rows of the accumulator.
+      // [N], [1, N] and [M, N] are rows of the accumulator; one element ([] or [1]) is spread
+      // over the lanes by a GEMM.
       const bool row = (cs.size() == 1 && cs[0] == L.N) || (cs.size() == 2 && cs[0] == 1 && cs[1] == L.N);
       const bool matrix = cs.size() == 2 && cs[0] == L.M && cs[1] == L.N;
-      if (!(row || matrix) || (L.N == 1 && !matrix)) return std::nullopt;
-      if (!sole_graph_input(g, c, ni)) return std::nullopt;
+      const bool scalar = cs.empty() || cs == std::vector<int64_t>{1};
+      if (!(row || matrix || scalar) || !sole_graph_input(g, c, ni)) return std::nullopt;
       L.bias_input = c;
+      L.bias_scalar = scalar && !matrix;
     }
   }
   return L;
@@ -712,8 +713,10 @@ bool all_float(const Graph& g, const NpuLayer& layer) {
   auto ok = [&](int v) { return v >= 0 && g.value(v).dtype == DType::kF32 && !g.value(v).shape.empty(); };
   const auto* e = std::get_if<EltLayer>(&layer);
   for (int v : npu_layer_inputs(layer)) {
-    // Clip's run-time bounds are float scalars on purpose (see EltLayer::lo_input).
-    const bool scalar_bound = e && e->kind == EltLayer::Kind::kClip && (v == e->lo_input || v == e->hi_input);
+    // Clip's run-time bounds and a Gemm's one-element bias are float scalars on purpose.
+    const auto* f = std::get_if<FcLayer>(&layer);
+    const bool scalar_bound = (e && e->kind == EltLayer::Kind::kClip && (v == e->lo_input || v == e->hi_input)) ||
+                              (f && f->bias_scalar && v == f->bias_input);
     if (!(scalar_bound ? v >= 0 && g.value(v).dtype == DType::kF32 : ok(v))) return false;
   }
   return ok(npu_layer_output(layer));

@@ -36,6 +36,7 @@ struct FcLayer {
   bool weight_transposed = false;  // B is [N, K] (Gemm transB)
   bool input_transposed = false;   // A is [K, M] (Gemm transA)
   int bias_input = -1;             // Gemm C: [N], [1, N] or [M, N], int32 in accumulator units
+  bool bias_scalar = false;        // C has one element ([] or [1]): int8, spread by a GEMM (lower.h)
   float alpha = 1.0f, beta = 1.0f; // dynamic B: alpha joins the requantisation, beta the bias scale
   int64_t batches = 1;             // batched MatMul: x [..., M, K] · B [..., K, N], same batch dims
 };
