@@ -71,6 +71,12 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
     last += static_cast<uint64_t>(extent - 1) * static_cast<uint64_t>(stride);
   }
   const uint64_t esize = view->dtype() == image::DType::I32 ? 4 : 1;
+  // int32 views (biases in accumulator units) are read as whole ACC lanes: 4-byte aligned.
+  if (esize == 4) {
+    bool aligned = view->offset() % 4 == 0;
+    for (uint32_t d = 0; d < shape->size(); ++d) aligned = aligned && view->strides()->Get(d) % 4 == 0;
+    if (!aligned) return corrupt(origin, where + " is an int32 view that is not 4-byte aligned");
+  }
   if (last + esize > act_bytes)
     return corrupt(origin, where + " reaches past the activation buffer");
   return Status::ok();

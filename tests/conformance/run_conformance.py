@@ -15,6 +15,7 @@ not guessed from the test name) are counted as "pass with zero host ops", "pass 
 or "fail" (failed, unsupported or crashed). Every such test that does not pass with zero host
 ops must be listed, with its reason, in the --npu-set-fallback file; an unlisted one, or a
 listed one that now runs entirely on the NPU, is an unexpected result.
+--write-npu-set-fallback FILE writes the current list (known reasons kept, new ones TODO).
 
 Exit status: 0 ok, 1 unexpected results, 77 skipped (no test data; ctest SKIP_RETURN_CODE).
 """
