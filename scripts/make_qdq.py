@@ -12,14 +12,18 @@
   scale = activation scale * weight scale.
 
 Gemm/MatMul weights are int8 per output channel (axis 1 of a [K, N] operand, axis 0 of a
-Gemm transB one), Gemm biases int32. A Conv/Gemm/MatMul output read only by a Relu, and a
+Gemm transB one), Gemm biases int32. A Conv/Gemm/MatMul output read only by a Relu or Clip, and a
 MatMul output read only by an Add of a constant (its bias), get no pair: the quantiser (and
 the NPU) fuse them.
 
 Ranges come from a small numpy interpreter for the operators of the test models (Conv,
-Gemm, MatMul, Relu, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
+Gemm, MatMul, Relu, Clip, HardSwish, HardSigmoid, GlobalAveragePool, Mul, Add, Flatten).
 
-    /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx
+    /usr/bin/python3 scripts/make_qdq.py FLOAT.onnx CALIB_DIR OUT.onnx [--unfused] [--qoperator]
+--unfused also quantises a Conv/Gemm/MatMul output read by a Relu or Clip (a second rounding
+point, with its own parameters, before the activation).
+--qoperator then writes every DequantizeLinear -> Conv/MatMul -> QuantizeLinear as one
+QLinearConv/QLinearMatMul (onnxruntime's QOperator format); other operators keep their pairs.
 CALIB_DIR holds one subfolder per sample with input_0.npy (scripts/make_mobilenet.py --calib).
 """
 import os
@@ -81,6 +85,10 @@ def run_float(model, x):
             y = a[0] * a[1]
         elif op == "Add":
             y = a[0] + a[1]
+        elif op == "Clip":
+            lo = a[1] if len(a) > 1 and a[1] is not None else -np.inf
+            hi = a[2] if len(a) > 2 and a[2] is not None else np.inf
+            y = np.clip(a[0], lo, hi)
         elif op == "MatMul":
             y = a[0] @ a[1]
         elif op == "Gemm":
@@ -104,10 +112,49 @@ def uint8_params(lo, hi):
     return scale, zp
 
 
+def to_qoperator(nodes):
+    """DQ(x), DQ(w)[, DQ(b)] -> Conv/MatMul -> Q  becomes  QLinearConv/QLinearMatMul."""
+    producer = {o: nd for nd in nodes for o in nd.output}
+    readers = {}
+    for nd in nodes:
+        for i in nd.input:
+            readers.setdefault(i, []).append(nd)
+    drop, out = set(), []
+    for nd in nodes:
+        if nd.op_type not in ("Conv", "MatMul"):
+            continue
+        dqs = [producer.get(i) for i in nd.input]
+        q = readers.get(nd.output[0], [])
+        if not all(d is not None and d.op_type == "DequantizeLinear" for d in dqs) or len(q) != 1 or \
+                q[0].op_type != "QuantizeLinear" or any(len(readers[i]) != 1 for i in nd.input):
+            continue
+        x, w = dqs[0], dqs[1]
+        ins = list(x.input) + list(w.input) + list(q[0].input[1:])
+        if nd.op_type == "Conv" and len(dqs) > 2:
+            ins.append(dqs[2].input[0])  # int32 bias codes at scale x_scale * w_scale
+        new = helper.make_node("QLinear" + nd.op_type, ins, list(q[0].output), name=nd.name)
+        if nd.op_type == "Conv":
+            new.attribute.extend(nd.attribute)
+        drop.update(id(n) for n in [nd, q[0]] + dqs[1:])  # the activation DQ may serve others
+        if len(readers[x.output[0]]) == 1:
+            drop.add(id(x))
+        out.append((id(q[0]), new))
+    replacement = dict(out)
+    result = []
+    for nd in nodes:
+        if id(nd) in replacement:
+            result.append(replacement[id(nd)])
+        elif id(nd) not in drop:
+            result.append(nd)
+    return result
+
+
 def main():
-    if len(sys.argv) != 4:
+    unfused = "--unfused" in sys.argv[4:]
+    qoperator = "--qoperator" in sys.argv[4:]
+    if len(sys.argv) < 4 or any(a not in ("--unfused", "--qoperator") for a in sys.argv[4:]):
         raise SystemExit(__doc__)
-    src, calib, dst = sys.argv[1:]
+    src, calib, dst = sys.argv[1:4]
     model = onnx.load(src)
     g = model.graph
     samples = sorted(os.path.join(calib, d) for d in os.listdir(calib))
@@ -144,70 +191,47 @@ def main():
                                       name=name + "_DequantizeLinear"))
         return name if source else name + "_DequantizeLinear_Output"
 
+    def dequantized(name, codes, scale, zero_point, axis=None):
+        """Constant codes behind a DequantizeLinear; returns its output."""
+        new_inits.append(numpy_helper.from_array(codes, name + "_quantized"))
+        new_inits.append(numpy_helper.from_array(scale, name + "_scale"))
+        new_inits.append(numpy_helper.from_array(zero_point, name + "_zero_point"))
+        kwargs = {} if axis is None else {"axis": axis}
+        nodes.append(helper.make_node("DequantizeLinear", [name + "_quantized", name + "_scale", name + "_zero_point"],
+                                      [name + "_DequantizeLinear_Output"], name=name + "_DequantizeLinear", **kwargs))
+        return name + "_DequantizeLinear_Output"
+
     rename = {}
     inp = g.input[0].name
     rename[inp] = qdq(inp)
     for nd in g.node:
         ins = [rename.get(i, i) for i in nd.input]
-        if nd.op_type == "Conv":
+        if nd.op_type == "Conv" or (nd.op_type in ("Gemm", "MatMul") and nd.input[1] in inits):
             w = inits[nd.input[1]].astype(np.float64)
-            depthwise = attr(nd, "group", 1) > 1
-            if depthwise:
-                ws = np.full(w.shape[0], np.abs(w).max() / 127.0, np.float32)
+            # Output channels: axis 0 of Conv W and of a Gemm transB operand, else axis 1.
+            axis = 0 if nd.op_type == "Conv" or attr(nd, "transB", 0) else 1
+            per_tensor = nd.op_type == "Conv" and attr(nd, "group", 1) > 1  # depthwise: per tensor
+            ws = np.abs(w).max(axis=tuple(d for d in range(w.ndim) if d != axis)) / 127.0
+            if per_tensor:
+                ws = np.full_like(ws, np.abs(w).max() / 127.0)
+            ws = ws.astype(np.float32)
+            shape = [1] * w.ndim
+            shape[axis] = -1
+            wq = np.clip(np.round(w / ws.reshape(shape)), -127, 127).astype(np.int8)
+            if per_tensor:
+                ins[1] = dequantized(nd.input[1], wq, np.array(ws[0], np.float32), np.array(0, np.int8))
             else:
-                ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127.0).astype(np.float32)
-            wq = np.clip(np.round(w / ws.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
-            wn = nd.input[1]
-            if depthwise:
-                new_inits.append(numpy_helper.from_array(np.array(ws[0], np.float32), wn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.array(0, np.int8), wn + "_zero_point"))
-            else:
-                new_inits.append(numpy_helper.from_array(ws, wn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.zeros(len(ws), np.int8), wn + "_zero_point"))
-            new_inits.append(numpy_helper.from_array(wq, wn + "_quantized"))
-            nodes.append(helper.make_node("DequantizeLinear", [wn + "_quantized", wn + "_scale", wn + "_zero_point"],
-                                          [wn + "_DequantizeLinear_Output"], name=wn + "_DequantizeLinear", axis=0))
-            ins[1] = wn + "_DequantizeLinear_Output"
-            if len(nd.input) > 2 and nd.input[2]:
-                bn = nd.input[2]
+                ins[1] = dequantized(nd.input[1], wq, ws, np.zeros(len(ws), np.int8), axis)
+            bias_ok = nd.op_type == "Conv" or (attr(nd, "beta", 1.0) == 1.0 and attr(nd, "alpha", 1.0) == 1.0)
+            if len(nd.input) > 2 and nd.input[2] and bias_ok:
+                # int32 codes at scale x_scale * w_scale, per output channel.
                 bs = (act_scale[nd.input[0]] * ws).astype(np.float32)
-                bq = np.round(inits[bn].astype(np.float64) / bs).astype(np.int32)
-                new_inits.append(numpy_helper.from_array(bq, bn + "_quantized"))
-                new_inits.append(numpy_helper.from_array(bs, bn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.zeros(len(bs), np.int32), bn + "_zero_point"))
-                nodes.append(helper.make_node("DequantizeLinear",
-                                              [bn + "_quantized", bn + "_scale", bn + "_zero_point"],
-                                              [bn + "_DequantizeLinear_Output"], name=bn + "_DequantizeLinear",
-                                              axis=0))
-                ins[2] = bn + "_DequantizeLinear_Output"
-        if nd.op_type in ("Gemm", "MatMul") and nd.input[1] in inits:
-            w = inits[nd.input[1]].astype(np.float64)
-            axis = 0 if attr(nd, "transB", 0) else 1
-            ws = (np.abs(w).max(axis=1 - axis) / 127.0).astype(np.float32)
-            wq = np.clip(np.round(w / np.expand_dims(ws, 1 - axis)), -127, 127).astype(np.int8)
-            wn = nd.input[1]
-            new_inits.append(numpy_helper.from_array(ws, wn + "_scale"))
-            new_inits.append(numpy_helper.from_array(np.zeros(len(ws), np.int8), wn + "_zero_point"))
-            new_inits.append(numpy_helper.from_array(wq, wn + "_quantized"))
-            nodes.append(helper.make_node("DequantizeLinear", [wn + "_quantized", wn + "_scale", wn + "_zero_point"],
-                                          [wn + "_DequantizeLinear_Output"], name=wn + "_DequantizeLinear",
-                                          axis=axis))
-            ins[1] = wn + "_DequantizeLinear_Output"
-            if len(nd.input) > 2 and nd.input[2] and attr(nd, "beta", 1.0) == 1.0 and attr(nd, "alpha", 1.0) == 1.0:
-                bn = nd.input[2]
-                bs = (act_scale[nd.input[0]] * ws).astype(np.float32)
-                bq = np.round(inits[bn].astype(np.float64) / bs).astype(np.int32)
-                new_inits.append(numpy_helper.from_array(bq, bn + "_quantized"))
-                new_inits.append(numpy_helper.from_array(bs, bn + "_scale"))
-                new_inits.append(numpy_helper.from_array(np.zeros(len(bs), np.int32), bn + "_zero_point"))
-                nodes.append(helper.make_node("DequantizeLinear",
-                                              [bn + "_quantized", bn + "_scale", bn + "_zero_point"],
-                                              [bn + "_DequantizeLinear_Output"], name=bn + "_DequantizeLinear",
-                                              axis=0))
-                ins[2] = bn + "_DequantizeLinear_Output"
+                bq = np.round(inits[nd.input[2]].astype(np.float64) / bs).astype(np.int32)
+                ins[2] = dequantized(nd.input[2], bq, bs, np.zeros(len(bs), np.int32), 0)
         out = nd.output[0]
         only = [r for r in readers.get(out, [])]
-        only_relu = nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and [r.op_type for r in only] == ["Relu"]
+        only_relu = not unfused and nd.op_type in ("Conv", "Gemm", "MatMul", "Add") and \
+            [r.op_type for r in only] in (["Relu"], ["Clip"])
         only_bias = nd.op_type == "MatMul" and len(only) == 1 and only[0].op_type == "Add" and \
             any(i in inits for i in only[0].input)
         quantised = nd.op_type not in ("Flatten", "Reshape") and not (only_relu or only_bias)
@@ -221,9 +245,11 @@ def main():
             # outputs keep their input's already quantised values).
             rename[out] = qdq(out, renamed)
     # The quantised weights replace the float ones.
+    if qoperator:
+        nodes = to_qoperator(nodes)
     used = {i for nd in nodes for i in nd.input}
-    keep = [i for i in g.initializer if i.name in used]
-    graph = helper.make_graph(nodes, g.name + "_qdq", list(g.input), list(g.output), keep + new_inits)
+    keep = [i for i in list(g.initializer) + new_inits if i.name in used]
+    graph = helper.make_graph(nodes, g.name + "_qdq", list(g.input), list(g.output), keep)
     out_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
                                   producer_name="npu make_qdq.py")
     onnx.checker.check_model(out_model)

@@ -179,6 +179,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
   // Before constant folding, which would turn dequantised weights into plain floats.
+  int qlinear = 0;
+  NPU_RETURN_IF_ERROR(expand_qlinear(g, &qlinear));
+  if (qlinear) say("rewrote " + std::to_string(qlinear) + " QLinearConv/QLinearMatMul node(s) as DequantizeLinear -> op -> QuantizeLinear");
   QdqSummary qdq;
   NPU_RETURN_IF_ERROR(fold_qdq(g, &qdq));
   if (qdq.activation_pairs || qdq.weights)
@@ -393,9 +396,16 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+      if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
+                       declared->zero_point[0] != qp[v].zero_point))
+        say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
+            "MaxPool, reshapes, Transpose, Resize and run-time Clip do not rescale on the NPU)");
     } else if (zero_point_zero.count(v)) {
       const float m = std::max({std::fabs(lo), std::fabs(hi), 1e-6f});
       qp[v] = QParams{m / 127.0f, 0};
+      if (declared && (declared->zero_point.size() != 1 || declared->zero_point[0] != 0))
+        say("note: '" + g.value(v).name + "' is quantised symmetrically, not as the model declares (a dynamic " +
+            "GEMM/conv operand or a ConvTranspose input needs zero point 0 on the NPU)");
     } else if (declared && declared->scale.size() == 1) {
       // The model's own parameters; padded convolutions correct their borders for a
       // non-zero zero point (lower_conv_layer), so they are honoured as declared.

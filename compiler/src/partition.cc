@@ -1,11 +1,11 @@
 #include "partition.h"
 
-#include "npu/compiler/host_ops.h"
-#include "qdq.h"
-
 #include <algorithm>
 #include <optional>
 #include <set>
+
+#include "npu/compiler/host_ops.h"
+#include "qdq.h"
 
 namespace npu::compiler {
 namespace {
@@ -151,7 +151,9 @@ std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& use
       out = a.outputs[0];
     }
   }
-  if (auto relu = next_consumer("Relu")) {
+  // A value the model quantises itself (QDQ) is a rounding point: an activation after it is
+  // a separate (exact) table lookup, not a clamp fused into the requantisation.
+  if (auto relu = g.value(out).quant ? std::nullopt : next_consumer("Relu")) {
     used.insert(*relu);
     L.relu = true;
     L.fused.push_back(g.nodes[*relu].name);
@@ -248,7 +250,7 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
     L.bias.assign(b.as<float>().begin(), b.as<float>().end());
   }
   int out = n.outputs[0];
-  if (!is_graph_output(g, out)) {
+  if (!is_graph_output(g, out) && !g.value(out).quant) {  // see match_fc on declared values
     auto c = consumers(g, out);
     if (c.size() == 1) {
       const Node& a = g.nodes[static_cast<size_t>(c[0])];

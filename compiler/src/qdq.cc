@@ -1,8 +1,12 @@
 #include "qdq.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
+
+#include "onnx_tensor.h"
 
 namespace npu::compiler {
 namespace {
@@ -62,7 +66,110 @@ void replace_reads(Graph& g, int from, int to, const std::set<size_t>& except) {
         if (v == from) v = to;
 }
 
+// A node built by a rewrite, with its NodeProto (host steps and --export-qdq carry it).
+Node make_node(const Graph& g, const std::string& op, const std::string& name,
+               std::vector<int> inputs, std::vector<int> outputs,
+               const onnx::NodeProto* attributes_from, int64_t axis = INT64_MIN) {
+  onnx::NodeProto p;
+  p.set_op_type(op);
+  p.set_name(name);
+  for (int v : inputs) p.add_input(v < 0 ? "" : g.value(v).name);
+  for (int v : outputs) p.add_output(g.value(v).name);
+  if (attributes_from)
+    for (const auto& a : attributes_from->attribute()) *p.add_attribute() = a;
+  if (axis != INT64_MIN) {
+    auto* a = p.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(axis);
+  }
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  for (const auto& a : p.attribute()) n.attrs[a.name()] = attribute_from_proto(a);
+  n.proto = p.SerializeAsString();
+  return n;
+}
+
+int new_value(Graph& g, const std::string& name, DType dtype, std::vector<int64_t> shape,
+              std::optional<Tensor> constant = std::nullopt) {
+  Value v;
+  v.name = name;
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  v.constant = std::move(constant);
+  return g.add_value(std::move(v));
+}
+
+bool all_constant(const Graph& g, const Node& n, std::initializer_list<size_t> inputs) {
+  for (size_t k : inputs)
+    if (k < n.inputs.size() && n.inputs[k] >= 0 && !g.is_constant(n.inputs[k])) return false;
+  return true;
+}
+
 }  // namespace
+
+Status expand_qlinear(Graph& g, int* expanded) {
+  *expanded = 0;
+  std::vector<Node> out;
+  for (Node& n : g.nodes) {
+    const bool conv = n.op == "QLinearConv", matmul = n.op == "QLinearMatMul";
+    // The parameters and the weights must be constants (then the NPU can take them).
+    if ((!conv && !matmul) || n.inputs.size() < 8 || n.outputs.size() != 1 || n.inputs[0] < 0 ||
+        !all_constant(g, n, {1, 2, 3, 4, 5, 6, 7, 8})) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    onnx::NodeProto original;
+    if (!original.ParseFromString(n.proto)) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    const int x = n.inputs[0], w = n.inputs[3], y = n.outputs[0];
+    const std::string base = n.name;
+    const int x_f = new_value(g, base + "_x_dequantized", DType::kF32, g.value(x).shape);
+    const int w_f = new_value(g, base + "_w_dequantized", DType::kF32, g.value(w).shape);
+    const int y_f = new_value(g, base + "_y_float", DType::kF32, g.value(y).shape);
+    out.push_back(make_node(g, "DequantizeLinear", base + "_x_dequantize",
+                            {x, n.inputs[1], n.inputs[2]}, {x_f}, nullptr));
+    // Per-channel weight scales lie along the output channels: axis 0 of Conv W [M, C, kh, kw],
+    // the last axis of MatMul B [..., K, N].
+    const int64_t w_axis = conv ? 0 : static_cast<int64_t>(g.value(w).shape.size()) - 1;
+    out.push_back(make_node(g, "DequantizeLinear", base + "_w_dequantize",
+                            {w, n.inputs[4], n.inputs[5]}, {w_f}, nullptr, w_axis));
+    std::vector<int> op_inputs = {x_f, w_f};
+    if (conv && n.inputs.size() > 8 && n.inputs[8] >= 0) {
+      // B is int32 at scale x_scale·w_scale (per output channel), zero point 0.
+      const Tensor xs = to_float(*g.value(n.inputs[1]).constant),
+                   ws = to_float(*g.value(n.inputs[4]).constant);
+      const Tensor& b = *g.value(n.inputs[8]).constant;
+      Tensor bs = Tensor::zeros(DType::kF32, {static_cast<int64_t>(ws.element_count())});
+      for (int64_t c = 0; c < ws.element_count(); ++c)
+        bs.as<float>()[static_cast<size_t>(c)] =
+            xs.as<float>()[0] * ws.as<float>()[static_cast<size_t>(c)];
+      Tensor bz = Tensor::zeros(DType::kI32, {ws.element_count()});
+      if (ws.element_count() == 1) {
+        bs.shape = {};
+        bz.shape = {};
+      }
+      const int bs_v = new_value(g, base + "_b_scale", DType::kF32, bs.shape, bs);
+      const int bz_v = new_value(g, base + "_b_zero_point", DType::kI32, bz.shape, bz);
+      const int b_f = new_value(g, base + "_b_dequantized", DType::kF32, b.shape);
+      out.push_back(make_node(g, "DequantizeLinear", base + "_b_dequantize",
+                              {n.inputs[8], bs_v, bz_v}, {b_f}, nullptr, 0));
+      op_inputs.push_back(b_f);
+    }
+    out.push_back(
+        make_node(g, conv ? "Conv" : "MatMul", base, op_inputs, {y_f}, conv ? &original : nullptr));
+    out.push_back(make_node(g, "QuantizeLinear", base + "_y_quantize",
+                            {y_f, n.inputs[6], n.inputs[7]}, {y}, nullptr));
+    ++*expanded;
+  }
+  g.nodes = std::move(out);
+  return Status::ok();
+}
 
 Status fold_qdq(Graph& g, QdqSummary* summary) {
   *summary = QdqSummary{};

@@ -15,6 +15,13 @@ struct QdqSummary {
   std::vector<std::string> notes;  // what could not be honoured, for the progress stream
 };
 
+// QOperator models: rewrites QLinearConv and QLinearMatMul whose weights, scales and zero
+// points are constants into DequantizeLinear -> Conv/MatMul -> QuantizeLinear (int32 Conv
+// bias through a DequantizeLinear at scale x_scale·w_scale), the QDQ form fold_qdq then
+// folds where the codes only pass between such operators. Integer operators with run-time
+// parameters stay as they are (host). Returns how many it rewrote in *expanded.
+Status expand_qlinear(Graph& g, int* expanded);
+
 // Runs before constant folding. For every DequantizeLinear of constant int8/uint8 data with
 // constant scale/zero point, records the declared quantisation on its output (the folded
 // float weights keep it: real = scale·q). For every QuantizeLinear(x) of a float value with a

@@ -82,6 +82,26 @@ float round_ties_even(float v) {
 
 bool is_float(DType d) { return d == DType::kF32; }
 
+// quantize_int8 over a contiguous run with one scale and zero point, into contiguous int8.
+// For |zero_point| <= 2^20 the clamp happens in float on [-128 - zp, 127 - zp] (integers a
+// float holds exactly), which equals clamping round(x / scale) + zp, and the branch-free loop
+// vectorises (this file is built with -fno-trapping-math, which allows the selects).
+void quantize_int8_run(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
+                       int8_t* __restrict out) {
+  if (zero_point < -(1 << 20) || zero_point > (1 << 20)) {
+    for (int64_t k = 0; k < count; ++k) out[k] = quantize_int8(x[k], scale, zero_point);
+    return;
+  }
+  const float lo = static_cast<float>(-128 - zero_point), hi = static_cast<float>(127 - zero_point);
+  const float nan_q = static_cast<float>(std::clamp(zero_point, -128, 127) - zero_point);  // NaN -> zp
+  for (int64_t k = 0; k < count; ++k) {
+    float q = round_ties_even(x[k] / scale);
+    q = q != q ? nan_q : q;
+    q = std::min(std::max(q, lo), hi);
+    out[k] = static_cast<int8_t>(static_cast<int32_t>(q) + zero_point);
+  }
+}
+
 // quantize_int8, inlined into the quantisation loops.
 inline int8_t quantize_int8_inline(float x, float scale, int32_t zero_point) {
   if (std::isnan(x)) return static_cast<int8_t>(std::clamp(zero_point, -128, 127));
@@ -159,10 +179,17 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
           return;
         }
         const size_t si = scale_index(q, c);
-        const float scale = scale_at(q, si);
-        const int32_t zp = zp_at(q, si);
-        for (int64_t k = 0; k < count; ++k)
-          y[k * stride] = static_cast<std::byte>(quantize_int8_inline(x[k], scale, zp));
+        if (stride == 1) {
+          quantize_int8_run(x, count, scale_at(q, si), zp_at(q, si), reinterpret_cast<int8_t*>(y));
+          return;
+        }
+        // Quantise contiguously, then scatter with the device stride.
+        int8_t chunk[256];
+        for (int64_t k0 = 0; k0 < count; k0 += 256) {
+          const int64_t len = std::min<int64_t>(256, count - k0);
+          quantize_int8_run(x + k0, len, scale_at(q, si), zp_at(q, si), chunk);
+          for (int64_t k = 0; k < len; ++k) y[(k0 + k) * stride] = static_cast<std::byte>(chunk[k]);
+        }
       });
     } else if (info.device_dtype == DType::kI32) {
       walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {

@@ -50,8 +50,9 @@ void pack_bench(benchmark::State& state, MacKernel kernel, uint32_t n) {
   }
 }
 
-// 64 rows per call, so that the per-call dispatch is amortised as in a VEC instruction.
+// One VEC instruction of 64 consecutive rows.
 constexpr uint32_t kVecRows = 64;
+RowWalk consecutive_rows(uint32_t n) { return RowWalk{1, kVecRows, 0, n, 0, n}; }
 
 void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
   std::mt19937 rng(4);
@@ -65,7 +66,7 @@ void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
   const RequantParams p{mult.data(), shift.data(), 3, -128, 127};
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
-    for (uint32_t r = 0; r < kVecRows; ++r) requantize_row(kernel, x.data() + r * n, bias.data(), p, y.data() + r * n, n);
+    requantize_rows(kernel, x.data(), bias.data(), p, y.data(), consecutive_rows(n), n);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -76,7 +77,7 @@ void binary_bench(benchmark::State& state, VecKernel kernel, uint32_t n, bool mu
   const BinaryParams p{mul, 3, -2, 1 << 20, 3 << 19, 21, 1, -128, 127};
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
-    for (uint32_t r = 0; r < kVecRows; ++r) binary_row(kernel, a.data() + r * n, b.data() + r * n, p, y.data() + r * n, n);
+    binary_rows(kernel, a.data(), b.data(), p, y.data(), consecutive_rows(n), n);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -86,19 +87,34 @@ void lut_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
   const std::vector<int8_t> table = random_bytes(256, 7), x = random_bytes(kVecRows * n, 8);
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
-    for (uint32_t r = 0; r < kVecRows; ++r) lut_row(kernel, table.data(), x.data() + r * n, -100, 100, y.data() + r * n, n);
+    lut_rows(kernel, table.data(), x.data(), -100, 100, y.data(), consecutive_rows(n), n);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
 }
 
-// A 3×3 window (DWCONV, MAXPOOL) over a 3-row strip of 3 pixels, per output row.
-void window_bench(benchmark::State& state, VecKernel kernel, uint32_t n, WindowOp op) {
-  const std::vector<int8_t> x = random_bytes(size_t{9} * n, 9), w = random_bytes(size_t{9} * n, 10);
+// A 3×3 window over a 3-row strip of 3 pixels per output row: MAXPOOL's reduction per row,
+// DWCONV's reduction and requantisation over the instruction's rows.
+void maxpool_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
+  const std::vector<int8_t> x = random_bytes(size_t{9} * n, 9);
   int32_t sum[32];
   for (auto _ : state) {
-    for (uint32_t r = 0; r < kVecRows; ++r) window_reduce(kernel, op, x.data(), 3 * n, 3, 3, w.data(), n, sum);
+    for (uint32_t r = 0; r < kVecRows; ++r) window_reduce(kernel, WindowOp::kMax, x.data(), 3 * n, 3, 3, nullptr, n, sum);
     benchmark::DoNotOptimize(sum);
+    benchmark::ClobberMemory();
+  }
+}
+
+void dwconv_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
+  const std::vector<int8_t> x = random_bytes(size_t{kVecRows + 9} * n, 9), w = random_bytes(size_t{9} * n, 10);
+  std::vector<int32_t> mult(n, 1 << 20), shift(n, 24), bias(n, 5);
+  const RequantParams p{mult.data(), shift.data(), 0, -128, 127};
+  std::vector<int8_t> y(kVecRows * n);
+  for (auto _ : state) {
+    // Output row r's window starts at source row r (rows of the strip are 3n apart).
+    dwconv_rows(kernel, x.data(), Window{3 * ptrdiff_t{n}, 3, 3, w.data()}, bias.data(), p, y.data(),
+                RowWalk{1, kVecRows, 0, n, 0, n}, n);
+    benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
 }
@@ -152,8 +168,8 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("add_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, false);
       benchmark::RegisterBenchmark(("mul_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, true);
       benchmark::RegisterBenchmark(("lut_x64" + dim + "/" + kn).c_str(), lut_bench, k, n);
-      benchmark::RegisterBenchmark(("dwconv3x3_x64" + dim + "/" + kn).c_str(), window_bench, k, n, WindowOp::kMac);
-      benchmark::RegisterBenchmark(("maxpool3x3_x64" + dim + "/" + kn).c_str(), window_bench, k, n, WindowOp::kMax);
+      benchmark::RegisterBenchmark(("dwconv3x3_x64" + dim + "/" + kn).c_str(), dwconv_bench, k, n);
+      benchmark::RegisterBenchmark(("maxpool3x3_x64" + dim + "/" + kn).c_str(), maxpool_bench, k, n);
     }
   }
   benchmark::Initialize(&argc, argv);

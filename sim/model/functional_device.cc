@@ -471,6 +471,26 @@ class FunctionalDevice final : public Device {
     size_t len_ = 0;
   };
 
+  // Appends the timing rows of a line, va0 + x·stride for x < count.
+  void append_line_rows(uint32_t va0, uint32_t stride, uint32_t count, uint32_t len) {
+    const size_t first = dma_rows_.size();
+    dma_rows_.resize(first + count);
+    DmaRow* row = dma_rows_.data() + first;
+    for (uint32_t x = 0; x < count; ++x) row[x] = DmaRow{false, va0 + x * stride, len};
+  }
+
+  // One row of a scratchpad size the compiler knows: a few moves instead of a library call.
+  static void copy_row(std::byte* dst, const std::byte* src, uint32_t len) {
+    switch (len) {
+      case 8: std::memcpy(dst, src, 8); break;
+      case 16: std::memcpy(dst, src, 16); break;
+      case 32: std::memcpy(dst, src, 32); break;
+      case 64: std::memcpy(dst, src, 64); break;
+      case 128: std::memcpy(dst, src, 128); break;
+      default: std::memcpy(dst, src, len); break;
+    }
+  }
+
   // When the `count` rows va0 + x·stride (len bytes each) all lie in one page that
   // translates and whose frame holds them, the physical address of row 0: the whole line then
   // takes one translation. Otherwise nothing, and the caller translates row by row (which
@@ -524,13 +544,17 @@ class FunctionalDevice final : public Device {
           const std::byte* src = dram_.data() + *phys0;
           if (stride == row_bytes && row_bytes == sp_row_bytes) {
             copy.add(dst, src, static_cast<size_t>(X) * row_bytes);
+          } else if (row_bytes == sp_row_bytes) {
+            // Strided full rows: each is its own copy (a LOAD's destination rows are disjoint
+            // and it writes no DRAM, so the order against the pending run does not matter).
+            for (uint32_t x = 0; x < X; ++x) copy_row(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
           } else {
             for (uint32_t x = 0; x < X; ++x) {
               copy.add(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
-              if (row_bytes < sp_row_bytes) copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
+              copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
             }
           }
-          for (uint32_t x = 0; x < X; ++x) dma_rows_.push_back(DmaRow{false, va0 + x * stride, row_bytes});
+          append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
         } else {
           for (uint32_t x = 0; x < X; ++x, dst += sp_row_bytes) {
@@ -581,11 +605,17 @@ class FunctionalDevice final : public Device {
         // before the next translation reads them.
         if (phys0 && !into_page_table(*phys0, uint64_t{X - 1} * stride + row_bytes)) {
           std::byte* dst = dram_.data() + *phys0;
+          const bool contiguous = stride == row_bytes && row_bytes == sp_row_bytes;
+          if (!contiguous) copy.flush();  // the rows below are copied directly, in order
           for (uint32_t x = 0; x < X; ++x) {
-            copy.add(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            if (contiguous) {
+              copy.add(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            } else {
+              copy_row(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
+            }
             timing_.store_written(*phys0 + x * stride, row_bytes, false);
-            dma_rows_.push_back(DmaRow{false, va0 + x * stride, row_bytes});
           }
+          append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
           continue;
         }
@@ -723,41 +753,32 @@ class FunctionalDevice final : public Device {
     // output row that overwrites a table row does not change the table of this instruction.
     alignas(64) int8_t table[256];
     if (mode == 1) std::memcpy(table, act_.data() + static_cast<size_t>(param) * n_, sizeof(table));
-    const WindowOp window_op = mode == 4 ? WindowOp::kMax : mode == 5 ? WindowOp::kAdd : WindowOp::kMac;
-    for (uint32_t o = 0; o < O; ++o) {
-      for (uint32_t r = 0; r < R; ++r) {
-        const uint32_t base = src + o * sso + r * ssr;
-        int8_t* y = act_.data() + static_cast<size_t>(dst + o * dso + r * dsr) * n_;
-        switch (mode) {
-          case 0:
-            requantize_row(vec_kernel_, acc_.data() + static_cast<size_t>(base) * n_, bias ? prow : nullptr, rq, y,
-                           n_);
-            break;
-          case 1:
-            lut_row(vec_kernel_, table, act_.data() + static_cast<size_t>(base) * n_, lo, hi, y, n_);
-            break;
-          case 2:
-          case 3:
-            binary_row(vec_kernel_, act_.data() + static_cast<size_t>(base) * n_,
-                       act_.data() + static_cast<size_t>(aux + o * sso + r * ssr) * n_, bin, y, n_);
-            break;
-          default: {  // window modes
+    auto act_row = [&](uint32_t row) { return act_.data() + static_cast<size_t>(row) * n_; };
+    const RowWalk walk{O, R, ptrdiff_t{sso} * n_, ptrdiff_t{ssr} * n_, ptrdiff_t{dso} * n_, ptrdiff_t{dsr} * n_};
+    const int32_t* bias_row = bias ? prow : nullptr;
+    switch (mode) {
+      case 0:
+        requantize_rows(vec_kernel_, acc_.data() + static_cast<size_t>(src) * n_, bias_row, rq, act_row(dst), walk, n_);
+        break;
+      case 1: lut_rows(vec_kernel_, table, act_row(src), lo, hi, act_row(dst), walk, n_); break;
+      case 2:
+      case 3: binary_rows(vec_kernel_, act_row(src), act_row(aux), bin, act_row(dst), walk, n_); break;
+      case 6:
+        dwconv_rows(vec_kernel_, act_row(src), Window{ptrdiff_t{wys} * n_, kw, kh, wgt_.data() + size_t{aux} * n_},
+                    bias_row, rq, act_row(dst), walk, n_);
+        break;
+      default:  // MAXPOOL, AVGPOOL
+        for (uint32_t o = 0; o < O; ++o) {
+          for (uint32_t r = 0; r < R; ++r) {
+            int8_t* y = act_row(dst + o * dso + r * dsr);
             int32_t sum[32];
-            window_reduce(vec_kernel_, window_op, act_.data() + static_cast<size_t>(base) * n_,
-                          static_cast<ptrdiff_t>(wys) * n_, kw, kh,
-                          wgt_.data() + static_cast<size_t>(aux) * n_, n_, sum);
-            if (mode == 4) {
-              for (uint32_t c = 0; c < n_; ++c) y[c] = out(sum[c]);
-            } else if (mode == 5) {
-              for (uint32_t c = 0; c < n_; ++c)
-                y[c] = out(vec_round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
-            } else {
-              requantize_row(vec_kernel_, sum, bias ? prow : nullptr, rq, y, n_);
-            }
-            break;
+            window_reduce(vec_kernel_, mode == 4 ? WindowOp::kMax : WindowOp::kAdd, act_row(src + o * sso + r * ssr),
+                          static_cast<ptrdiff_t>(wys) * n_, kw, kh, nullptr, n_, sum);
+            for (uint32_t c = 0; c < n_; ++c)
+              y[c] = mode == 4 ? out(sum[c]) : out(vec_round_shift((int64_t{sum[c]} - int64_t{kh} * kw * za) * m0, s0) + zp);
           }
         }
-      }
+        break;
     }
     job_cycles_ += timing_.vec(mode, O, R, kh * kw);
     return std::nullopt;

@@ -18,6 +18,23 @@ int64_t wrap_mul(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 
+// Walks the rows of a RowWalk in order: src and dst are the current row's element offsets.
+struct RowCursor {
+  explicit RowCursor(const RowWalk& walk) : w(walk) {}
+  bool done() const { return o == w.o_count; }
+  void next() {
+    if (++r == w.r_count) {
+      r = 0;
+      ++o;
+    }
+    src = static_cast<ptrdiff_t>(o) * w.src_so + static_cast<ptrdiff_t>(r) * w.src_sr;
+    dst = static_cast<ptrdiff_t>(o) * w.dst_so + static_cast<ptrdiff_t>(r) * w.dst_sr;
+  }
+  const RowWalk& w;
+  uint32_t o = 0, r = 0;
+  ptrdiff_t src = 0, dst = 0;
+};
+
 // --- portable ------------------------------------------------------------------------------
 void requantize_row_portable(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
                              uint32_t n) {
@@ -60,94 +77,158 @@ void window_reduce_portable(WindowOp op, const int8_t* x, ptrdiff_t row_stride, 
 }
 
 // --- AVX-512 -------------------------------------------------------------------------------
-#define NPU_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), always_inline)) inline
+// Row bodies are always inlined into the row loops below, which carry the target.
+#define NPU_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
+#define NPU_AVX512_INLINE __attribute__((target(NPU_AVX512_TARGET), always_inline)) inline
 
 // round_shift on eight int64 lanes with per-lane shifts: (1 << s) >> 1 is the rounding
 // addend (0 for s = 0), the add wraps, the shift is arithmetic.
-NPU_AVX512 __m512i round_shift8(__m512i t, __m512i shift) {
+NPU_AVX512_INLINE __m512i round_shift8(__m512i t, __m512i shift) {
   const __m512i half = _mm512_srli_epi64(_mm512_sllv_epi64(_mm512_set1_epi64(1), shift), 1);
   return _mm512_srav_epi64(_mm512_add_epi64(t, half), shift);
 }
 // + zp, vec_clamp (the low test on the unclamped value, as the scalar rule, which matters
 // when lo > hi), narrow to int8.
-NPU_AVX512 __m128i finish8(__m512i r, int8_t zp, int8_t lo, int8_t hi) {
+NPU_AVX512_INLINE __m128i finish8(__m512i r, int8_t zp, int8_t lo, int8_t hi) {
   r = _mm512_add_epi64(r, _mm512_set1_epi64(zp));
   const __m512i low = _mm512_set1_epi64(lo);
   const __m512i clamped = _mm512_mask_mov_epi64(_mm512_min_epi64(r, _mm512_set1_epi64(hi)),
                                                 _mm512_cmplt_epi64_mask(r, low), low);
   return _mm512_cvtepi64_epi8(clamped);
 }
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void requantize_row_avx512(
-    const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, uint32_t n) {
-  for (uint32_t c = 0; c < n; c += 8) {
-    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c));
-    if (bias) v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c)));
-    const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.mult + c));
-    const __m256i s = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.shift + c)),
-                                       _mm256_set1_epi32(63));
-    // vpmuldq: the exact 64-bit product of the sign-extended low halves.
-    const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(v), _mm512_cvtepi32_epi64(m));
-    const __m512i r = round_shift8(t, _mm512_cvtepu32_epi64(s));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(r, p.zp, p.lo, p.hi));
-  }
+// Lanes c..c+7 of a requantisation of the int32 values v (bias already added).
+NPU_AVX512_INLINE void requantize8(__m256i v, const RequantParams& p, uint32_t c, int8_t* y) {
+  const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.mult + c));
+  const __m256i s = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.shift + c)),
+                                     _mm256_set1_epi32(63));
+  // vpmuldq: the exact 64-bit product of the sign-extended low halves.
+  const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(v), _mm512_cvtepi32_epi64(m));
+  const __m512i r = round_shift8(t, _mm512_cvtepu32_epi64(s));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(r, p.zp, p.lo, p.hi));
+}
+NPU_AVX512_INLINE __m256i add_bias8(__m256i v, const int32_t* bias, uint32_t c) {
+  return bias ? _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c))) : v;
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void binary_row_avx512(
-    const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, uint32_t n) {
+__attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int32_t* x, const int32_t* bias,
+                                                                       const RequantParams& p, int8_t* y,
+                                                                       const RowWalk& rows, uint32_t n) {
+  for (RowCursor row(rows); !row.done(); row.next())
+    for (uint32_t c = 0; c < n; c += 8) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + row.src + c));
+      requantize8(add_bias8(v, bias, c), p, c, y + row.dst);
+    }
+}
+
+__attribute__((target(NPU_AVX512_TARGET))) void binary_rows_avx512(const int8_t* a, const int8_t* b,
+                                                                   const BinaryParams& p, int8_t* y,
+                                                                   const RowWalk& rows, uint32_t n) {
   const __m512i za = _mm512_set1_epi64(p.za), zb = _mm512_set1_epi64(p.zb);
   const __m512i m0 = _mm512_set1_epi64(p.m0), m1 = _mm512_set1_epi64(p.m1);
   const __m512i shift = _mm512_set1_epi64(p.shift);
-  for (uint32_t c = 0; c < n; c += 8) {
-    const __m512i da = _mm512_sub_epi64(_mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + c))), za);
-    const __m512i db = _mm512_sub_epi64(_mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + c))), zb);
-    // vpmullq keeps the low 64 bits: the wrapping products of the scalar definition.
-    const __m512i t = p.mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
-                            : _mm512_add_epi64(_mm512_mullo_epi64(da, m0), _mm512_mullo_epi64(db, m1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(round_shift8(t, shift), p.zp, p.lo, p.hi));
+  for (RowCursor row(rows); !row.done(); row.next())
+    for (uint32_t c = 0; c < n; c += 8) {
+      const __m512i da = _mm512_sub_epi64(
+          _mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + row.src + c))), za);
+      const __m512i db = _mm512_sub_epi64(
+          _mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + row.src + c))), zb);
+      // vpmullq keeps the low 64 bits: the wrapping products of the scalar definition.
+      const __m512i t = p.mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
+                              : _mm512_add_epi64(_mm512_mullo_epi64(da, m0), _mm512_mullo_epi64(db, m1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(y + row.dst + c), finish8(round_shift8(t, shift), p.zp, p.lo, p.hi));
+    }
+}
+
+// Lanes whose mask bits are set, for the n - c0 lanes from c0 (16 per zmm of int32).
+NPU_AVX512_INLINE __mmask16 lanes16(uint32_t n, uint32_t c0) {
+  return n - c0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - c0)) - 1);
+}
+
+template <WindowOp Op>
+NPU_AVX512_INLINE __m512i window16(const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w,
+                                   uint32_t n, uint32_t c0, __mmask16 lanes) {
+  __m512i acc = Op == WindowOp::kMax ? _mm512_set1_epi32(INT32_MIN) : _mm512_setzero_si512();
+  for (uint32_t ky = 0; ky < kh; ++ky) {
+    const int8_t* xr = x + ky * row_stride + c0;
+    for (uint32_t kx = 0; kx < kw; ++kx, xr += n) {
+      const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr));
+      if constexpr (Op == WindowOp::kMax) {
+        acc = _mm512_max_epi32(acc, xv);
+      } else if constexpr (Op == WindowOp::kAdd) {
+        acc = _mm512_add_epi32(acc, xv);
+      } else {
+        const int8_t* wr = w + static_cast<size_t>(ky * kw + kx) * n + c0;
+        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, wr))));
+      }
+    }
   }
+  return acc;
+}
+
+template <WindowOp Op>
+__attribute__((target(NPU_AVX512_TARGET))) void window_reduce_avx512(const int8_t* x, ptrdiff_t row_stride, uint32_t kw,
+                                                                     uint32_t kh, const int8_t* w, uint32_t n,
+                                                                     int32_t* sum) {
+  for (uint32_t c0 = 0; c0 < n; c0 += 16) {
+    const __mmask16 lanes = lanes16(n, c0);
+    _mm512_mask_storeu_epi32(sum + c0, lanes, window16<Op>(x, row_stride, kw, kh, w, n, c0, lanes));
+  }
+}
+
+__attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t* x, const Window& win,
+                                                                   const int32_t* bias, const RequantParams& p,
+                                                                   int8_t* y, const RowWalk& rows, uint32_t n) {
+  constexpr uint32_t kMaxHeldTaps = 32;
+  const uint32_t taps = win.kw * win.kh;
+  if (n <= 16 && taps <= kMaxHeldTaps) {
+    // The tap weights are widened once per instruction, as int16 in the low half of each
+    // int32 lane with a zero high half, so that vpmaddwd against a sign-extended activation
+    // is the exact product x·w (the high halves multiply by 0).
+    const __mmask16 lanes = lanes16(n, 0);
+    __m512i weights[kMaxHeldTaps];
+    for (uint32_t t = 0; t < taps; ++t)
+      weights[t] = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(lanes, win.weights + size_t{t} * n)));
+    for (RowCursor row(rows); !row.done(); row.next()) {
+      __m512i sum = _mm512_setzero_si512();
+      const __m512i* w = weights;
+      for (uint32_t ky = 0; ky < win.kh; ++ky) {
+        const int8_t* xr = x + row.src + ky * win.row_stride;
+        for (uint32_t kx = 0; kx < win.kw; ++kx, xr += n, ++w)
+          sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr)), *w));
+      }
+      requantize8(add_bias8(_mm512_castsi512_si256(sum), bias, 0), p, 0, y + row.dst);
+      if (n > 8) requantize8(add_bias8(_mm512_extracti64x4_epi64(sum, 1), bias, 8), p, 8, y + row.dst);
+    }
+    return;
+  }
+  for (RowCursor row(rows); !row.done(); row.next())
+    for (uint32_t c0 = 0; c0 < n; c0 += 16) {
+      const __m512i sum =
+          window16<WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, n, c0, lanes16(n, c0));
+      requantize8(add_bias8(_mm512_castsi512_si256(sum), bias, c0), p, c0, y + row.dst);
+      if (n - c0 > 8) requantize8(add_bias8(_mm512_extracti64x4_epi64(sum, 1), bias, c0 + 8), p, c0 + 8, y + row.dst);
+    }
 }
 
 // vpermi2b looks up 128 entries from two registers by the low 7 index bits; two lookups and
 // a blend on bit 7 cover the 256-entry table.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void lut_row_vbmi(
-    const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void lut_rows_vbmi(const int8_t* table, const int8_t* x,
+                                                                                   int8_t lo, int8_t hi, int8_t* y,
+                                                                                   const RowWalk& rows, uint32_t n) {
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
   const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
-  const __mmask64 lanes = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;  // n <= 32
-  const __m512i index = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lanes, x), _mm512_set1_epi8(-128));
-  const __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), _mm512_permutex2var_epi8(t0, index, t1),
-                                           _mm512_permutex2var_epi8(t2, index, t3));
-  const __m512i low = _mm512_set1_epi8(lo);
-  const __m512i r = _mm512_mask_mov_epi8(_mm512_min_epi8(v, _mm512_set1_epi8(hi)), _mm512_cmplt_epi8_mask(v, low), low);
-  _mm512_mask_storeu_epi8(y, lanes, r);
-}
-
-template <WindowOp Op>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void window_reduce_avx512(
-    const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum) {
-  // 16 lanes per zmm; n = 8 uses the low half through the mask.
-  for (uint32_t c0 = 0; c0 < n; c0 += 16) {
-    const __mmask16 lanes = n - c0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - c0)) - 1);
-    __m512i acc = Op == WindowOp::kMax ? _mm512_set1_epi32(INT32_MIN) : _mm512_setzero_si512();
-    for (uint32_t ky = 0; ky < kh; ++ky) {
-      const int8_t* xr = x + ky * row_stride + c0;
-      for (uint32_t kx = 0; kx < kw; ++kx, xr += n) {
-        const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr));
-        if constexpr (Op == WindowOp::kMax) {
-          acc = _mm512_max_epi32(acc, xv);
-        } else if constexpr (Op == WindowOp::kAdd) {
-          acc = _mm512_add_epi32(acc, xv);
-        } else {
-          const int8_t* wr = w + static_cast<size_t>(ky * kw + kx) * n + c0;
-          acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, wr))));
-        }
-      }
-    }
-    _mm512_mask_storeu_epi32(sum + c0, lanes, acc);
+  const __mmask64 lanes = (__mmask64{1} << n) - 1;  // n <= 32
+  const __m512i low = _mm512_set1_epi8(lo), high = _mm512_set1_epi8(hi);
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    const __m512i index = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lanes, x + row.src), _mm512_set1_epi8(-128));
+    const __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), _mm512_permutex2var_epi8(t0, index, t1),
+                                             _mm512_permutex2var_epi8(t2, index, t3));
+    const __m512i r = _mm512_mask_mov_epi8(_mm512_min_epi8(v, high), _mm512_cmplt_epi8_mask(v, low), low);
+    _mm512_mask_storeu_epi8(y + row.dst, lanes, r);
   }
 }
-#undef NPU_AVX512
+#undef NPU_AVX512_INLINE
+#undef NPU_AVX512_TARGET
 
 }  // namespace
 
@@ -166,21 +247,24 @@ VecKernel best_vec_kernel() {
   return vec_kernel_usable(VecKernel::kAvx512) ? VecKernel::kAvx512 : VecKernel::kPortable;
 }
 
-void requantize_row(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
-                    uint32_t n) {
-  if (kernel == VecKernel::kAvx512) return requantize_row_avx512(x, bias, p, y, n);
-  requantize_row_portable(x, bias, p, y, n);
+void requantize_rows(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
+                     const RowWalk& rows, uint32_t n) {
+  if (kernel == VecKernel::kAvx512) return requantize_rows_avx512(x, bias, p, y, rows, n);
+  for (RowCursor row(rows); !row.done(); row.next()) requantize_row_portable(x + row.src, bias, p, y + row.dst, n);
 }
 
-void binary_row(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, uint32_t n) {
-  if (kernel == VecKernel::kAvx512) return binary_row_avx512(a, b, p, y, n);
-  binary_row_portable(a, b, p, y, n);
+void binary_rows(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
+                 const RowWalk& rows, uint32_t n) {
+  if (kernel == VecKernel::kAvx512) return binary_rows_avx512(a, b, p, y, rows, n);
+  for (RowCursor row(rows); !row.done(); row.next())
+    binary_row_portable(a + row.src, b + row.src, p, y + row.dst, n);
 }
 
-void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
+void lut_rows(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y,
+              const RowWalk& rows, uint32_t n) {
   static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
-  if (kernel == VecKernel::kAvx512 && has_vbmi) return lut_row_vbmi(table, x, lo, hi, y, n);
-  lut_row_portable(table, x, lo, hi, y, n);
+  if (kernel == VecKernel::kAvx512 && has_vbmi) return lut_rows_vbmi(table, x, lo, hi, y, rows, n);
+  for (RowCursor row(rows); !row.done(); row.next()) lut_row_portable(table, x + row.src, lo, hi, y + row.dst, n);
 }
 
 void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh,
@@ -190,6 +274,17 @@ void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row
     case WindowOp::kMax: return window_reduce_avx512<WindowOp::kMax>(x, row_stride, kw, kh, w, n, sum);
     case WindowOp::kAdd: return window_reduce_avx512<WindowOp::kAdd>(x, row_stride, kw, kh, w, n, sum);
     case WindowOp::kMac: return window_reduce_avx512<WindowOp::kMac>(x, row_stride, kw, kh, w, n, sum);
+  }
+}
+
+void dwconv_rows(VecKernel kernel, const int8_t* x, const Window& window, const int32_t* bias, const RequantParams& p,
+                 int8_t* y, const RowWalk& rows, uint32_t n) {
+  if (kernel == VecKernel::kAvx512) return dwconv_rows_avx512(x, window, bias, p, y, rows, n);
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    int32_t sum[32];
+    window_reduce_portable(WindowOp::kMac, x + row.src, window.row_stride, window.kw, window.kh, window.weights, n,
+                           sum);
+    requantize_row_portable(sum, bias, p, y + row.dst, n);
   }
 }
 

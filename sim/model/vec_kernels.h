@@ -39,6 +39,16 @@ inline int8_t vec_requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp,
   return vec_clamp(vec_round_shift(static_cast<int64_t>(v) * mult, shift) + zp, lo, hi);
 }
 
+// The rows of one VEC instruction: output row (o, r), o < o_count, r < r_count (both >= 1),
+// reads the source row at element offset o·src_so + r·src_sr from the source pointer (and the
+// same offset from the second operand's pointer for ADD/MUL) and writes the row at
+// o·dst_so + r·dst_sr from the output pointer. Rows go in (o, r) order, each read completely
+// before it is written, as the ISA defines for overlapping rows.
+struct RowWalk {
+  uint32_t o_count = 1, r_count = 1;
+  ptrdiff_t src_so = 0, src_sr = 0, dst_so = 0, dst_sr = 0;
+};
+
 // The per-lane parameters of a requantisation (REQUANT, DWCONV): multiplier and shift rows
 // (the shift's low 6 bits count), the output zero point and clamp bounds.
 struct RequantParams {
@@ -47,26 +57,27 @@ struct RequantParams {
   int8_t zp, lo, hi;
 };
 
-// y[c] = vec_requantize(x[c] + bias[c] (wrapping; no bias when null), ...) for c < n.
-// n is 8, 16 or 32.
-void requantize_row(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p,
-                    int8_t* y, uint32_t n);
+// REQUANT: y[c] = vec_requantize(x[c] + bias[c] (wrapping; no bias when null), ...) for
+// c < n, per row. n is 8, 16 or 32 everywhere.
+void requantize_rows(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
+                     const RowWalk& rows, uint32_t n);
 
 // ADD (mul = false): t = (a - za)·m0 + (b - zb)·m1; MUL: t = (a - za)·(b - zb)·m0; all in
-// wrapping 64-bit arithmetic; y[c] = clamp(round_shift(t, shift) + zp).
+// wrapping 64-bit arithmetic; y[c] = clamp(round_shift(t, shift) + zp), per row.
 struct BinaryParams {
   bool mul;
   int64_t za, zb, m0, m1;
   uint32_t shift;
   int8_t zp, lo, hi;
 };
-void binary_row(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
-                uint32_t n);
+void binary_rows(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
+                 const RowWalk& rows, uint32_t n);
 
-// LUT: y[c] = vec_clamp(table[x[c] + 128]) for c < n; `table` holds the 256 entries (the
+// LUT: y[c] = vec_clamp(table[x[c] + 128]) per row; `table` holds the 256 entries (the
 // caller's snapshot of the table rows, taken when the instruction starts, as the RTL does).
 // The AVX-512 kernel needs VBMI for this mode and uses the portable code without it.
-void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n);
+void lut_rows(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y,
+              const RowWalk& rows, uint32_t n);
 
 // A window reduction: sum[c] over the kh×kw taps, tap (ky, kx) being the row
 // x + ky·row_stride + kx·n. kMax: max (starting from INT32_MIN); kAdd: sum; kMac: Σ x·w with
@@ -74,5 +85,14 @@ void lut_row(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, 
 enum class WindowOp : uint8_t { kMax, kAdd, kMac };
 void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw,
                    uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum);
+
+// DWCONV: per row, the kMac window reduction from the source row, then REQUANT of it (+ bias).
+struct Window {
+  ptrdiff_t row_stride;  // elements between window rows
+  uint32_t kw, kh;
+  const int8_t* weights;  // kh·kw rows of n
+};
+void dwconv_rows(VecKernel kernel, const int8_t* x, const Window& window, const int32_t* bias,
+                 const RequantParams& p, int8_t* y, const RowWalk& rows, uint32_t n);
 
 }  // namespace npu::sim

@@ -123,4 +123,46 @@ TEST(Qdq, CodesOtherOperatorsReadStayNodes) {
   EXPECT_FALSE(g.value(g.nodes.back().outputs[0]).quant);
 }
 
+TEST(Qdq, QLinearMatMulWithConstantParametersBecomesQdq) {
+  for (const bool constant_scale : {true, false}) {
+    Graph g;
+    g.opset = 13;
+    const int a = value(g, "a", {2, 4});
+    g.value(a).dtype = DType::kU8;
+    g.inputs.push_back(a);
+    int as = constant(g, "as", scalar_f32(0.1f));
+    if (!constant_scale) {  // like the ONNX node tests: the scale is a graph input
+      as = value(g, "as_in", {});
+      g.inputs.push_back(as);
+    }
+    const int az = constant(g, "az", scalar_u8(128));
+    Tensor b = Tensor::zeros(DType::kI8, {4, 3});
+    const int bv = constant(g, "b", b), bs = constant(g, "bs", scalar_f32(0.02f));
+    const int bz = constant(g, "bz", Tensor::zeros(DType::kI8, {}));
+    const int ys = constant(g, "ys", scalar_f32(0.05f)), yz = constant(g, "yz", scalar_u8(128));
+    const int y = value(g, "y", {2, 3});
+    g.value(y).dtype = DType::kU8;
+    g.nodes.push_back(node("QLinearMatMul", "qmm", {a, as, az, bv, bs, bz, ys, yz}, {y}));
+    g.outputs.push_back(y);
+    int expanded = -1;
+    ASSERT_TRUE(expand_qlinear(g, &expanded).is_ok());
+    if (!constant_scale) {
+      EXPECT_EQ(expanded, 0);
+      ASSERT_EQ(g.nodes.size(), 1u);
+      continue;
+    }
+    EXPECT_EQ(expanded, 1);
+    std::vector<std::string> ops;
+    for (const Node& n : g.nodes) ops.push_back(n.op);
+    EXPECT_EQ(ops, (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "MatMul",
+                                             "QuantizeLinear"}));
+    EXPECT_EQ(g.nodes[2].name, "qmm");    // the float operator keeps the node's name
+    EXPECT_EQ(g.nodes[3].outputs[0], y);  // and the codes stay the graph output
+    EXPECT_FALSE(g.nodes[2].proto.empty());
+    QdqSummary summary;
+    ASSERT_TRUE(fold_qdq(g, &summary).is_ok());
+    EXPECT_EQ(summary.weights, 1);
+  }
+}
+
 }  // namespace npu::compiler

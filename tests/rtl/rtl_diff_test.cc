@@ -481,6 +481,18 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
          EXPECT_EQ(b.r32(kDataVa + 0x400), 0x55555555u);
          EXPECT_EQ(b.r32(kDataVa + 0x500), 0x66666666u) << "the old translation was used";
        }},
+      {"LUT output rows overwrite its own table", [n](Bench& b) {
+         b.setup_rings();
+         // Input rows 0..3, table rows 4.., and the output goes over the first table rows:
+         // the table is read before any output row is written, so later rows still look up
+         // the original entries.
+         const uint32_t table_rows = 256 / n;
+         Instr lut = vec({.src = 0, .dst = 4, .param = 4, .r = 4, .o = 1, .ssr = 1, .dsr = 1,
+                          .flags = kPopPrev | kPushNext});
+         lut.w[0] |= 1u << 16;  // mode LUT
+         b.run_program({load({.va = kDataVa, .x = 4 + table_rows, .xs = n, .flags = kPushNext}), lut,
+                        store({.va = kDataVa + 0x2000, .x = 4 + table_rows, .xs = n, .flags = kPopPrev})});
+       }},
       {"reset and recover", [n](Bench& b) {
          b.setup_rings();
          Instr bad;

@@ -3,6 +3,7 @@
 // 64-bit wrap-around in ADD/MUL), and the portable one against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <random>
 #include <string>
@@ -45,6 +46,18 @@ class Random {
   std::mt19937 rng_;
 };
 
+// A random walk of up to 3×4 rows with row strides 0..2 (0: rows repeat or overwrite).
+RowWalk random_walk(Random& rnd, uint32_t n) {
+  auto stride = [&] { return static_cast<ptrdiff_t>(n) * rnd.below(3); };
+  return RowWalk{1 + rnd.below(3), 1 + rnd.below(4), stride(), stride(), stride(), stride()};
+}
+size_t src_extent(const RowWalk& w, uint32_t n) {
+  return static_cast<size_t>((w.o_count - 1) * w.src_so + (w.r_count - 1) * w.src_sr + n);
+}
+size_t dst_extent(const RowWalk& w, uint32_t n) {
+  return static_cast<size_t>((w.o_count - 1) * w.dst_so + (w.r_count - 1) * w.dst_sr + n);
+}
+
 TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
   Random rnd(99);
   int compared = 0;
@@ -58,43 +71,53 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
       for (int trial = 0; trial < 2000; ++trial) {
         SCOPED_TRACE(name(kernel, n) + " trial " + std::to_string(trial));
         ++compared;
-        std::vector<int32_t> x(n), bias(n), mult(n), shift(n);
+        const RowWalk walk = random_walk(rnd, n);
+        std::vector<int32_t> x(src_extent(walk, n)), bias(n), mult(n), shift(n);
+        for (auto& v : x) v = rnd.word();
         for (uint32_t c = 0; c < n; ++c) {
-          x[c] = rnd.word();
           bias[c] = rnd.word();
           mult[c] = rnd.word();
           // Every shift, and garbage in the high bits (only the low 6 count).
           shift[c] = static_cast<int32_t>(rnd.below(64) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
         }
         const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte()};
-        std::vector<int8_t> want(n), got(n);
+        std::vector<int8_t> want(dst_extent(walk, n), 7), got = want;
         const int32_t* b = trial % 3 ? bias.data() : nullptr;
-        requantize_row(VecKernel::kPortable, x.data(), b, rq, want.data(), n);
-        requantize_row(kernel, x.data(), b, rq, got.data(), n);
-        ASSERT_EQ(got, want) << "requantize_row";
+        requantize_rows(VecKernel::kPortable, x.data(), b, rq, want.data(), walk, n);
+        requantize_rows(kernel, x.data(), b, rq, got.data(), walk, n);
+        ASSERT_EQ(got, want) << "REQUANT";
 
-        std::vector<int8_t> a(n), bb(n);
-        for (uint32_t c = 0; c < n; ++c) {
-          a[c] = rnd.byte();
-          bb[c] = rnd.byte();
-        }
+        // ADD/MUL and LUT also in place (output rows over the source rows, in row order).
+        const bool in_place = trial % 4 == 0;
+        const size_t extent = std::max(src_extent(walk, n), dst_extent(walk, n));
+        std::vector<int8_t> a(extent), bb(extent);
+        for (auto& v : a) v = rnd.byte();
+        for (auto& v : bb) v = rnd.byte();
         const BinaryParams bin{trial % 2 == 1, rnd.word(), rnd.word(), rnd.word(), rnd.word(), rnd.below(64),
                                rnd.byte(), rnd.byte(), rnd.byte()};
-        binary_row(VecKernel::kPortable, a.data(), bb.data(), bin, want.data(), n);
-        binary_row(kernel, a.data(), bb.data(), bin, got.data(), n);
+        std::vector<int8_t> a_want = a, a_got = a;
+        want.assign(extent, 7);
+        got = want;
+        binary_rows(VecKernel::kPortable, a_want.data(), bb.data(), bin, in_place ? a_want.data() : want.data(), walk, n);
+        binary_rows(kernel, a_got.data(), bb.data(), bin, in_place ? a_got.data() : got.data(), walk, n);
         ASSERT_EQ(got, want) << (bin.mul ? "MUL" : "ADD");
+        ASSERT_EQ(a_got, a_want) << (bin.mul ? "MUL" : "ADD") << " in place";
 
-        std::vector<int8_t> table(256), xl(n);
+        std::vector<int8_t> table(256);
         for (auto& v : table) v = rnd.byte();
-        for (auto& v : xl) v = rnd.byte();
         const int8_t lo = rnd.byte(), hi = rnd.byte();
-        lut_row(VecKernel::kPortable, table.data(), xl.data(), lo, hi, want.data(), n);
-        lut_row(kernel, table.data(), xl.data(), lo, hi, got.data(), n);
+        a_want = a;
+        a_got = a;
+        lut_rows(VecKernel::kPortable, table.data(), a_want.data(), lo, hi, in_place ? a_want.data() : want.data(), walk, n);
+        lut_rows(kernel, table.data(), a_got.data(), lo, hi, in_place ? a_got.data() : got.data(), walk, n);
         ASSERT_EQ(got, want) << "LUT";
+        ASSERT_EQ(a_got, a_want) << "LUT in place";
 
-        const uint32_t kw = 1 + rnd.below(5), kh = 1 + rnd.below(5);
+        // Up to 7×7: windows of more than 32 taps take the AVX-512 DWCONV path without held weights.
+        const uint32_t kw = 1 + rnd.below(7), kh = 1 + rnd.below(7);
         const ptrdiff_t row_stride = static_cast<ptrdiff_t>(n) * (kw + rnd.below(4));
-        std::vector<int8_t> xs(static_cast<size_t>(row_stride) * kh + n), ws(static_cast<size_t>(kw) * kh * n);
+        std::vector<int8_t> xs(src_extent(walk, n) + static_cast<size_t>(row_stride) * kh + size_t{kw} * n);
+        std::vector<int8_t> ws(static_cast<size_t>(kw) * kh * n);
         for (auto& v : xs) v = trial % 7 == 0 ? int8_t{-128} : rnd.byte();
         for (auto& v : ws) v = trial % 7 == 0 ? int8_t{-128} : rnd.byte();
         for (WindowOp op : {WindowOp::kMax, WindowOp::kAdd, WindowOp::kMac}) {
@@ -103,6 +126,14 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
           window_reduce(kernel, op, xs.data(), row_stride, kw, kh, ws.data(), n, sg.data());
           ASSERT_EQ(sg, sw) << "window op " << static_cast<int>(op) << " " << kw << "x" << kh;
         }
+        // DWCONV: the kMac window of each row, then its requantisation.
+        for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int32_t>(rnd.below(64));
+        const Window window{row_stride, kw, kh, ws.data()};
+        want.assign(dst_extent(walk, n), 7);
+        got = want;
+        dwconv_rows(VecKernel::kPortable, xs.data(), window, b, rq, want.data(), walk, n);
+        dwconv_rows(kernel, xs.data(), window, b, rq, got.data(), walk, n);
+        ASSERT_EQ(got, want) << "DWCONV " << kw << "x" << kh;
       }
     }
   }
