@@ -14,6 +14,7 @@ cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize ne
 runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a slope input [40],
                  Div by Sigmoid(slope) (a run-time divisor of one sign)
 gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
+deconv1d.onnx    1-D ConvTranspose [1,20,9] -> [1,18,18] (stride 2, pads 1/0, constant W): NHWC with H = 1
 big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
@@ -211,6 +212,19 @@ def gemm_scalar_bias():
                              producer_name="npu make_models.py")
 
 
+def deconv1d(rng):
+    w = rng.normal(0, 0.2, (20, 18, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, (18,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="deconv1d", strides=[2], pads=[1, 0])],
+        "deconv1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 18, 18])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -224,6 +238,7 @@ def main():
     save(runtime_operands(), os.path.join(out, "runtime_operands.onnx"))
     save(big_transpose(), os.path.join(out, "big_transpose.onnx"))
     save(gemm_scalar_bias(), os.path.join(out, "gemm_scalar_bias.onnx"))
+    save(deconv1d(np.random.default_rng(13)), os.path.join(out, "deconv1d.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),

@@ -363,9 +363,16 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       }
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->dense_4d >= 0)
         layout[e->dense_4d] = dense(g.value(e->dense_4d).shape);
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->one_d) {
+        // [N,C,L] stored [N][L][C padded]: NHWC with H = 1.
+        layout[c->input] = {c->W * padded_channels(c->C, N), 1, padded_channels(c->C, N)};
+        layout[c->output] = {c->OW * padded_channels(c->Cout, N), 1, padded_channels(c->Cout, N)};
+      }
       if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input >= 0) {
-        // W [Cout][C][KH][KW] (ConvTranspose: [C][Cout][KH][KW]) stored [KH][KW][C][Cout].
-        if (c->transposed) layout[c->weight_input] = {c->Cout, 1, c->KW * c->C * c->Cout, c->C * c->Cout};
+        // W [Cout][C][KH][KW] (ConvTranspose: [C][Cout][KH][KW], 1-D: [C][Cout][KW]) stored
+        // [KH][KW][C][Cout].
+        if (c->transposed && c->one_d) layout[c->weight_input] = {c->Cout, 1, c->C * c->Cout};
+        else if (c->transposed) layout[c->weight_input] = {c->Cout, 1, c->KW * c->C * c->Cout, c->C * c->Cout};
         else layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         if (c->bias_input >= 0) {
           layout[c->bias_input] = {1};
@@ -427,7 +434,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       act_strides[v] = it->second;
       for (auto& st : act_strides[v]) st *= static_cast<int64_t>(esize);
       act_offset[v] = 0;
-      act_size[v] = (last + 1) * esize;
+      act_size[v] = (last + 1) * esize + N;  // a LOAD of the last row reads up to N - 1 bytes more
       return;
     }
     if (shape.size() == 4) {  // NHWC, channels padded to the array dim

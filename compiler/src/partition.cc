@@ -289,13 +289,25 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   if (n.op != "ConvTranspose" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 ||
       g.is_constant(n.inputs[0]) || n.attr_int("group", 1) != 1)
     return std::nullopt;
-  const auto& x = g.value(n.inputs[0]).shape;
-  const auto& w = g.value(n.inputs[1]).shape;
-  const auto& y = g.value(n.outputs[0]).shape;
+  // A 1-D ConvTranspose ([N,C,L]) is the 2-D one with H = 1 when its input is a graph input of
+  // this node alone and its output a graph output nobody else reads: the compiler then stores
+  // both channels-last ([N][L][C padded]), the NHWC layout with H = 1.
+  const bool one_d = g.value(n.inputs[0]).shape.size() == 3;
+  auto as_2d = [&](std::vector<int64_t> s) {
+    if (one_d && s.size() == 3) s.insert(s.begin() + 2, 1);
+    return s;
+  };
+  const auto x = as_2d(g.value(n.inputs[0]).shape);
+  const auto w = as_2d(g.value(n.inputs[1]).shape);
+  const auto y = as_2d(g.value(n.outputs[0]).shape);
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[0] != x[1] || y[0] != x[0] || y[1] != w[1]) return std::nullopt;
+  if (one_d && (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) ||
+                !consumers(g, n.outputs[0]).empty()))
+    return std::nullopt;
   const bool dynamic = !g.is_constant(n.inputs[1]);
   if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
   ConvLayer L;
+  L.one_d = one_d;
   L.name = n.name;
   L.transposed = true;
   L.input = n.inputs[0];
@@ -309,12 +321,22 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.KW = w[3];
   L.OH = y[2];
   L.OW = y[3];
-  const auto k = ints_attr(n, "kernel_shape", {L.KH, L.KW});
-  const auto st = ints_attr(n, "strides", {1, 1});
-  const auto dil = ints_attr(n, "dilations", {1, 1});
-  const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
-  const auto out_pad = ints_attr(n, "output_padding", {0, 0});
-  auto out_shape = ints_attr(n, "output_shape", {});
+  // Attributes of a 1-D node gain the H entry (kernel 1, stride 1, no padding).
+  auto attr_2d = [&](const std::string& key, std::vector<int64_t> fallback, int64_t h_value) {
+    auto it = n.attrs.find(key);
+    if (it == n.attrs.end()) return fallback;
+    std::vector<int64_t> v = it->second.ints;
+    if (!one_d) return v;
+    if (v.size() == 1) return std::vector<int64_t>{h_value, v[0]};
+    if (v.size() == 2 && key == "pads") return std::vector<int64_t>{0, v[0], 0, v[1]};
+    return std::vector<int64_t>{};  // rejected below
+  };
+  const auto k = attr_2d("kernel_shape", {L.KH, L.KW}, 1);
+  const auto st = attr_2d("strides", {1, 1}, 1);
+  const auto dil = attr_2d("dilations", {1, 1}, 1);
+  const auto pads = attr_2d("pads", {0, 0, 0, 0}, 0);
+  const auto out_pad = attr_2d("output_padding", {0, 0}, 0);
+  auto out_shape = attr_2d("output_shape", {}, 1);
   if (out_shape.size() == 4) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
   auto ap = n.attrs.find("auto_pad");
   const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;

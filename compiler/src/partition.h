@@ -59,6 +59,7 @@ struct ConvLayer {
   // is cropped by (OH/OW say the rest); the input is always symmetric.
   bool transposed = false;
   int64_t dil_h = 1, dil_w = 1;  // ConvTranspose only
+  bool one_d = false;            // ConvTranspose of [N,C,L] values (H = 1, stored channels-last)
   int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)

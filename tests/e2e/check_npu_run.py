@@ -44,7 +44,14 @@ def conv2d(x, w, b, attrs):
 
 
 def conv_transpose2d(x, w, b, attrs):
-    """NCHW ConvTranspose, group 1, explicit pads and output_padding, in float64."""
+    """NCHW (or NCL) ConvTranspose, group 1, explicit pads and output_padding, in float64."""
+    if x.ndim == 3:  # 1-D: the 2-D one with H = 1
+        a = dict(attrs)
+        a["strides"] = [1] + list(attrs.get("strides", [1]))
+        p = list(attrs.get("pads", [0, 0]))
+        a["pads"] = [0, p[0], 0, p[1]]
+        a["output_padding"] = [0] + list(attrs.get("output_padding", [0]))
+        return conv_transpose2d(x[:, :, None, :], w[:, :, None, :], b, a)[:, :, 0, :]
     sh, sw = attrs.get("strides", [1, 1])
     pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
     oph, opw = attrs.get("output_padding", [0, 0])
