@@ -597,13 +597,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
           NPU_ASSIGN_OR_RETURN(facts, lower_copy(shape, static_cast<uint32_t>(act_offset[in]), in4 ? act_strides[in] : flat,
                                                  static_cast<uint32_t>(act_offset[out]), in4 ? flat : act_strides[out],
                                                  qp[in], qp[out], N, weights, seg.prog));
-          seg.facts.push_back(facts);
-          seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
-          seg.layer_end.push_back(seg.prog.size());
-          inside.insert(out);
-          continue;
-        }
-        if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
+        } else if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
           // Data movement between strided views (any layout on either side).
           const std::vector<int64_t>& out_strides = act_strides[out];
           int64_t axis_offset = 0;
@@ -622,24 +616,22 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
                                                           static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
                                                           weights, seg.prog));
             facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);
+            if (!f.note.empty()) facts.note += (facts.note.empty() ? "" : "; ") + f.note;
           }
-          seg.facts.push_back(facts);
-          seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
-          seg.layer_end.push_back(seg.prog.size());
-          inside.insert(out);
-          continue;
+        } else {
+          std::vector<std::vector<int64_t>> shapes;
+          std::vector<QParams> qs;
+          std::vector<uint32_t> offs;
+          for (int v : e.inputs) {
+            shapes.push_back(g.value(v).shape);
+            qs.push_back(qp[v]);
+            offs.push_back(static_cast<uint32_t>(act_offset[v]));
+          }
+          NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
+                                                      static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
         }
-        std::vector<std::vector<int64_t>> shapes;
-        std::vector<QParams> qs;
-        std::vector<uint32_t> offs;
-        for (int v : e.inputs) {
-          shapes.push_back(g.value(v).shape);
-          qs.push_back(qp[v]);
-          offs.push_back(static_cast<uint32_t>(act_offset[v]));
-        }
-        NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
-                                                    static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
       }
+      if (!facts.note.empty()) say("layer '" + npu_layer_name(op) + "' (" + npu_layer_op(op) + "): " + facts.note);
       seg.facts.push_back(facts);
       seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
       seg.layer_end.push_back(seg.prog.size());

@@ -1301,6 +1301,13 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
     }
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(inner_rows * std::min(step, inner.back().extent) + table_rows) * N;
+  if (run == 1) {
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    if (elements > 1)
+      facts.note = "element-granular DMA copy: " + std::to_string(elements) +
+                   " rows of one element each (no dimension is contiguous on both sides)";
+  }
   return facts;
 }
 

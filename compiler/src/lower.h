@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "partition.h"
@@ -13,6 +14,7 @@ namespace npu::compiler {
 struct LayerFacts {
   uint64_t macs = 0;              // N×N MACs issued
   uint64_t scratchpad_bytes = 0;  // peak scratchpad use
+  std::string note;               // a cost worth telling the user (npu-compile prints it)
 };
 
 // The per-output-channel weight scales the lowering uses: the model's declared ones (QDQ)
