@@ -1077,7 +1077,11 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   // scratchpad row (lane 0). Padding is never materialised: output pixels are grouped into
   // rectangles whose windows clip the same taps (row class × column class), and each
   // rectangle is one VEC instruction over its clipped window; an average divides by its own
-  // tap count (or by the taps inside the padded extent with count_include_pad).
+  // tap count (or by the taps inside the padded extent with count_include_pad). A MaxPool
+  // dilated by dw along W loads the plane as dw column phases (x mod dw), each plane-major,
+  // so that a dilated window row is again consecutive scratchpad rows; one instruction per
+  // output column then (consecutive columns change phase). Vertical dilation is the window's
+  // row step.
   const auto& x = in_shapes[0];
   const bool one_d = x.size() == 3;
   const int64_t Nb = x[0], C = one_d ? 1 : x[1], H = one_d ? x[1] : x[2], W = one_d ? x[2] : x[3];
@@ -1090,11 +1094,14 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
     bool operator==(const Taps&) const = default;
   };
-  auto classes = [](int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k,
+  auto classes = [](int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k, int64_t dil,
                     std::vector<Taps>* kinds, std::vector<int>* of) {
+    // Taps t of output o read start + t·dil; valid while inside [0, in) (or the padded extent).
+    auto below = [dil](int64_t start, int64_t end) { return end <= start ? 0 : (end - 1 - start) / dil + 1; };
     for (int64_t o = 0; o < out; ++o) {
       const int64_t start = o * stride - pad_lo;
-      const Taps t{std::max<int64_t>(0, -start), std::min(k, in - start), std::min(k, in + pad_hi - start)};
+      const Taps t{start < 0 ? (-start + dil - 1) / dil : 0, std::min(k, below(start, in)),
+                   std::min(k, below(start, in + pad_hi))};
       auto it = std::find(kinds->begin(), kinds->end(), t);
       if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
       of->push_back(static_cast<int>(it - kinds->begin()));
@@ -1102,8 +1109,8 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   };
   std::vector<Taps> row_kinds, col_kinds;
   std::vector<int> row_kind, col_kind;
-  classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, &row_kinds, &row_kind);
-  classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, &col_kinds, &col_kind);
+  classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
+  classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
   for (const auto* kinds : {&row_kinds, &col_kinds})
     for (const Taps& t : *kinds)
       if (t.hi <= t.lo)
@@ -1133,35 +1140,48 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   }
   const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
   const uint32_t D = static_cast<uint32_t>(H * W);
+  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) from scratchpad row
+  // base[p], plane-major.
+  const int64_t phases = std::min<int64_t>(L.dw, W);
+  std::vector<int64_t> cnt(static_cast<size_t>(phases)), base(static_cast<size_t>(phases));
+  for (int64_t p = 0, row = 0; p < phases; ++p) {
+    cnt[static_cast<size_t>(p)] = (W - p + L.dw - 1) / L.dw;
+    base[static_cast<size_t>(p)] = row;
+    row += H * cnt[static_cast<size_t>(p)];
+  }
   for (int64_t b = 0; b < Nb; ++b)
     for (int64_t cb = 0; cb < CB; ++cb) {
       const auto elems = static_cast<uint32_t>(one_d ? 1 : std::min<int64_t>(N, C - cb * N));
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kAct;
-      ld.row_elems = elems == N ? 0 : elems;
-      ld.x = static_cast<uint16_t>(W);
-      ld.x_stride = static_cast<uint32_t>(pixel);
-      ld.y = static_cast<uint16_t>(H);
-      ld.y_stride = static_cast<uint32_t>(W * pixel);
-      prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * plane_in + cb * N));
+      for (int64_t p = 0; p < phases; ++p) {
+        isa::Load ld;
+        ld.sp = hw::Scratchpad::kAct;
+        ld.sp_base = static_cast<uint32_t>(base[static_cast<size_t>(p)]);
+        ld.row_elems = elems == N ? 0 : elems;
+        ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
+        ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
+        ld.y = static_cast<uint16_t>(H);
+        ld.y_stride = static_cast<uint32_t>(W * pixel);
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * plane_in + p * pixel + cb * N));
+      }
       for (int64_t r0 = 0; r0 < OH;) {
         int64_t r1 = r0 + 1;
         while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
         const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
         for (int64_t c0 = 0; c0 < OW;) {
           int64_t c1 = c0 + 1;
-          while (c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+          while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
           const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
-          const int64_t y = r0 * L.sh - L.pad_t + rk.lo, xx = c0 * L.sw - L.pad_l + ck.lo;
+          const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
+          const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
           const int64_t param = avg ? std::find(divisors.begin(), divisors.end(), divisor_of(rk, ck)) - divisors.begin() : 0;
-          isa::VecRequant v{.src = static_cast<uint16_t>(y * W + xx), .dst = static_cast<uint16_t>(D + r0 * OW + c0),
-                            .param = static_cast<uint16_t>(param),
+          isa::VecRequant v{.src = static_cast<uint16_t>(base[static_cast<size_t>(p)] + y * stride_rows + xx / L.dw),
+                            .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
                             .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
                             .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
-                            .src_so = static_cast<uint16_t>(L.sh * W), .src_sr = static_cast<uint16_t>(L.sw),
+                            .src_so = static_cast<uint16_t>(L.sh * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
                             .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
           prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo), static_cast<uint32_t>(rk.hi - rk.lo),
-                                  static_cast<uint32_t>(W)));
+                                  static_cast<uint32_t>(L.dh * stride_rows)));
           c0 = c1;
         }
         r0 = r1;

@@ -655,8 +655,10 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     const auto st = ints_attr(n, "strides", std::vector<int64_t>(rank, 1));
     auto pads = ints_attr(n, "pads", std::vector<int64_t>(2 * rank, 0));
     if (k.size() != rank || st.size() != rank || pads.size() != 2 * rank) return std::nullopt;
-    for (int64_t d : ints_attr(n, "dilations", std::vector<int64_t>(rank, 1)))
-      if (d != 1) return std::nullopt;  // a dilated window is no run of consecutive rows
+    const auto dil = ints_attr(n, "dilations", std::vector<int64_t>(rank, 1));
+    if (dil.size() != rank) return std::nullopt;
+    for (int64_t d : dil)  // AveragePool has dilations only from opset 19
+      if (d < 1 || d > 255 || (d != 1 && op != "MaxPool")) return std::nullopt;
     auto ap = n.attrs.find("auto_pad");
     const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
     for (size_t d = 0; d < rank; ++d) {
@@ -665,14 +667,18 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       if (auto_pad == "VALID") {
         pads[d] = pads[d + rank] = 0;
       } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-        const int64_t total = std::max<int64_t>(0, (out - 1) * st[d] + k[d] - in);
+        const int64_t total = std::max<int64_t>(0, (out - 1) * st[d] + (k[d] - 1) * dil[d] + 1 - in);
         pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
         pads[d + rank] = total - pads[d];
       } else if (auto_pad != "NOTSET") {
         return std::nullopt;
       }
       // Every window must hold an input pixel (ceil_mode may not start one in the padding).
-      if ((out - 1) * st[d] - pads[d] >= in || k[d] - pads[d] <= 0) return std::nullopt;
+      for (int64_t o = 0; o < out; ++o) {
+        const int64_t start = o * st[d] - pads[d];
+        const int64_t lo = start < 0 ? (-start + dil[d] - 1) / dil[d] : 0;
+        if (lo >= k[d] || start + lo * dil[d] >= in) return std::nullopt;
+      }
     }
     if (x.size() == 4 ? x[2] * x[3] + y[2] * y[3] > (1 << 13) : x[1] * x[2] + y[1] * y[2] > (1 << 13))
       return std::nullopt;  // one plane and its output must fit the ACT scratchpad (N = 32: 8192 rows)
@@ -687,11 +693,14 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       L.pad_l = pads[1];
       L.pad_b = pads[2];
       L.pad_r = pads[3];
+      L.dh = dil[0];
+      L.dw = dil[1];
     } else {
       L.kw = k[0];
       L.sw = st[0];
       L.pad_l = pads[0];
       L.pad_r = pads[1];
+      L.dw = dil[0];
     }
     return L;
   } else {

@@ -106,6 +106,7 @@ struct EltLayer {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools (a 1-D pool has kh = sh = 1)
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;  // pools: never materialised (see lower_elt_layer)
   bool count_include_pad = false;          // AveragePool
+  int64_t dh = 1, dw = 1;                  // MaxPool dilations
 };
 
 using NpuLayer = std::variant<FcLayer, ConvLayer, EltLayer>;

@@ -66,17 +66,19 @@ def conv_transpose2d(x, w, b, attrs):
 
 
 def pool2d(x, attrs, kind):
-    """MaxPool / AveragePool (count_include_pad 0) with explicit pads, no ceil_mode."""
+    """MaxPool / AveragePool (count_include_pad 0) with explicit pads and dilations, no ceil_mode."""
     kh, kw = attrs["kernel_shape"]
     sh, sw = attrs.get("strides", [1, 1])
+    dh, dw = attrs.get("dilations", [1, 1])
     pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
     n, c, h, wd = x.shape
-    oh, ow = (h + pt + pb - kh) // sh + 1, (wd + pl + pr - kw) // sw + 1
+    oh, ow = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1, (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
     y = np.zeros((n, c, oh, ow))
     for oy in range(oh):
         for ox in range(ow):
-            y0, x0 = oy * sh - pt, ox * sw - pl
-            win = x[:, :, max(y0, 0):min(y0 + kh, h), max(x0, 0):min(x0 + kw, wd)]
+            ys = [oy * sh - pt + k * dh for k in range(kh)]
+            xs = [ox * sw - pl + k * dw for k in range(kw)]
+            win = x[:, :, [v for v in ys if 0 <= v < h]][:, :, :, [v for v in xs if 0 <= v < wd]]
             y[:, :, oy, ox] = win.max(axis=(2, 3)) if kind == "max" else win.mean(axis=(2, 3))
     return y
 
