@@ -2,6 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <fstream>
 
 #include "lower.h"
@@ -46,9 +49,9 @@ Tensor scalar_f32(float v) {
   return t;
 }
 
-Tensor scalar_i8(int32_t v) {
-  Tensor t = Tensor::zeros(DType::kI8, {});
-  t.as<int8_t>()[0] = static_cast<int8_t>(v);
+Tensor scalar_u8(int32_t v) {
+  Tensor t = Tensor::zeros(DType::kU8, {});
+  t.data[0] = static_cast<uint8_t>(v);
   return t;
 }
 
@@ -71,20 +74,20 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
   onnx::GraphProto* graph = model.mutable_graph();
   graph->set_name("npu_qdq");
 
-  // Per-node replacement of the weight input by its DequantizeLinear output.
-  std::map<const Node*, std::string> weight_input;  // node -> dequantised weight name
+  // Per-node replacement of a weight or bias input by its DequantizeLinear output.
+  std::map<std::pair<const Node*, size_t>, std::string> replaced;  // (node, input slot) -> name
   std::vector<onnx::NodeProto> weight_nodes;
-  auto add_weight = [&](const Node& n, const Tensor& codes, const std::vector<float>& scales,
-                        int64_t axis) {
+  auto add_weight = [&](const Node& n, size_t slot, const Tensor& codes,
+                        const std::vector<float>& scales, int64_t axis) {
     // Unique even when node names repeat: the index of the weight-DQ node.
     const std::string base =
-        g.value(n.inputs[1]).name + "_q_" + n.name + "_" + std::to_string(weight_nodes.size());
+        g.value(n.inputs[slot]).name + "_q_" + n.name + "_" + std::to_string(weight_nodes.size());
     set_tensor(graph->add_initializer(), base, codes);
     Tensor s = Tensor::zeros(DType::kF32, {static_cast<int64_t>(scales.size())});
     std::copy(scales.begin(), scales.end(), s.as<float>().begin());
     set_tensor(graph->add_initializer(), base + "_scale", s);
     set_tensor(graph->add_initializer(), base + "_zero_point",
-               Tensor::zeros(DType::kI8, {static_cast<int64_t>(scales.size())}));
+               Tensor::zeros(codes.dtype, {static_cast<int64_t>(scales.size())}));
     onnx::NodeProto dq;
     dq.set_op_type("DequantizeLinear");
     dq.set_name(base + "_dequantize");
@@ -97,7 +100,7 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(axis);
     weight_nodes.push_back(dq);
-    weight_input[&n] = base + "_dequantized";
+    replaced[{&n, slot}] = base + "_dequantized";
   };
   // A layer's node: its name and input (ONNX does not require unique node names).
   auto node_of = [&](const std::string& name, int input) -> const Node* {
@@ -119,7 +122,20 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
         for (size_t i = 0; i < c->weights.size(); ++i)
           codes.as<int8_t>()[i] =
               quantize_weight(c->weights[i], scales[i / per], !c->weight_scales.empty());
-        add_weight(n, codes, scales, 0);
+        add_weight(n, 1, codes, scales, 0);
+        // The bias as the int32 codes the NPU adds: round(b / (x_scale · w_scale)).
+        if (n.inputs.size() > 2 && n.inputs[2] >= 0 && g.is_constant(n.inputs[2]) &&
+            g.value(n.inputs[2]).constant->element_count() == c->Cout) {
+          Tensor bias = Tensor::zeros(DType::kI32, {c->Cout});
+          std::vector<float> bias_scales(scales.size());
+          for (size_t k = 0; k < scales.size(); ++k) {
+            const double in_scale = static_cast<double>(qp.at(c->input).scale) * scales[k];
+            bias_scales[k] = static_cast<float>(in_scale);
+            bias.as<int32_t>()[k] = static_cast<int32_t>(
+                std::clamp<int64_t>(std::llround(c->bias[k] / in_scale), INT32_MIN, INT32_MAX));
+          }
+          add_weight(n, 2, bias, bias_scales, 0);
+        }
       } else if (const auto* f = std::get_if<FcLayer>(&layer)) {
         const Node* node = node_of(f->name, f->input);
         if (!node)
@@ -137,7 +153,7 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
                                 scales[static_cast<size_t>(j)], !f->weight_scales.empty());
         std::vector<float> b_scales = scales;  // the codes dequantise to B; Gemm applies alpha
         for (float& s : b_scales) s /= alpha;
-        add_weight(n, codes, b_scales, tb ? 0 : 1);
+        add_weight(n, 1, codes, b_scales, tb ? 0 : 1);
       }
     }
 
@@ -162,7 +178,7 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
     const QParams& q = qp.at(v);
     const std::string base = g.value(v).name;
     set_tensor(graph->add_initializer(), base + "_act_scale", scalar_f32(q.scale));
-    set_tensor(graph->add_initializer(), base + "_act_zero_point", scalar_i8(q.zero_point));
+    set_tensor(graph->add_initializer(), base + "_act_zero_point", scalar_u8(q.zero_point + 128));
     auto* qn = graph->add_node();
     qn->set_op_type("QuantizeLinear");
     qn->set_name(base + "_quantize");
@@ -181,7 +197,7 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
   std::set<int> constants_read;  // float weights the int8 codes replace are left out
   for (const Node& n : g.nodes)
     for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (g.is_constant(n.inputs[k]) && !(k == 1 && weight_input.count(&n)))
+      if (g.is_constant(n.inputs[k]) && !replaced.count({&n, k}))
         constants_read.insert(n.inputs[k]);
   for (int v : constants_read)
     set_tensor(graph->add_initializer(), g.value(v).name, *g.value(v).constant);
@@ -197,8 +213,8 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
     np->set_name(n.name);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const int v = n.inputs[k];
-      auto w = weight_input.find(&n);
-      if (k == 1 && w != weight_input.end())
+      auto w = replaced.find({&n, k});
+      if (w != replaced.end())
         np->add_input(w->second);
       else
         np->add_input(v < 0 ? "" : read_name(v));

@@ -37,4 +37,19 @@ inline std::string number(double v) {
   return buf;
 }
 
+// "[e0,e1,...]" with each element written by to_json(element). Appends piecewise: the
+// `(i ? "," : "") + str` idiom trips GCC 12's -Wrestrict false positive at -O3.
+template <typename Range, typename ToJson>
+std::string array(const Range& elements, ToJson to_json) {
+  std::string out = "[";
+  bool first = true;
+  for (const auto& e : elements) {
+    if (!first) out += ',';
+    first = false;
+    out += to_json(e);
+  }
+  out += ']';
+  return out;
+}
+
 }  // namespace npu::runtime::json

@@ -62,22 +62,20 @@ std::string quant_text(const QuantInfo& q) {
 
 std::string tensor_json(const TensorInfo& t) {
   std::string s = "{\"name\":" + json::quote(t.name) +
-                  ",\"dtype\":" + json::quote(dtype_name(t.dtype)) + ",\"shape\":[";
-  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
-  s += "],\"layout\":" + json::quote(t.layout);
+                  ",\"dtype\":" + json::quote(dtype_name(t.dtype)) + ",\"shape\":";
+  s += json::array(t.shape, [](int64_t d) { return std::to_string(d); });
+  s += ",\"layout\":" + json::quote(t.layout);
   if (!t.on_device) return s + ",\"device\":null}";
   s += ",\"device\":{\"dtype\":" +
        json::quote(dtype_name(t.device_dtype)) + ",\"offset\":" + std::to_string(t.device_offset) +
-       ",\"strides\":[";
-  for (size_t i = 0; i < t.device_strides.size(); ++i)
-    s += (i ? "," : "") + std::to_string(t.device_strides[i]);
-  s += "],\"scale\":[";
-  for (size_t i = 0; i < t.device_quant.scale.size(); ++i)
-    s += (i ? "," : "") + json::number(t.device_quant.scale[i]);
-  s += "],\"zero_point\":[";
-  for (size_t i = 0; i < t.device_quant.zero_point.size(); ++i)
-    s += (i ? "," : "") + std::to_string(t.device_quant.zero_point[i]);
-  s += "],\"axis\":" + std::to_string(t.device_quant.axis) + "}}";
+       ",\"strides\":";
+  const auto decimal = [](auto v) { return std::to_string(v); };
+  s += json::array(t.device_strides, decimal);
+  s += ",\"scale\":";
+  s += json::array(t.device_quant.scale, [](double v) { return json::number(v); });
+  s += ",\"zero_point\":";
+  s += json::array(t.device_quant.zero_point, decimal);
+  s += ",\"axis\":" + std::to_string(t.device_quant.axis) + "}}";
   return s;
 }
 
@@ -209,11 +207,11 @@ std::string Model::summary_json() const {
                   ",\"activation_bytes\":" + std::to_string(m.activation_bytes()) +
                   ",\"weight_bytes\":" + std::to_string(m.weights() ? m.weights()->size() : 0) +
                   ",\"macs\":" + std::to_string(macs_) +
-                  ",\"predicted_cycles\":" + std::to_string(predicted_cycles_) + ",\"inputs\":[";
-  for (size_t i = 0; i < inputs_.size(); ++i) s += (i ? "," : "") + tensor_json(inputs_[i]);
-  s += "],\"outputs\":[";
-  for (size_t i = 0; i < outputs_.size(); ++i) s += (i ? "," : "") + tensor_json(outputs_[i]);
-  s += "],\"layers\":[";
+                  ",\"predicted_cycles\":" + std::to_string(predicted_cycles_) + ",\"inputs\":";
+  s += json::array(inputs_, tensor_json);
+  s += ",\"outputs\":";
+  s += json::array(outputs_, tensor_json);
+  s += ",\"layers\":[";
   bool first = true;
   for (const image::Step* step : *m.steps()) {
     const auto* npu = step->segment_as_NpuSegment();

@@ -69,8 +69,8 @@ std::string Runtime::end_profiling() {
   }
   std::string s = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   for (size_t d = 0; d < devices_.size(); ++d) {
-    s += std::string(d ? "," : "") +
-         "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(d) +
+    if (d) s += ',';
+    s += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(d) +
          ",\"args\":{\"name\":" + json::quote("npu " + devices_[d]->info().spec) + "}}";
   }
   for (const TraceEvent& e : events) {

@@ -22,9 +22,10 @@ constexpr const char* kUsage =
     "                    the P% point, default 99.99) or entropy (KL-divergence threshold,\n"
     "                    2048-bin histogram, 128 levels). Scales a QDQ model declares with\n"
     "                    QuantizeLinear/DequantizeLinear are always used as they are\n"
-    "  --export-qdq FILE also write the quantised graph as a QDQ ONNX model (int8\n"
-    "                    QuantizeLinear/DequantizeLinear with the compiler's scales) that\n"
-    "                    another runtime can run to check the quantisation\n"
+    "  --export-qdq FILE also write the quantised graph as a QDQ ONNX model (uint8\n"
+    "                    activations and int8 per-channel weights with the compiler's\n"
+    "                    scales, int32 conv biases) that another runtime can run to check\n"
+    "                    the quantisation\n"
     "  --input-shape     fix an input's shape (dynamic dimensions), repeatable\n"
     "  --array N         target MAC-array size (default 16)\n"
     "  --report          print per-layer MACs, predicted cycles, utilisation, scratchpad use\n";

@@ -105,7 +105,11 @@ std::string first_values(const Tensor& t, size_t n) {
   const Tensor f = npu::to_float(t);
   const auto v = f.as<float>();
   std::string s;
-  for (size_t i = 0; i < std::min(n, v.size()); ++i) s += (i ? " " : "") + fmt(v[i]);
+  for (size_t i = 0; i < std::min(n, v.size()); ++i) {
+    // Piecewise: `(i ? " " : "") + str` trips GCC 12's -Wrestrict false positive at -O3.
+    if (i) s += ' ';
+    s += fmt(v[i]);
+  }
   if (v.size() > n) s += " ...";
   return "[" + s + "]";
 }
