@@ -60,7 +60,10 @@ def read_op_set(path):
 
 def single_npu_set_op(model_path, op_set):
     """The op type when the model's graph is exactly one default-domain node of op_set."""
-    import onnx  # only needed for the NPU-set report
+    try:
+        import onnx  # only needed for the NPU-set report
+    except ImportError as e:
+        raise SystemExit(f"--npu-set needs the onnx Python package (Debian: python3-onnx): {e}")
     model = onnx.load(model_path, load_external_data=False)
     nodes = model.graph.node
     if len(nodes) != 1 or nodes[0].domain not in ("", "ai.onnx") or nodes[0].op_type not in op_set:
