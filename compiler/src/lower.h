@@ -25,10 +25,6 @@ std::vector<float> conv_weight_scales(const ConvLayer& L);
 // (declared scales reproduce the model's codes).
 int8_t quantize_weight(float w, float scale, bool declared);
 
-// Quantises one FC layer (per-channel symmetric int8 weights, int32 bias with the input
-// zero point folded in, per-channel requantisation) into `weights`, and appends its
-// instructions to `prog`: input rows at `in_off` and output rows at `out_off` of the
-// activation buffer, dense [M][K] and [M][N] int8.
 // Where the dynamic operands of a layer live in the activation buffer (byte offsets and
 // strides; unused when the layer has constant operands).
 struct DynamicOperands {
@@ -42,6 +38,10 @@ struct DynamicOperands {
                               // accumulator units (<= 127, or 127·I: I repetitions of the tile)
 };
 
+// Quantises one FC layer (per-channel symmetric int8 weights, int32 bias with the input
+// zero point folded in, per-channel requantisation) into `weights`, and appends its
+// instructions to `prog`: input rows at `in_off` and output rows at `out_off` of the
+// activation buffer, dense [M][K] and [M][N] int8 (per batch for a batched MatMul).
 // With L.weight_input >= 0 the weights come from the activation buffer (`dyn`): x and B are
 // symmetric, one multiplier alpha·s_x·s_w / s_y serves every channel, and a dynamic bias is
 // loaded into the accumulators before the GEMM accumulates onto it. A one-element bias is an
@@ -81,8 +81,9 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
 // strides). LOADs gather into the ACT scratchpad and STOREs scatter from it; dimensions
 // that are contiguous on both sides travel as rows of up to N elements, otherwise every
 // element is its own DMA row (row_elems = 1: one 16-byte beat per element instead of one per
-// 16 elements, plus the per-row issue cost; the predicted cycles in the image show it). With `requant`, a VEC LUT re-quantises
-// the rows from `qin` to `qout` on the way (identity when they are equal: no VEC).
+// 16 elements, plus the per-row issue cost; the predicted cycles in the image show it, and
+// LayerFacts::note says so). When `qin` and `qout` differ, a VEC LUT re-quantises the rows on
+// the way.
 Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
                               uint32_t dst_off, std::vector<int64_t> dst_strides, const QParams& qin,
                               const QParams& qout, uint32_t N, std::vector<uint8_t>& weights, Program& prog);

@@ -35,8 +35,8 @@ struct FcLayer {
   int weight_input = -1;           // B; `weights` is then empty
   bool weight_transposed = false;  // B is [N, K] (Gemm transB)
   bool input_transposed = false;   // A is [K, M] (Gemm transA)
-  int bias_input = -1;             // Gemm C: [N], [1, N] or [M, N], int32 in accumulator units
-  bool bias_scalar = false;        // C has one element ([] or [1]): int8, spread by a GEMM (lower.h)
+  int bias_input = -1;             // Gemm C: [N], [1, N] or [M, N], int32 in accumulator units,
+  bool bias_scalar = false;        // or one element ([] or [1]): int8, spread by a GEMM (lower.h)
   float alpha = 1.0f, beta = 1.0f; // dynamic B: alpha joins the requantisation, beta the bias scale
   int64_t batches = 1;             // batched MatMul: x [..., M, K] · B [..., K, N], same batch dims
 };
@@ -78,6 +78,7 @@ struct EltLayer {
   // kResize: nearest-neighbour Resize of the H and W axes of an NHWC value (pixel gathers).
   // kPRelu: x with a slope tensor (dynamic, or constant per channel / along the last axis);
   // a scalar constant slope is a kLut.
+  // kClip: Clip with a bound fed at run time (see lo_input).
   // kDiv: x / y for a run-time y of one sign: a reciprocal table, then VEC MUL.
   enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kRepack, kTranspose, kConcat,
                     kReshapeCopy, kResize, kPRelu, kClip, kDiv };
@@ -127,7 +128,7 @@ struct PartitionStep {
 // reports them. Constant-producing nodes (Constant) are folded by the frontend, never steps.
 // `array_dim` decides which reshapes are free views of the NHWC layout.
 // `ranges` (the calibrated [min, max] of values, optional) lets Div by a run-time tensor onto
-// the NPU when its divisor keeps one sign.
+// the NPU when its divisor keeps one sign, and gives PRelu's intermediates their ranges.
 using ValueRanges = std::map<int, std::pair<float, float>>;
 std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const ValueRanges* ranges = nullptr);
 
