@@ -16,6 +16,7 @@ runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a 
 gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
 deconv1d.onnx    1-D ConvTranspose [1,20,9] -> [1,18,18] (stride 2, pads 1/0, constant W): NHWC with H = 1
 dilated_pool.onnx  MaxPool 3x3, dilations [2,3], pads [1,2,1,2], strides [1,2] on [1,20,11,13]
+matmul_shared_b.onnx  MatMul [2,6,40] x [40,24] with B a graph input (one B for both batches)
 big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
@@ -237,6 +238,17 @@ def dilated_pool():
                              producer_name="npu make_models.py")
 
 
+def matmul_shared_b():
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"], name="matmul")],
+        "matmul_shared_b",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 6, 40]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [40, 24])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 24])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -252,6 +264,7 @@ def main():
     save(gemm_scalar_bias(), os.path.join(out, "gemm_scalar_bias.onnx"))
     save(deconv1d(np.random.default_rng(13)), os.path.join(out, "deconv1d.onnx"))
     save(dilated_pool(), os.path.join(out, "dilated_pool.onnx"))
+    save(matmul_shared_b(), os.path.join(out, "matmul_shared_b.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),

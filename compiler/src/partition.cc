@@ -60,9 +60,16 @@ std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
     L.K = L.input_transposed ? xs[0] : xs[1];
     L.N = L.weight_transposed ? bs[0] : bs[1];
     if ((L.weight_transposed ? bs[1] : bs[0]) != L.K) return std::nullopt;
+  } else if (bs.size() == 2 && xs.size() >= 2) {
+    // One B for every row of x [..., M, K]: the rows of all batches are one M.
+    L.K = xs.back();
+    L.N = bs.back();
+    if (bs[0] != L.K) return std::nullopt;
+    L.M = 1;
+    for (size_t d = 0; d + 1 < xs.size(); ++d) L.M *= xs[d];
   } else {
     if (xs.size() < 2 || bs.size() < 2 || xs.size() != bs.size()) return std::nullopt;
-    if (!std::equal(xs.begin(), xs.end() - 2, bs.begin())) return std::nullopt;  // no batch broadcasting
+    if (!std::equal(xs.begin(), xs.end() - 2, bs.begin())) return std::nullopt;  // no other batch broadcasting
     L.M = xs[xs.size() - 2];
     L.K = xs.back();
     L.N = bs.back();

@@ -160,7 +160,8 @@ double all_npu_model_sqnr(const std::string& onnx, uint32_t array_dim) {
 
 TEST_P(CompileAndRun, NpuSetModelsReach30dB) {
   for (const char* model : {"movement.onnx", "dynamic_conv.onnx", "dynamic_gemm.onnx", "cnn_ops.onnx", "runtime_operands.onnx",
-                            "big_transpose.onnx", "gemm_scalar_bias.onnx", "deconv1d.onnx", "dilated_pool.onnx"})
+                            "big_transpose.onnx", "gemm_scalar_bias.onnx", "deconv1d.onnx", "dilated_pool.onnx",
+                            "matmul_shared_b.onnx"})
     EXPECT_GE(all_npu_model_sqnr(model, GetParam()), 30.0) << model;
 }
 
