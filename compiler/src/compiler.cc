@@ -322,11 +322,28 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::map<int, std::function<QParams()>> spread_bias;  // one-element Gemm biases (int8)
   std::map<int, int32_t> bias_spread;                   // their spreading factor k
   std::set<int> device_scalars;  // rank-0 values that still get a device view (Clip bounds, biases)
-  auto dense = [](const std::vector<int64_t>& shape) {
+  auto dense_strides = [](const std::vector<int64_t>& shape) {
     std::vector<int64_t> st(shape.size(), 1);
     for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
     return st;
   };
+  // Dense NHWC (no padding lanes) for values that only tap-folding convolutions read and
+  // no NPU layer writes (graph inputs, host outputs): the runtime quantises into whatever
+  // layout the binding's strides describe, so the first conv reads KW·C contiguous bytes.
+  std::set<int> dense;
+  {
+    std::set<int> written, other_readers;
+    for (const auto& s : steps)
+      for (const NpuLayer& op : s.ops) {
+        written.insert(npu_layer_output(op));
+        const auto* c = std::get_if<ConvLayer>(&op);
+        for (int v : npu_layer_inputs(op))
+          if (c && conv_folds_taps(*c, N)) dense.insert(v);
+          else other_readers.insert(v);
+      }
+    for (int v : written) dense.erase(v);
+    for (int v : other_readers) dense.erase(v);
+  }
   std::map<int, QParams> qp;
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -334,14 +351,14 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         const auto& xs = g.value(f->input).shape;
         const auto& bs = g.value(f->weight_input).shape;
         if (f->input_transposed) layout[f->input] = {1, xs[0]};  // stored [M][K]
-        else if (xs.size() == 4) layout[f->input] = dense(xs);
+        else if (xs.size() == 4) layout[f->input] = dense_strides(xs);
         if (f->weight_transposed) layout[f->weight_input] = {1, bs[0]};  // stored [K][N]
-        else if (bs.size() == 4) layout[f->weight_input] = dense(bs);
-        if (g.value(f->output).shape.size() == 4) layout[f->output] = dense(g.value(f->output).shape);
+        else if (bs.size() == 4) layout[f->weight_input] = dense_strides(bs);
+        if (g.value(f->output).shape.size() == 4) layout[f->output] = dense_strides(g.value(f->output).shape);
         if (f->bias_input >= 0 && f->bias_scalar) {
           // int8 at a scale k times the accumulator unit, k the smallest that fits its range
           // (k <= 127, or a multiple of 127: the spreading GEMM repeats over i; lower.h).
-          layout[f->bias_input] = dense(g.value(f->bias_input).shape);
+          layout[f->bias_input] = dense_strides(g.value(f->bias_input).shape);
           device_scalars.insert(f->bias_input);
           const FcLayer* fl = f;
           spread_bias[f->bias_input] = [&qp, &ranges, &bias_spread, fl] {
@@ -354,7 +371,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
             return QParams{static_cast<float>(unit * k), 0};
           };
         } else if (f->bias_input >= 0) {
-          layout[f->bias_input] = dense(g.value(f->bias_input).shape);
+          layout[f->bias_input] = dense_strides(g.value(f->bias_input).shape);
           const FcLayer* fl = f;
           int32_quant[f->bias_input] = [&qp, fl] {
             return QParams{fl->alpha * qp[fl->input].scale * qp[fl->weight_input].scale / fl->beta, 0};
@@ -362,7 +379,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         }
       }
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->dense_4d >= 0)
-        layout[e->dense_4d] = dense(g.value(e->dense_4d).shape);
+        layout[e->dense_4d] = dense_strides(g.value(e->dense_4d).shape);
       if (const auto* c = std::get_if<ConvLayer>(&op); c && c->one_d) {
         // [N,C,L] stored [N][L][C padded]: NHWC with H = 1.
         layout[c->input] = {c->W * padded_channels(c->C, N), 1, padded_channels(c->C, N)};
@@ -437,7 +454,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       act_size[v] = (last + 1) * esize + N;  // a LOAD of the last row reads up to N - 1 bytes more
       return;
     }
-    if (shape.size() == 4) {  // NHWC, channels padded to the array dim
+    if (dense.count(v)) {  // NHWC, C channels per pixel
+      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
+      bytes = static_cast<uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]);
+    } else if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
     } else {
@@ -581,10 +601,16 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                    dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
-                                                     static_cast<uint32_t>(act_offset[conv->input]),
-                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                     dynamic_operands(conv->weight_input, conv->bias_input, false)));
+        if (dense.count(conv->input)) {
+          NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
+                                                        static_cast<uint32_t>(act_offset[conv->input]),
+                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+        } else {
+          NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
+                                                       static_cast<uint32_t>(act_offset[conv->input]),
+                                                       static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                       dynamic_operands(conv->weight_input, conv->bias_input, false)));
+        }
       } else {
         const auto& e = std::get<EltLayer>(op);
         if (e.kind == EltLayer::Kind::kReshapeCopy) {
@@ -593,7 +619,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
           const int in = e.inputs[0];
           const bool in4 = g.value(in).shape.size() == 4;
           const auto& shape = g.value(in4 ? in : out).shape;
-          const std::vector<int64_t> flat = dense(shape);
+          const std::vector<int64_t> flat = dense_strides(shape);
           NPU_ASSIGN_OR_RETURN(facts, lower_copy(shape, static_cast<uint32_t>(act_offset[in]), in4 ? act_strides[in] : flat,
                                                  static_cast<uint32_t>(act_offset[out]), in4 ? flat : act_strides[out],
                                                  qp[in], qp[out], N, weights, seg.prog));

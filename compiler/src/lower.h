@@ -64,6 +64,16 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn = {});
 
+// Tap folding for convolutions with few input channels (lower_conv_folded.cc): when
+// C·KW <= N, one scratchpad row holds the KW horizontal taps of all C channels, so the conv
+// runs KH GEMM taps instead of KH·KW. It needs the input as dense NHWC (C bytes per pixel,
+// no padding lanes); the compiler gives that layout to values that no NPU layer writes and
+// only folding convs read. Padding is exact for any input zero point (border biases).
+bool conv_folds_taps(const ConvLayer& L, uint32_t N);
+Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                     Program& prog);
+
 // Bytes a value of `shape` occupies in the activation buffer (NHWC with padded channels
 // for 4-D values, dense otherwise).
 uint64_t device_bytes(const std::vector<int64_t>& shape, uint32_t n);
