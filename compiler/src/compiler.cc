@@ -287,7 +287,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     const std::vector<int64_t>& shape = g.value(v).shape;
     if (g.is_constant(v) || shape.empty()) return;
     std::vector<int64_t> strides(shape.size(), 1);
-    uint64_t bytes = device_bytes(shape, N);
+    const uint64_t bytes = device_bytes(shape, N);
     if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
@@ -296,12 +296,11 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     }
     if (tap_folded.count(v) && shape.size() == 4) {  // NHWC, C channels per pixel
       strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
-      bytes = static_cast<uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]);
       dense_nhwc.insert(v);
     }
     act_strides[v] = strides;
     act_offset[v] = 0;  // assigned by the memory planner below
-    act_size[v] = bytes;
+    act_size[v] = dense_nhwc.count(v) ? static_cast<uint64_t>(shape[0] * strides[0]) : bytes;
   };
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
