@@ -253,15 +253,28 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
   for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it)
     if (symmetric.count(it->first)) symmetric.insert(it->second);
+  // Dense NHWC (no padding lanes) for values that only tap-folding convolutions read and
+  // no NPU layer writes (graph inputs, host outputs): the runtime quantises into whatever
+  // layout the binding's strides describe, so the first conv reads KW·C contiguous bytes.
+  std::set<int> dense;
+  {
+    std::set<int> written, other_readers;
+    for (const auto& s : steps)
+      for (const NpuLayer& op : s.ops) {
+        written.insert(npu_layer_output(op));
+        const auto* c = std::get_if<ConvLayer>(&op);
+        for (int v : npu_layer_inputs(op))
+          if (c && conv_folds_taps(*c, N)) dense.insert(v);
+          else other_readers.insert(v);
+      }
+    for (int v : written) dense.erase(v);
+    for (int v : other_readers) dense.erase(v);
+  }
   std::map<int, QParams> qp;
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   std::map<int, uint64_t> act_size;
   uint64_t act_bytes = 0;
-  // Inputs of tap-folding convs (lower.h) are dense NHWC; dense_nhwc records the values
-  // that got that layout, and only their convs are lowered folded.
-  const std::set<int> tap_folded = tap_folded_inputs(steps, N);
-  std::set<int> dense_nhwc;
   std::function<void(int)> place = [&](int v) {
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
@@ -287,20 +300,19 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     const std::vector<int64_t>& shape = g.value(v).shape;
     if (g.is_constant(v) || shape.empty()) return;
     std::vector<int64_t> strides(shape.size(), 1);
-    const uint64_t bytes = device_bytes(shape, N);
-    if (shape.size() == 4) {  // NHWC, channels padded to the array dim
+    uint64_t bytes = device_bytes(shape, N);
+    if (dense.count(v)) {  // NHWC, C channels per pixel
+      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
+      bytes = static_cast<uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]);
+    } else if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
     } else {
       for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
     }
-    if (tap_folded.count(v) && shape.size() == 4) {  // NHWC, C channels per pixel
-      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
-      dense_nhwc.insert(v);
-    }
     act_strides[v] = strides;
     act_offset[v] = 0;  // assigned by the memory planner below
-    act_size[v] = dense_nhwc.count(v) ? static_cast<uint64_t>(shape[0] * strides[0]) : bytes;
+    act_size[v] = bytes;
   };
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -415,14 +427,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
         NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[fc->input]),
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
-      } else if (const auto* folded = std::get_if<ConvLayer>(&op); folded && dense_nhwc.count(folded->input)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*folded, qp[folded->input], qp[out], N,
-                                                      static_cast<uint32_t>(act_offset[folded->input]),
-                                                      static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
-                                                     static_cast<uint32_t>(act_offset[conv->input]),
-                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+        NPU_ASSIGN_OR_RETURN(facts, (dense.count(conv->input) ? lower_conv_folded : lower_conv_layer)(
+                                        *conv, qp[conv->input], qp[out], N, static_cast<uint32_t>(act_offset[conv->input]),
+                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
       } else {
         const auto& e = std::get<EltLayer>(op);
         std::vector<std::vector<int64_t>> shapes;
