@@ -327,6 +327,23 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
     return st;
   };
+  // Dense NHWC (no padding lanes) for values that only tap-folding convolutions read and
+  // no NPU layer writes (graph inputs, host outputs): the runtime quantises into whatever
+  // layout the binding's strides describe, so the first conv reads KW·C contiguous bytes.
+  std::set<int> dense;
+  {
+    std::set<int> written, other_readers;
+    for (const auto& s : steps)
+      for (const NpuLayer& op : s.ops) {
+        written.insert(npu_layer_output(op));
+        const auto* c = std::get_if<ConvLayer>(&op);
+        for (int v : npu_layer_inputs(op))
+          if (c && conv_folds_taps(*c, N)) dense.insert(v);
+          else other_readers.insert(v);
+      }
+    for (int v : written) dense.erase(v);
+    for (int v : other_readers) dense.erase(v);
+  }
   std::map<int, QParams> qp;
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -391,10 +408,6 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   std::map<int, uint64_t> act_size;
   uint64_t act_bytes = 0;
-  // Inputs of tap-folding convs (lower.h) are dense NHWC; dense_nhwc records the values
-  // that got that layout, and only their convs are lowered folded.
-  const std::set<int> tap_folded = tap_folded_inputs(steps, N);
-  std::set<int> dense_nhwc;
   std::function<void(int)> place = [&](int v) {
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
@@ -430,7 +443,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     const std::vector<int64_t>& shape = g.value(v).shape;
     if (g.is_constant(v) || (shape.empty() && !device_scalars.count(v))) return;
     std::vector<int64_t> strides(shape.size(), 1);
-    const uint64_t bytes = device_bytes(shape, N);
+    uint64_t bytes = device_bytes(shape, N);
     if (auto it = layout.find(v); it != layout.end()) {
       const uint64_t esize = int32_quant.count(v) ? 4 : 1;
       uint64_t last = 0;
@@ -441,19 +454,18 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       act_size[v] = (last + 1) * esize + N;  // a LOAD of the last row reads up to N - 1 bytes more
       return;
     }
-    if (shape.size() == 4) {  // NHWC, channels padded to the array dim
+    if (dense.count(v)) {  // NHWC, C channels per pixel
+      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
+      bytes = static_cast<uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]);
+    } else if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
     } else {
       for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
     }
-    if (tap_folded.count(v) && shape.size() == 4) {  // NHWC, C channels per pixel
-      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
-      dense_nhwc.insert(v);
-    }
     act_strides[v] = strides;
     act_offset[v] = 0;  // assigned by the memory planner below
-    act_size[v] = dense_nhwc.count(v) ? static_cast<uint64_t>(shape[0] * strides[0]) : bytes;
+    act_size[v] = bytes;
   };
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -588,15 +600,17 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
                                                    static_cast<uint32_t>(act_offset[fc->input]),
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                    dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
-      } else if (const auto* folded = std::get_if<ConvLayer>(&op); folded && dense_nhwc.count(folded->input)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*folded, qp[folded->input], qp[out], N,
-                                                      static_cast<uint32_t>(act_offset[folded->input]),
-                                                      static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
-                                                     static_cast<uint32_t>(act_offset[conv->input]),
-                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                     dynamic_operands(conv->weight_input, conv->bias_input, false)));
+        if (dense.count(conv->input)) {
+          NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
+                                                        static_cast<uint32_t>(act_offset[conv->input]),
+                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+        } else {
+          NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
+                                                       static_cast<uint32_t>(act_offset[conv->input]),
+                                                       static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                       dynamic_operands(conv->weight_input, conv->bias_input, false)));
+        }
       } else {
         const auto& e = std::get<EltLayer>(op);
         if (e.kind == EltLayer::Kind::kReshapeCopy) {

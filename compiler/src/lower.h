@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -71,9 +70,6 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
 // no padding lanes); the compiler gives that layout to values that no NPU layer writes and
 // only folding convs read. Padding is exact for any input zero point (border biases).
 bool conv_folds_taps(const ConvLayer& L, uint32_t N);
-// The values that get the dense layout: read only by folding convs, written by no NPU layer
-// (graph inputs, host outputs; the runtime quantises into the layout the binding declares).
-std::set<int> tap_folded_inputs(const std::vector<PartitionStep>& steps, uint32_t N);
 Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                      uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                      Program& prog);
