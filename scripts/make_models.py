@@ -6,6 +6,20 @@ Run with Debian's python3 (python3-onnx, python3-numpy):
 
 gemm_relu.onnx   Gemm [4,64]x[64,32] + bias, then Relu (the walking skeleton's model)
 mlp.onnx         the demo: MatMul+Add+Relu [4,64]->[64,32], then Gemm [32,10] (transB)
+movement.onnx    data movement and dynamic operands: Gemm, Transpose, MatMul of two
+                 activations, Concat of three differently quantised values
+dynamic_conv.onnx    Conv whose W and B are graph inputs (pads 1, stride 2), then Relu
+cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize nearest x2, Conv 1x1,
+                 PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
+runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a slope input [40],
+                 Div by Sigmoid(slope) (a run-time divisor of one sign)
+gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
+deconv1d.onnx    1-D ConvTranspose [1,20,9] -> [1,18,18] (stride 2, pads 1/0, constant W): NHWC with H = 1
+dilated_pool.onnx  MaxPool 3x3, dilations [2,3], pads [1,2,1,2], strides [1,2] on [1,20,11,13]
+matmul_shared_b.onnx  MatMul [2,6,40] x [40,24] with B a graph input (one B for both batches)
+big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
+reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
+dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -82,6 +96,159 @@ def convnet(rng):
                              producer_name="npu make_models.py")
 
 
+def movement(rng):
+    """a = Gemm(x) [4,24]; m = a · Transpose(a) [4,4]; y = Concat(m, a, x) on axis 1 [4,48]."""
+    w = rng.normal(0, 0.3, (20, 24)).astype(np.float32)
+    b = rng.normal(0, 0.1, (24,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["a"], name="fc"),
+         helper.make_node("Transpose", ["a"], ["t"], name="transpose", perm=[1, 0]),
+         helper.make_node("MatMul", ["a", "t"], ["m"], name="gram"),
+         helper.make_node("Concat", ["m", "a", "x"], ["y"], name="concat", axis=1)],
+        "movement",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 48])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def dynamic_conv():
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+         helper.make_node("Relu", ["c"], ["y"], name="relu")],
+        "dynamic_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 9, 9]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [24, 20, 3, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [24])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 5, 5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def dynamic_gemm():
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="gemm", transB=1, alpha=0.5, beta=2.0)],
+        "dynamic_gemm",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 40]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [20, 40]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [5, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 20])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def reshape_shape_input():
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")],
+        "reshape_shape_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def cnn_ops(rng):
+    wt = rng.normal(0, 0.2, (20, 18, 3, 3)).astype(np.float32)
+    bt = rng.normal(0, 0.1, (18,)).astype(np.float32)
+    w1 = rng.normal(0, 0.3, (4, 18, 1, 1)).astype(np.float32)
+    b1 = rng.normal(0, 0.1, (4,)).astype(np.float32)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    slope = numpy_helper.from_array(np.array([0.1, -0.2, 0.3, 0.05], np.float32).reshape(4, 1, 1), "slope")
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "wt", "bt"], ["up"], name="deconv", strides=[2, 2],
+                          pads=[1, 1, 1, 1], output_padding=[1, 1]),
+         helper.make_node("MaxPool", ["up"], ["mp"], name="maxpool", kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1]),
+         helper.make_node("AveragePool", ["mp"], ["ap"], name="avgpool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         helper.make_node("Resize", ["ap", "", "scales"], ["rs"], name="resize", mode="nearest"),
+         helper.make_node("Conv", ["rs", "w1", "b1"], ["c1"], name="conv1x1"),
+         helper.make_node("PRelu", ["c1", "slope"], ["pr"], name="prelu"),
+         helper.make_node("Flatten", ["pr"], ["y"], name="flatten")],
+        "cnn_ops",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
+        [numpy_helper.from_array(wt, "wt"), numpy_helper.from_array(bt, "bt"), numpy_helper.from_array(w1, "w1"),
+         numpy_helper.from_array(b1, "b1"), scales, slope])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def runtime_operands():
+    graph = helper.make_graph(
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["c"], name="clip"),
+         helper.make_node("PRelu", ["c", "slope"], ["p"], name="prelu"),
+         helper.make_node("Sigmoid", ["slope"], ["s"], name="sigmoid"),
+         helper.make_node("Div", ["p", "s"], ["y"], name="div")],
+        "runtime_operands",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 40]),
+         helper.make_tensor_value_info("lo", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("hi", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("slope", TensorProto.FLOAT, [40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 40])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def big_transpose():
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["t"], name="transpose", perm=[1, 0]),
+         helper.make_node("Relu", ["t"], ["y"], name="relu")],
+        "big_transpose",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300, 200])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [200, 300])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def gemm_scalar_bias():
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="gemm", beta=20.0)],
+        "gemm_scalar_bias",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 40]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [40, 20]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 20])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def deconv1d(rng):
+    w = rng.normal(0, 0.2, (20, 18, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, (18,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="deconv1d", strides=[2], pads=[1, 0])],
+        "deconv1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 18, 18])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def dilated_pool():
+    graph = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y"], name="maxpool", kernel_shape=[3, 3], dilations=[2, 3],
+                          pads=[1, 2, 1, 2], strides=[1, 2])],
+        "dilated_pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 11, 13])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20, 9, 6])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def matmul_shared_b():
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"], name="matmul")],
+        "matmul_shared_b",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 6, 40]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [40, 24])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 24])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -89,6 +256,17 @@ def main():
     save(gemm_relu(rng), os.path.join(out, "gemm_relu.onnx"))
     save(mlp(rng), os.path.join(out, "mlp.onnx"))
     save(convnet(np.random.default_rng(7)), os.path.join(out, "convnet.onnx"))
+    save(movement(np.random.default_rng(11)), os.path.join(out, "movement.onnx"))
+    save(cnn_ops(np.random.default_rng(12)), os.path.join(out, "cnn_ops.onnx"))
+    save(dynamic_conv(), os.path.join(out, "dynamic_conv.onnx"))
+    save(runtime_operands(), os.path.join(out, "runtime_operands.onnx"))
+    save(big_transpose(), os.path.join(out, "big_transpose.onnx"))
+    save(gemm_scalar_bias(), os.path.join(out, "gemm_scalar_bias.onnx"))
+    save(deconv1d(np.random.default_rng(13)), os.path.join(out, "deconv1d.onnx"))
+    save(dilated_pool(), os.path.join(out, "dilated_pool.onnx"))
+    save(matmul_shared_b(), os.path.join(out, "matmul_shared_b.onnx"))
+    save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
+    save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

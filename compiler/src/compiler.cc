@@ -110,6 +110,39 @@ Status predict_cycles(Segment& seg, const std::vector<uint8_t>& weights, uint64_
   return Status::ok();
 }
 
+// Graph inputs that are shape operands (Reshape's shape, Resize's roi/scales/sizes) fix the
+// shapes the image is compiled for. When every calibration sample holds the same value, the
+// input becomes a constant of the graph (so those operators can be lowered) and the image
+// records the value: the runtime rejects a request with any other. Returns (input index,
+// value) pairs.
+std::vector<std::pair<size_t, Tensor>> specialize_shape_inputs(Graph& g, const std::vector<std::vector<Tensor>>& samples) {
+  std::vector<std::pair<size_t, Tensor>> out;
+  if (samples.empty()) return out;
+  auto shape_operand_only = [&](int v) {
+    bool used = false;
+    for (const Node& n : g.nodes)
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (n.inputs[k] != v) continue;
+        const bool shape_slot = (n.op == "Reshape" && k == 1) || (n.op == "Resize" && k >= 1) ||
+                                (n.op == "Upsample" && k == 1);
+        if (!shape_slot) return false;
+        used = true;
+      }
+    return used && std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end();
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const int v = g.inputs[i];
+    if (!shape_operand_only(v)) continue;
+    const bool same = std::all_of(samples.begin(), samples.end(), [&](const std::vector<Tensor>& sample) {
+      return sample[i].dtype == samples[0][i].dtype && sample[i].data == samples[0][i].data;
+    });
+    if (!same) continue;
+    g.value(v).constant = samples[0][i];
+    out.emplace_back(i, samples[0][i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<std::vector<Tensor>>> read_calibration_dir(const std::string& dir, size_t num_inputs) {
@@ -214,11 +247,14 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
        : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
                                                                               : " (percentile)"));
+  const std::vector<std::pair<size_t, Tensor>> specialized = specialize_shape_inputs(g, samples);
+  for (const auto& [i, t] : specialized)
+    say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
 
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape
   // inference cannot see through folded shape chains).
-  std::vector<PartitionStep> steps = partition(g, N);
+  std::vector<PartitionStep> steps = partition(g, N, &ranges);
   size_t npu_layers = 0, host_ops = 0;
   std::string host_list;
   for (const auto& s : steps) {
@@ -238,42 +274,162 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
   // is the real value 0 (depthwise convolutions correct their border biases instead).
   std::set<int> symmetric;
+  // Values whose lowering is only correct with zero point 0 (even against a QDQ model's
+  // declared parameters): dynamic GEMM/conv operands and ConvTranspose inputs.
+  std::set<int> zero_point_zero;
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
   std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
-      if (const auto* c = std::get_if<ConvLayer>(&op))
+      if (const auto* c = std::get_if<ConvLayer>(&op)) {
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
+        // ConvTranspose: the zero-point correction would depend on the output position.
+        if (c->transposed) zero_point_zero.insert(c->input);
+        if (c->weight_input >= 0) {  // unknown weights: no zero-point correction is possible
+          zero_point_zero.insert(c->input);
+          zero_point_zero.insert(c->weight_input);
+        }
+      }
+      if (const auto* f = std::get_if<FcLayer>(&op))
+        if (f->weight_input >= 0) {
+          zero_point_zero.insert(f->input);
+          zero_point_zero.insert(f->weight_input);
+        }
       if (const auto* e = std::get_if<EltLayer>(&op)) {
-        if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView || e->kind == EltLayer::Kind::kRepack)
+        if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
+            e->kind == EltLayer::Kind::kRepack || e->kind == EltLayer::Kind::kTranspose ||
+            e->kind == EltLayer::Kind::kReshapeCopy || e->kind == EltLayer::Kind::kResize ||
+            e->kind == EltLayer::Kind::kClip)
           same_quant[e->output] = e->inputs[0];
+        // Clip's run-time bounds are quantised like x, so that int8 codes compare like reals.
+        if (e->kind == EltLayer::Kind::kClip)
+          for (size_t k = 1; k < e->inputs.size(); ++k) same_quant[e->inputs[k]] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
       }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
-  for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it)
+  for (auto it = same_quant.rbegin(); it != same_quant.rend(); ++it) {
     if (symmetric.count(it->first)) symmetric.insert(it->second);
+    if (zero_point_zero.count(it->first)) zero_point_zero.insert(it->second);
+  }
+  // Device layouts chosen per operand (element strides in the float shape's order) instead
+  // of the default (NHWC for 4-D, dense otherwise): dynamic GEMM/conv operands, whose rows
+  // must be what the WGT/ACT scratchpads load. Only graph inputs of one node (partition
+  // checks it) and 4-D GEMM results nobody else reads get them. int32 values (dynamic biases,
+  // accumulator units) are quantised with the scale of their layer's products.
+  std::map<int, std::vector<int64_t>> layout;
+  std::map<int, std::function<QParams()>> int32_quant;
+  std::map<int, std::function<QParams()>> spread_bias;  // one-element Gemm biases (int8)
+  std::map<int, int32_t> bias_spread;                   // their spreading factor k
+  std::set<int> device_scalars;  // rank-0 values that still get a device view (Clip bounds, biases)
+  auto dense_strides = [](const std::vector<int64_t>& shape) {
+    std::vector<int64_t> st(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
+    return st;
+  };
+  // Dense NHWC (no padding lanes) for values that only tap-folding convolutions read and
+  // no NPU layer writes (graph inputs, host outputs): the runtime quantises into whatever
+  // layout the binding's strides describe, so the first conv reads KW·C contiguous bytes.
+  std::set<int> dense;
+  {
+    std::set<int> written, other_readers;
+    for (const auto& s : steps)
+      for (const NpuLayer& op : s.ops) {
+        written.insert(npu_layer_output(op));
+        const auto* c = std::get_if<ConvLayer>(&op);
+        for (int v : npu_layer_inputs(op))
+          if (c && conv_folds_taps(*c, N)) dense.insert(v);
+          else other_readers.insert(v);
+      }
+    for (int v : written) dense.erase(v);
+    for (int v : other_readers) dense.erase(v);
+  }
   std::map<int, QParams> qp;
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops) {
+      if (const auto* f = std::get_if<FcLayer>(&op); f && f->weight_input >= 0) {
+        const auto& xs = g.value(f->input).shape;
+        const auto& bs = g.value(f->weight_input).shape;
+        if (f->input_transposed) layout[f->input] = {1, xs[0]};  // stored [M][K]
+        else if (xs.size() == 4) layout[f->input] = dense_strides(xs);
+        if (f->weight_transposed) layout[f->weight_input] = {1, bs[0]};  // stored [K][N]
+        else if (bs.size() == 4) layout[f->weight_input] = dense_strides(bs);
+        if (g.value(f->output).shape.size() == 4) layout[f->output] = dense_strides(g.value(f->output).shape);
+        if (f->bias_input >= 0 && f->bias_scalar) {
+          // int8 at a scale k times the accumulator unit, k the smallest that fits its range
+          // (k <= 127, or a multiple of 127: the spreading GEMM repeats over i; lower.h).
+          layout[f->bias_input] = dense_strides(g.value(f->bias_input).shape);
+          device_scalars.insert(f->bias_input);
+          const FcLayer* fl = f;
+          spread_bias[f->bias_input] = [&qp, &ranges, &bias_spread, fl] {
+            const double unit = static_cast<double>(fl->alpha) * qp[fl->input].scale * qp[fl->weight_input].scale / fl->beta;
+            const auto [lo, hi] = ranges[fl->bias_input];
+            const double m = std::max(std::fabs(lo), std::fabs(hi));
+            auto k = static_cast<int32_t>(std::clamp(std::ceil(m / (127.0 * unit)), 1.0, 127.0 * 65535.0));
+            if (k > 127) k = 127 * ((k + 126) / 127);
+            bias_spread[fl->bias_input] = k;
+            return QParams{static_cast<float>(unit * k), 0};
+          };
+        } else if (f->bias_input >= 0) {
+          layout[f->bias_input] = dense_strides(g.value(f->bias_input).shape);
+          const FcLayer* fl = f;
+          int32_quant[f->bias_input] = [&qp, fl] {
+            return QParams{fl->alpha * qp[fl->input].scale * qp[fl->weight_input].scale / fl->beta, 0};
+          };
+        }
+      }
+      if (const auto* e = std::get_if<EltLayer>(&op); e && e->dense_4d >= 0)
+        layout[e->dense_4d] = dense_strides(g.value(e->dense_4d).shape);
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->one_d) {
+        // [N,C,L] stored [N][L][C padded]: NHWC with H = 1.
+        layout[c->input] = {c->W * padded_channels(c->C, N), 1, padded_channels(c->C, N)};
+        layout[c->output] = {c->OW * padded_channels(c->Cout, N), 1, padded_channels(c->Cout, N)};
+      }
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input >= 0) {
+        // W [Cout][C][KH][KW] (ConvTranspose: [C][Cout][KH][KW], 1-D: [C][Cout][KW]) stored
+        // [KH][KW][C][Cout].
+        if (c->transposed && c->one_d) layout[c->weight_input] = {c->Cout, 1, c->C * c->Cout};
+        else if (c->transposed) layout[c->weight_input] = {c->Cout, 1, c->KW * c->C * c->Cout, c->C * c->Cout};
+        else layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
+        if (c->bias_input >= 0) {
+          layout[c->bias_input] = {1};
+          const ConvLayer* cl = c;
+          int32_quant[c->bias_input] = [&qp, cl] {
+            return QParams{qp[cl->input].scale * qp[cl->weight_input].scale, 0};
+          };
+        }
+      }
+    }
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops)
+      if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
+        for (size_t k = 1; k < e->inputs.size(); ++k) device_scalars.insert(e->inputs[k]);
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   std::map<int, uint64_t> act_size;
   uint64_t act_bytes = 0;
-  // Inputs of tap-folding convs (lower.h) are dense NHWC; dense_nhwc records the values
-  // that got that layout, and only their convs are lowered folded.
-  const std::set<int> tap_folded = tap_folded_inputs(steps, N);
-  std::set<int> dense_nhwc;
   std::function<void(int)> place = [&](int v) {
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
     const std::optional<DeclaredQuant>& declared = g.value(v).quant;
-    if (auto sq = same_quant.find(v); sq != same_quant.end()) {
+    if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
+      qp[v] = iq->second();  // its layer's operands are placed first (npu_layer_inputs order)
+    } else if (auto sb = spread_bias.find(v); sb != spread_bias.end()) {
+      qp[v] = sb->second();
+    } else if (auto sq = same_quant.find(v); sq != same_quant.end()) {
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
       if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
                        declared->zero_point[0] != qp[v].zero_point))
         say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
-            "MaxPool and reshapes do not rescale on the NPU)");
+            "MaxPool, reshapes, Transpose, Resize and run-time Clip do not rescale on the NPU)");
+    } else if (zero_point_zero.count(v)) {
+      const float m = std::max({std::fabs(lo), std::fabs(hi), 1e-6f});
+      qp[v] = QParams{m / 127.0f, 0};
+      if (declared && (declared->zero_point.size() != 1 || declared->zero_point[0] != 0))
+        say("note: '" + g.value(v).name + "' is quantised symmetrically, not as the model declares (a dynamic " +
+            "GEMM/conv operand or a ConvTranspose input needs zero point 0 on the NPU)");
     } else if (declared && declared->scale.size() == 1) {
       // The model's own parameters; padded convolutions correct their borders for a
       // non-zero zero point (lower_conv_layer), so they are honoured as declared.
@@ -285,19 +441,27 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       qp[v] = activation_qparams(lo, hi);
     }
     const std::vector<int64_t>& shape = g.value(v).shape;
-    if (g.is_constant(v) || shape.empty()) return;
+    if (g.is_constant(v) || (shape.empty() && !device_scalars.count(v))) return;
     std::vector<int64_t> strides(shape.size(), 1);
     uint64_t bytes = device_bytes(shape, N);
-    if (shape.size() == 4) {  // NHWC, channels padded to the array dim
+    if (auto it = layout.find(v); it != layout.end()) {
+      const uint64_t esize = int32_quant.count(v) ? 4 : 1;
+      uint64_t last = 0;
+      for (size_t d = 0; d < shape.size(); ++d) last += static_cast<uint64_t>((shape[d] - 1) * it->second[d]);
+      act_strides[v] = it->second;
+      for (auto& st : act_strides[v]) st *= static_cast<int64_t>(esize);
+      act_offset[v] = 0;
+      act_size[v] = (last + 1) * esize + N;  // a LOAD of the last row reads up to N - 1 bytes more
+      return;
+    }
+    if (dense.count(v)) {  // NHWC, C channels per pixel
+      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
+      bytes = static_cast<uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]);
+    } else if (shape.size() == 4) {  // NHWC, channels padded to the array dim
       const int64_t cp = padded_channels(shape[1], N);
       strides = {shape[2] * shape[3] * cp, 1, shape[3] * cp, cp};
     } else {
       for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-    }
-    if (tap_folded.count(v) && shape.size() == 4) {  // NHWC, C channels per pixel
-      strides = {shape[2] * shape[3] * shape[1], 1, shape[3] * shape[1], shape[1]};
-      bytes = static_cast<uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]);
-      dense_nhwc.insert(v);
     }
     act_strides[v] = strides;
     act_offset[v] = 0;  // assigned by the memory planner below
@@ -412,31 +576,88 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       for (int v : npu_layer_inputs(op)) note_input(v);
       const int out = npu_layer_output(op);
       LayerFacts facts;
+      auto dynamic_operands = [&](int w, int bias, bool w_transposed) {
+        DynamicOperands d;
+        if (w >= 0) {
+          const auto& st = act_strides[w];
+          d.qw = qp[w];
+          d.w_off = static_cast<uint32_t>(act_offset[w]);
+          // The k index of B: its second-last dimension, or the last one of a transposed B.
+          if (st.size() >= 2) d.w_k_stride = static_cast<uint32_t>(w_transposed ? st.back() : st[st.size() - 2]);
+          if (st.size() >= 3) d.w_batch_stride = static_cast<uint32_t>(st[st.size() - 3]);
+        }
+        if (bias >= 0) {
+          const auto& st = act_strides[bias];
+          d.bias_off = static_cast<uint32_t>(act_offset[bias]);
+          // A row bias ([N] or [1, N]) serves every m: stride 0.
+          d.bias_m_stride = st.size() == 2 && g.value(bias).shape[0] > 1 ? static_cast<uint32_t>(st[0]) : 0;
+          if (auto k = bias_spread.find(bias); k != bias_spread.end()) d.bias_spread = k->second;
+        }
+        return d;
+      };
       if (const auto* fc = std::get_if<FcLayer>(&op)) {
         NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[fc->input]),
-                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
-      } else if (const auto* folded = std::get_if<ConvLayer>(&op); folded && dense_nhwc.count(folded->input)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*folded, qp[folded->input], qp[out], N,
-                                                      static_cast<uint32_t>(act_offset[folded->input]),
-                                                      static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                   dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
-                                                     static_cast<uint32_t>(act_offset[conv->input]),
-                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+        if (dense.count(conv->input)) {
+          NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
+                                                        static_cast<uint32_t>(act_offset[conv->input]),
+                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+        } else {
+          NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
+                                                       static_cast<uint32_t>(act_offset[conv->input]),
+                                                       static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                       dynamic_operands(conv->weight_input, conv->bias_input, false)));
+        }
       } else {
         const auto& e = std::get<EltLayer>(op);
-        std::vector<std::vector<int64_t>> shapes;
-        std::vector<QParams> qs;
-        std::vector<uint32_t> offs;
-        for (int v : e.inputs) {
-          shapes.push_back(g.value(v).shape);
-          qs.push_back(qp[v]);
-          offs.push_back(static_cast<uint32_t>(act_offset[v]));
+        if (e.kind == EltLayer::Kind::kReshapeCopy) {
+          // Row-major order is what a reshape keeps: walk the 4-D side's shape with the
+          // dense side's row-major strides of that same shape.
+          const int in = e.inputs[0];
+          const bool in4 = g.value(in).shape.size() == 4;
+          const auto& shape = g.value(in4 ? in : out).shape;
+          const std::vector<int64_t> flat = dense_strides(shape);
+          NPU_ASSIGN_OR_RETURN(facts, lower_copy(shape, static_cast<uint32_t>(act_offset[in]), in4 ? act_strides[in] : flat,
+                                                 static_cast<uint32_t>(act_offset[out]), in4 ? flat : act_strides[out],
+                                                 qp[in], qp[out], N, weights, seg.prog));
+        } else if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
+          // Data movement between strided views (any layout on either side).
+          const std::vector<int64_t>& out_strides = act_strides[out];
+          int64_t axis_offset = 0;
+          for (int v : e.inputs) {
+            const auto& shape = g.value(v).shape;
+            std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
+            uint64_t dst_off = act_offset[out];
+            if (e.kind == EltLayer::Kind::kTranspose) {
+              copy_shape = g.value(out).shape;
+              for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
+            } else {
+              dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
+              axis_offset += shape[static_cast<size_t>(e.axis)];
+            }
+            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
+                                                          static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
+                                                          weights, seg.prog));
+            facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);
+            if (!f.note.empty()) facts.note += (facts.note.empty() ? "" : "; ") + f.note;
+          }
+        } else {
+          std::vector<std::vector<int64_t>> shapes;
+          std::vector<QParams> qs;
+          std::vector<uint32_t> offs;
+          for (int v : e.inputs) {
+            shapes.push_back(g.value(v).shape);
+            qs.push_back(qp[v]);
+            offs.push_back(static_cast<uint32_t>(act_offset[v]));
+          }
+          NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
+                                                      static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
         }
-        NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
-                                                    static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
       }
+      if (!facts.note.empty()) say("layer '" + npu_layer_name(op) + "' (" + npu_layer_op(op) + "): " + facts.note);
       seg.facts.push_back(facts);
       seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
       seg.layer_end.push_back(seg.prog.size());
@@ -471,7 +692,7 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     if (act_offset.count(v)) {
       desc_quant = quant(qp[v]);
       view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(act_strides[v]),
-                                     image::DType::I8, quant(qp[v]));
+                                     int32_quant.count(v) ? image::DType::I32 : image::DType::I8, quant(qp[v]));
     }
     auto desc = image::CreateTensorDesc(fb, fb.CreateString(val.name), to_image_dtype(val.dtype),
                                         fb.CreateVector(val.shape),
@@ -547,6 +768,9 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       image_steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host_seg.Union()));
     }
   }
+  std::vector<flatbuffers::Offset<image::SpecializedInput>> specialized_inputs;
+  for (const auto& [i, t] : specialized)
+    specialized_inputs.push_back(image::CreateSpecializedInput(fb, static_cast<uint32_t>(i), fb.CreateVector(t.data)));
   fb.ForceVectorAlignment(weights.size(), 1, 64);
   auto wvec = fb.CreateVector(weights);
   auto model = image::CreateModel(fb, kImageSchemaVersion, hw::fingerprint_for_dim(N), N, hw::kIsaVersion,
@@ -554,7 +778,8 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
                                   fb.CreateString(std::filesystem::path(onnx_path).filename().string()),
                                   fb.CreateVector(ins), fb.CreateVector(outs), wvec, act_bytes,
                                   fb.CreateVector(image_steps), fb.CreateVector(host_values),
-                                  fb.CreateVector(in_values), fb.CreateVector(out_values), fb.CreateVector(constants));
+                                  fb.CreateVector(in_values), fb.CreateVector(out_values), fb.CreateVector(constants),
+                                  specialized_inputs.empty() ? 0 : fb.CreateVector(specialized_inputs));
   image::FinishModelBuffer(fb, model);
   std::vector<uint8_t> bytes(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
   // Verify what we wrote exactly as the runtime will.

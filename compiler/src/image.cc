@@ -71,6 +71,12 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
     last += static_cast<uint64_t>(extent - 1) * static_cast<uint64_t>(stride);
   }
   const uint64_t esize = view->dtype() == image::DType::I32 ? 4 : 1;
+  // int32 views (biases in accumulator units) are read as whole ACC lanes: 4-byte aligned.
+  if (esize == 4) {
+    bool aligned = view->offset() % 4 == 0;
+    for (uint32_t d = 0; d < shape->size(); ++d) aligned = aligned && view->strides()->Get(d) % 4 == 0;
+    if (!aligned) return corrupt(origin, where + " is an int32 view that is not 4-byte aligned");
+  }
   if (last + esize > act_bytes)
     return corrupt(origin, where + " reaches past the activation buffer");
   return Status::ok();
@@ -142,6 +148,17 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
       NPU_RETURN_IF_ERROR(check_desc(origin, io, "constant " + std::to_string(c->value()), &elements));
       if (c->data()->size() != elements * image_dtype_size(io->desc()->dtype()))
         return corrupt(origin, "host constant " + io->desc()->name()->str() + " has the wrong size");
+    }
+  }
+  if (m->specialized_inputs()) {
+    for (const image::SpecializedInput* si : *m->specialized_inputs()) {
+      if (!si || si->input() >= m->inputs()->size() || !si->data())
+        return corrupt(origin, "a specialised input names an unknown input");
+      const image::IoBinding* io = m->inputs()->Get(si->input());
+      uint64_t elements = 0;
+      NPU_RETURN_IF_ERROR(check_desc(origin, io, "specialised input " + std::to_string(si->input()), &elements));
+      if (si->data()->size() != elements * image_dtype_size(io->desc()->dtype()))
+        return corrupt(origin, "specialised input " + io->desc()->name()->str() + " has the wrong size");
     }
   }
   for (uint32_t s = 0; s < m->steps()->size(); ++s) {

@@ -47,22 +47,29 @@ int8_t quantize_weight(float w, float scale, bool declared) {
 
 Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                  Program& prog) {
+                                  Program& prog, const DynamicOperands& dyn) {
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
-    const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
-    // Per-output-channel symmetric weights.
-    const std::vector<float> sw = fc_weight_scales(L);
-    std::vector<int8_t> wq(static_cast<size_t>(L.K * L.N));
-    for (int64_t j = 0; j < L.N; ++j)
+  const bool dynamic = L.weight_input >= 0;
+  const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
+  // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
+  std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
+  std::vector<int8_t> wq;
+  uint64_t tiles_off = 0;
+  if (!dynamic) {
+    const std::vector<float> scales = fc_weight_scales(L);
+    wq.resize(static_cast<size_t>(L.K * L.N));
+    for (int64_t j = 0; j < L.N; ++j) {
+      sw[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)];
       for (int64_t k = 0; k < L.K; ++k)
-        wq[static_cast<size_t>(k * L.N + j)] =
-            quantize_weight(L.weights[static_cast<size_t>(k * L.N + j)], sw[static_cast<size_t>(j)], !L.weight_scales.empty());
-    const uint64_t tiles_off = align_up(weights.size());
-    const uint64_t tile_bytes = uint64_t{N} * N;
-    const uint64_t params_off = align_up(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes);
-    weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+        wq[static_cast<size_t>(k * L.N + j)] = quantize_weight(L.weights[static_cast<size_t>(k * L.N + j)],
+                                                               scales[static_cast<size_t>(j)], !L.weight_scales.empty());
+    }
+    tiles_off = align_up(weights.size());
+    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes, 0);
     for (int64_t nb = 0; nb < NB; ++nb)
       for (int64_t kb = 0; kb < KB; ++kb)
         for (uint32_t k = 0; k < N; ++k)
@@ -72,38 +79,68 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
               weights[tiles_off + static_cast<uint64_t>(nb * KB + kb) * tile_bytes + k * N + c] =
                   static_cast<uint8_t>(wq[static_cast<size_t>(kk * L.N + jj)]);
           }
-    for (int64_t j = 0; j < L.N; ++j) {
-      int64_t colsum = 0;
+  }
+  const uint64_t params_off = align_up(weights.size());
+  weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  for (int64_t j = 0; j < L.N; ++j) {
+    int64_t colsum = 0;
+    if (!dynamic)
       for (int64_t k = 0; k < L.K; ++k) colsum += wq[static_cast<size_t>(k * L.N + j)];
-      const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(j)];
-      // The NPU multiplies raw x_q; the input zero point's contribution is folded into the bias.
-      const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum;
-      int32_t mult, shift;
-      quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-      const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
-      const uint64_t lane = static_cast<uint64_t>(j % N) * 4;
-      put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
-      put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
-      put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
-    }
+    const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(j)];
+    // The NPU multiplies raw x_q; the input zero point's contribution is folded into the bias
+    // (a dynamic B has a symmetric x: no fold needed).
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum;
+    int32_t mult, shift;
+    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
+    const uint64_t lane = static_cast<uint64_t>(j % N) * 4;
+    put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
+    put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
+    put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
+  }
 
-    // Scratchpad plan: ACT [input Mt*KB | output Mt], ACC [acc Mt | params 3*NB], WGT tiles.
-    const bool weights_fit = KB * NB <= wgt_tiles;
-    if (KB > wgt_tiles || 3 * NB >= acc_rows)
-      return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
-                                                      std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
-    const int64_t Mt = std::min<int64_t>({L.M, act_rows / (KB + 1), acc_rows - 3 * NB, 65535});
-    const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
-    using BK = image::BufferKind;
-    {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kAcc;
-      ld.sp_base = P;
-      ld.x = static_cast<uint16_t>(3 * NB);
-      ld.x_stride = 4 * N;
-      prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off));
-    }
-    auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
+  // Scratchpad plan: ACT [input Mt*KB | output Mt], ACC [acc Mt | params 3*NB], WGT tiles.
+  const bool weights_fit = KB * NB <= wgt_tiles;
+  if (KB > wgt_tiles || 3 * NB >= acc_rows)
+    return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
+                                                    std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
+  // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
+  const bool spread = L.bias_input >= 0 && L.bias_scalar;
+  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0)) / (KB + 1), acc_rows - 3 * NB, 65535});
+  const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
+  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KB * NB : KB);
+  using BK = image::BufferKind;
+  if (spread) {
+    if (T >= wgt_tiles)
+      return make_error(StatusCode::kUnsupported, "layer '" + L.name + "': no weight tile left for its one-element bias");
+    const uint64_t tile = align_up(weights.size());
+    weights.resize(tile + tile_bytes, 0);
+    const int32_t row_value = std::min(dyn.bias_spread, 127);
+    for (uint32_t n = 0; n < N; ++n) weights[tile + n] = static_cast<uint8_t>(static_cast<int8_t>(row_value));
+    isa::Load wl;
+    wl.sp = hw::Scratchpad::kWgt;
+    wl.sp_base = T * N;
+    wl.x = static_cast<uint16_t>(N);
+    wl.x_stride = N;
+    prog.load(wl, BK::Weights, static_cast<uint32_t>(tile));
+    isa::Load cl;
+    cl.sp = hw::Scratchpad::kAct;
+    cl.sp_base = S;
+    cl.row_elems = 1;
+    cl.x = 1;
+    prog.load(cl, BK::Activations, dyn.bias_off);
+  }
+  {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.sp_base = P;
+    ld.x = static_cast<uint16_t>(3 * NB);
+    ld.x_stride = 4 * N;
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off));
+  }
+  // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
+  auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
+    if (!dynamic) {
       isa::Load ld;
       ld.sp = hw::Scratchpad::kWgt;
       ld.sp_base = 0;
@@ -112,8 +149,25 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
       ld.y = static_cast<uint16_t>(nb_count);
       ld.y_stride = static_cast<uint32_t>(KB * tile_bytes);
       prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KB) * tile_bytes));
-    };
-    if (weights_fit) load_weights(0, NB);
+      return;
+    }
+    // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
+    // tile keep stale bytes, which meet the zero lanes the input's tail LOAD fills in.
+    for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb) {
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kWgt;
+      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+      ld.sp_base = static_cast<uint32_t>((nb - nb_first) * KB * N);
+      ld.x = static_cast<uint16_t>(L.K);
+      ld.x_stride = dyn.w_k_stride;
+      prog.load(ld, BK::Activations,
+                static_cast<uint32_t>(dyn.w_off + static_cast<uint64_t>(batch) * dyn.w_batch_stride + nb * N));
+    }
+  };
+  for (int64_t batch = 0; batch < L.batches; ++batch) {
+    const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
+    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N);
+    if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
     for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
       const int64_t mt = std::min(Mt, L.M - m0);
       const int64_t full_kb = L.K / N, tail = L.K % N;
@@ -125,7 +179,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         ld.x_stride = static_cast<uint32_t>(L.K);
         ld.y = static_cast<uint16_t>(full_kb);
         ld.y_stride = N;
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + m0 * L.K));
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K));
       }
       if (tail > 0) {
         isa::Load ld;
@@ -134,12 +188,38 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         ld.sp_base = static_cast<uint32_t>(A + full_kb * mt);
         ld.x = static_cast<uint16_t>(mt);
         ld.x_stride = static_cast<uint32_t>(L.K);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + m0 * L.K + full_kb * N));
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K + full_kb * N));
       }
       for (int64_t nb = 0; nb < NB; ++nb) {
-        if (!weights_fit) load_weights(nb, 1);
+        if (!weights_fit) load_weights(batch, nb, 1);
+        const bool preload_bias = L.bias_input >= 0;
+        if (spread) {
+          // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
+          // ACT row S, repeated by act stride r = 0) times the tile's ones row k.
+          isa::Gemm sg;
+          sg.clear = true;
+          sg.act = static_cast<uint16_t>(S);
+          sg.wgt = static_cast<uint16_t>(T);
+          sg.acc = static_cast<uint16_t>(C);
+          sg.r = static_cast<uint16_t>(mt);
+          sg.act_sr = 0;
+          sg.acc_sr = 1;
+          sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
+          prog.gemm(sg);
+        } else if (preload_bias) {
+          // The accumulators start from the int32 bias rows (one row for every m when the bias
+          // is a vector); the GEMM then accumulates onto them.
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kAcc;
+          ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+          ld.sp_base = C;
+          ld.x = static_cast<uint16_t>(mt);
+          ld.x_stride = dyn.bias_m_stride;
+          prog.load(ld, BK::Activations,
+                    static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
+        }
         isa::Gemm gm;
-        gm.clear = true;
+        gm.clear = !preload_bias;
         gm.act = static_cast<uint16_t>(A);
         gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KB : 0);
         gm.acc = static_cast<uint16_t>(C);
@@ -168,11 +248,12 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         st.sp_base = Bout;
         st.x = static_cast<uint16_t>(mt);
         st.x_stride = static_cast<uint32_t>(L.N);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + m0 * L.N + nb * N));
+        prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + m0 * L.N + nb * N));
       }
     }
+  }
   LayerFacts facts;
-  facts.macs = static_cast<uint64_t>(L.M * KB * NB) * N * N;
+  facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N;
   facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1)) * N + static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
                            static_cast<uint64_t>(weights_fit ? KB * NB : KB) * tile_bytes;
   return facts;
@@ -187,9 +268,68 @@ int8_t quantize_bound(float v, const QParams& q, int8_t fallback) {
 
 }  // namespace
 
+// Dynamic conv weights, stored [KH][KW][C][Cout] in DRAM: tile (nb, t, cb) row k is the row
+// W[t][cb·N + k][nb·N ..], loaded to WGT tile ((nb − nb_first)·taps + t)·CB + cb. Rows of
+// padded input channels are cleared from the zero row at `zero_row` of the weights (the
+// input's padding lanes may hold stale bytes).
+static void load_dynamic_conv_tiles(int64_t C, int64_t Cout, int64_t taps, int64_t nb_first, int64_t nb_count, uint32_t w_off,
+                             uint32_t zero_row, uint32_t N, Program& prog) {
+  const int64_t Cp = padded_channels(C, N);
+  for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb)
+    for (int64_t t = 0; t < taps; ++t) {
+      const uint32_t base = static_cast<uint32_t>(((nb - nb_first) * taps + t) * Cp);
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kWgt;
+      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, Cout - nb * N));
+      ld.sp_base = base;
+      ld.x = static_cast<uint16_t>(C);
+      ld.x_stride = static_cast<uint32_t>(Cout);
+      prog.load(ld, image::BufferKind::Activations, static_cast<uint32_t>(w_off + (t * C) * Cout + nb * N));
+      if (C < Cp) {
+        isa::Load zero;
+        zero.sp = hw::Scratchpad::kWgt;
+        zero.sp_base = static_cast<uint32_t>(base + C);
+        zero.x = static_cast<uint16_t>(Cp - C);
+        zero.x_stride = 0;
+        prog.load(zero, image::BufferKind::Weights, zero_row);
+      }
+    }
+}
+
+static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                               Program& prog, const DynamicOperands& dyn);
+
+// A dynamic conv bias (int32 [Cout]) replaces the bias row of each output block's parameter
+// rows (block nb at ACC row param_base + 3·nb).
+static void load_dynamic_bias_rows(int64_t Cout, uint32_t param_base, uint32_t bias_off, uint32_t N, Program& prog) {
+  for (int64_t nb = 0; nb < ceil_div(Cout, N); ++nb) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, Cout - nb * N));
+    ld.sp_base = static_cast<uint32_t>(param_base + 3 * nb);
+    ld.x = 1;
+    prog.load(ld, image::BufferKind::Activations, static_cast<uint32_t>(bias_off + nb * N * 4));
+  }
+}
+
+// Constant conv weights: `rows_per_nb` WGT rows per output block, blocks consecutive in the
+// weights from w_off; loads blocks [nb_first, nb_first + nb_count) to WGT row 0 on.
+static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_first, int64_t nb_count, uint32_t N,
+                             Program& prog) {
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kWgt;
+  ld.x = static_cast<uint16_t>(rows_per_nb);
+  ld.x_stride = N;
+  ld.y = static_cast<uint16_t>(nb_count);
+  ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
+  prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+}
+
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog) {
+                                    Program& prog, const DynamicOperands& dyn) {
+  if (L.transposed) return lower_conv_transpose(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
@@ -197,13 +337,19 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
   const int64_t Cp = CB * N, Coutp = NB * N;
   const int64_t Wp = L.W + L.pad_l + L.pad_r;
-  const std::vector<float> sw = conv_weight_scales(L);
+  const bool dynamic = L.weight_input >= 0;
+  const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
+                                        : conv_weight_scales(L);
 
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
   const uint64_t w_off = align_up(weights.size());
   const uint64_t tile_bytes = uint64_t{N} * N;
-  const uint64_t w_bytes = L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
+  // A dynamic W needs no tiles here, only one zero row (rows of padded input channels are
+  // cleared from it: the input's padding lanes may hold stale bytes).
+  const uint64_t w_bytes = dynamic       ? N
+                           : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
+                                         : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
@@ -213,7 +359,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const bool border_bias = L.depthwise || (padded && qx.zero_point != 0);
   const int64_t cin_per_out = L.depthwise ? 1 : L.C;
   std::vector<int8_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
-  for (int64_t co = 0; co < L.Cout; ++co) {
+  // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
+  for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
       for (int64_t t = 0; t < taps; ++t) {
@@ -349,15 +496,14 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     ld.x_stride = 4 * N;
     prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
   }
+  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, P, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kWgt;
+    if (dynamic) {
+      load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
+      return;
+    }
     const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(taps * CB) * N;
-    ld.x = static_cast<uint16_t>(rows_per_nb);
-    ld.x_stride = N;
-    ld.y = static_cast<uint16_t>(nb_count);
-    ld.y_stride = static_cast<uint32_t>(rows_per_nb * N);
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
+    load_weight_rows(w_off, rows_per_nb, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
   LayerFacts facts;
@@ -603,112 +749,761 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     }
     return facts;
   }
-  if (L.kind == Kind::kAdd || L.kind == Kind::kMul) {
-    const QParams qb = qin[1];
-    int32_t m0, m1 = 0, sh;
-    if (L.kind == Kind::kAdd) {
-      const double ma = qx.scale / static_cast<double>(qy.scale), mb = L.b_sign * qb.scale / static_cast<double>(qy.scale);
-      sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
-      m0 = static_cast<int32_t>(std::llround(std::ldexp(ma, sh)));
-      m1 = static_cast<int32_t>(std::llround(std::ldexp(mb, sh)));
-    } else {
-      const double m = static_cast<double>(qx.scale) * qb.scale / qy.scale;
-      sh = shared_shift(m);
-      m0 = static_cast<int32_t>(std::llround(std::ldexp(m, sh)));
+  if (L.kind == Kind::kAdd || L.kind == Kind::kMul || L.kind == Kind::kPRelu || L.kind == Kind::kDiv) {
+    // Binary element-wise work: rows of a go to scratchpad region A, the matching (possibly
+    // broadcast) rows of b to region B, `compute` leaves the result in A (region C is free
+    // scratch), and A is stored. `reserved` rows at the bottom of ACT hold lookup tables.
+    using Compute = std::function<void(uint32_t A, uint32_t B, uint32_t C, uint32_t rows)>;
+    const BK b_buffer = L.const_b.empty() ? BK::Activations : BK::Weights;
+    uint64_t b_off = L.const_b.empty() ? in_off[1] : 0;
+    QParams qb = L.const_b.empty() ? qin[1] : QParams{};
+    if (!L.const_b.empty()) {
+      // A constant b (PRelu slopes per channel): symmetric int8 rows of the weights.
+      float mx = 0;
+      for (float v : L.const_b) mx = std::max(mx, std::fabs(v));
+      qb = QParams{mx > 0 ? mx / 127.0f : 1.0f, 0};
+      b_off = align_up(weights.size());
+      weights.resize(b_off + static_cast<uint64_t>(padded_channels(static_cast<int64_t>(L.const_b.size()), N)), 0);
+      for (size_t i = 0; i < L.const_b.size(); ++i) weights[b_off + i] = static_cast<uint8_t>(quantize_value(L.const_b[i], qb));
     }
-    const uint64_t p_off = put_scalar_params(weights, N, m0, m1, sh, qx.zero_point, qb.zero_point);
-    const uint32_t P = 0;
-    isa::Load pl;
-    pl.sp = hw::Scratchpad::kAcc;
-    pl.x = 1;
-    prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
-    const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
-    auto emit = [&](uint32_t n_rows, uint64_t a_dram, const std::function<void(uint32_t)>& load_b, uint64_t y_dram) {
-      const uint32_t A = 0, B = n_rows;
-      prog.load(rows_load(hw::Scratchpad::kAct, A, n_rows, N), BK::Activations, static_cast<uint32_t>(a_dram));
-      load_b(B);
-      isa::VecRequant v{.src = static_cast<uint16_t>(A), .dst = static_cast<uint16_t>(A), .param = static_cast<uint16_t>(P),
-                        .r = static_cast<uint16_t>(n_rows), .zero_point = static_cast<int8_t>(qy.zero_point),
-                        .src_sr = 1, .dst_sr = 1};
-      prog.vec_words(vec_mode(v, mode, B, 0, 0, 0));
-      store_rows(A, n_rows, y_dram);
-    };
-    if (!L.broadcast_channels) {
-      const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-      const uint64_t chunk = std::min<uint64_t>(act_rows / 2, 65535);
-      for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
-        const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-        emit(n, in_off[0] + r0 * N,
-             [&](uint32_t B) {
-               prog.load(rows_load(hw::Scratchpad::kAct, B, n, N), BK::Activations, static_cast<uint32_t>(in_off[1] + r0 * N));
-             },
-             out_off + r0 * N);
+    auto run_binary = [&](uint32_t reserved, uint32_t regions, const Compute& compute) {
+      const uint64_t capacity = std::min<uint64_t>((act_rows - reserved) / regions, 65535);
+      auto load_b = [&](uint32_t base, uint32_t rows, uint32_t stride, uint64_t at) {
+        prog.load(rows_load(hw::Scratchpad::kAct, base, rows, stride), b_buffer, static_cast<uint32_t>(at));
+      };
+      if (L.broadcast_last) {
+        // a is M rows of L elements; each row goes to the scratchpad as LB blocks of up to N
+        // (block-major), and b's one row is replicated over the M rows by a stride-0 LOAD.
+        const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
+        int64_t M = 1;
+        for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
+        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(capacity) / LB);
+        const int64_t full = Lr / N, tail = Lr % N;
+        // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
+        auto blocks = [&](bool store, BK buffer, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
+          for (int part = 0; part < 2; ++part) {
+            const int64_t count = part == 0 ? full : (tail > 0 ? 1 : 0);
+            if (count == 0) continue;
+            const uint32_t sp = static_cast<uint32_t>(base + (part == 0 ? 0 : full * mt));
+            const uint64_t at = dram + static_cast<uint64_t>(part == 0 ? 0 : full * N);
+            const uint32_t elems = part == 0 ? 0 : static_cast<uint32_t>(tail);
+            if (store) {
+              isa::Store st;
+              st.sp = hw::Scratchpad::kAct;
+              st.sp_base = sp;
+              st.row_elems = elems;
+              st.x = static_cast<uint16_t>(mt);
+              st.x_stride = m_stride;
+              st.y = static_cast<uint16_t>(count);
+              st.y_stride = N;
+              prog.store(st, BK::Activations, static_cast<uint32_t>(at));
+            } else {
+              isa::Load ld = rows_load(hw::Scratchpad::kAct, sp, static_cast<uint32_t>(mt), m_stride);
+              ld.row_elems = elems;
+              ld.y = static_cast<uint16_t>(count);
+              ld.y_stride = N;
+              prog.load(ld, buffer, static_cast<uint32_t>(at));
+            }
+          }
+        };
+        for (int64_t row0 = 0; row0 < M; row0 += Mt) {
+          const int64_t mt = std::min(Mt, M - row0);
+          const auto rows = static_cast<uint32_t>(mt * LB);
+          const uint32_t A = reserved, B = A + rows, C = B + rows;
+          blocks(false, BK::Activations, A, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+          blocks(false, b_buffer, B, b_off, mt, 0);
+          compute(A, B, C, rows);
+          blocks(true, BK::Activations, A, out_off + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+        }
+        return;
       }
+      if (!L.broadcast_channels) {
+        const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+        for (uint64_t r0 = 0; r0 < rows; r0 += capacity) {
+          const auto n = static_cast<uint32_t>(std::min(capacity, rows - r0));
+          const uint32_t A = reserved, B = A + n, C = B + n;
+          prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+          load_b(B, n, N, b_off + r0 * N);
+          compute(A, B, C, n);
+          store_rows(A, n, out_off + r0 * N);
+        }
+        return;
+      }
+      // b = one row block per channel block: its CB rows are replicated over each pixel by a
+      // stride-0 LOAD (per image when b has a batch dimension).
+      const auto& a = in_shapes[0];
+      const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
+      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(capacity) / CB);
+      for (int64_t b = 0; b < a[0]; ++b)
+        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
+          const int64_t np = std::min(chunk_px, pixels - p0);
+          const auto n = static_cast<uint32_t>(np * CB);
+          const uint32_t A = reserved, B = A + n, C = B + n;
+          const uint64_t at = static_cast<uint64_t>((b * pixels + p0) * Cp);
+          prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + at));
+          isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
+          ld.y = static_cast<uint16_t>(np);
+          ld.y_stride = 0;
+          prog.load(ld, b_buffer, static_cast<uint32_t>(b_off + (L.b_per_image ? b * Cp : 0)));
+          compute(A, B, C, n);
+          store_rows(A, n, out_off + at);
+        }
+    };
+    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P.
+    auto vec_binary = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
+                          const QParams& out) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = static_cast<uint16_t>(P),
+                        .r = static_cast<uint16_t>(rows), .zero_point = static_cast<int8_t>(out.zero_point),
+                        .src_sr = 1, .dst_sr = 1};
+      prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
+    };
+    // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
+    auto add_params = [&](const QParams& qa, const QParams& qbb, double sign, const QParams& out) {
+      const double ma = qa.scale / static_cast<double>(out.scale), mb = sign * qbb.scale / static_cast<double>(out.scale);
+      const int32_t sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
+      return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(ma, sh))),
+                               static_cast<int32_t>(std::llround(std::ldexp(mb, sh))), sh, qa.zero_point, qbb.zero_point);
+    };
+    auto mul_params = [&](const QParams& qa, const QParams& qbb, const QParams& out) {
+      const double m = static_cast<double>(qa.scale) * qbb.scale / out.scale;
+      const int32_t sh = shared_shift(m);
+      return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qa.zero_point,
+                               qbb.zero_point);
+    };
+    auto load_params = [&](uint64_t first, uint32_t count) {
+      isa::Load pl;
+      pl.sp = hw::Scratchpad::kAcc;
+      pl.x = static_cast<uint16_t>(count);
+      pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
+      prog.load(pl, BK::Weights, static_cast<uint32_t>(first));
+    };
+    if (L.kind == Kind::kDiv) {
+      // 1/y over y's codes (clamped to y's calibrated range, which keeps one sign), then
+      // x · (1/y) by VEC MUL; the table runs in place on the divisor rows.
+      const QParams qr = activation_qparams(std::min(1.0f / L.divisor_lo, 1.0f / L.divisor_hi),
+                                            std::max(1.0f / L.divisor_lo, 1.0f / L.divisor_hi));
+      const uint64_t table = align_up(weights.size());
+      weights.resize(table + 256, 0);
+      for (int q = -128; q < 128; ++q) {
+        const float y = std::clamp(qb.scale * static_cast<float>(q - qb.zero_point), L.divisor_lo, L.divisor_hi);
+        weights[table + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(1.0f / y, qr));
+      }
+      const uint32_t table_rows = 256 / N;
+      prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(table));
+      load_params(mul_params(qx, qr, qy), 1);
+      run_binary(table_rows, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
+        isa::VecRequant v{.src = static_cast<uint16_t>(B), .dst = static_cast<uint16_t>(B), .param = 0,
+                          .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+        prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+        vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qy);
+      });
       return facts;
     }
-    // b = [Nb, C, 1, 1]: its CB rows are replicated over each pixel by a stride-0 LOAD.
-    const auto& a = in_shapes[0];
-    const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
-    const int64_t chunk_px = std::max<int64_t>(1, std::min<int64_t>(act_rows / 2, 65535) / CB);
-    for (int64_t b = 0; b < a[0]; ++b)
-      for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
-        const int64_t np = std::min(chunk_px, pixels - p0);
-        const uint64_t a_dram = in_off[0] + static_cast<uint64_t>((b * pixels + p0) * Cp);
-        emit(static_cast<uint32_t>(np * CB), a_dram,
-             [&](uint32_t B) {
-               isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
-               ld.y = static_cast<uint16_t>(np);
-               ld.y_stride = 0;
-               prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[1] + b * Cp));
-             },
-             out_off + static_cast<uint64_t>((b * pixels + p0) * Cp));
+    if (L.kind != Kind::kPRelu) {
+      load_params(L.kind == Kind::kAdd ? add_params(qx, qb, L.b_sign, qy) : mul_params(qx, qb, qy), 1);
+      const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
+      run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) { vec_binary(mode, 0, A, B, A, rows, qy); });
+      return facts;
+    }
+    // PRelu(x, a) = max(x, 0) + a·min(x, 0): two lookup tables split x into its positive part
+    // r and negative part n, VEC MUL forms p = a·n, VEC ADD y = r + p. The intermediates are
+    // quantised over the calibrated ranges of x and a (else what their int8 codes reach).
+    auto real = [](const QParams& q, int code) { return q.scale * static_cast<float>(code - q.zero_point); };
+    const float x_lo = std::min(L.x_range ? std::max(L.x_range->first, real(qx, -128)) : real(qx, -128), 0.0f);
+    const float x_hi = std::max(L.x_range ? std::min(L.x_range->second, real(qx, 127)) : real(qx, 127), 0.0f);
+    const float a_lo = L.b_range ? std::max(L.b_range->first, real(qb, -128)) : real(qb, -128);
+    const float a_hi = L.b_range ? std::min(L.b_range->second, real(qb, 127)) : real(qb, 127);
+    const QParams qn = activation_qparams(x_lo, 0.0f), qr = activation_qparams(0.0f, x_hi);
+    const QParams qp = activation_qparams(std::min({x_lo * a_lo, x_lo * a_hi, 0.0f}), std::max({x_lo * a_lo, x_lo * a_hi, 0.0f}));
+    const uint32_t table_rows = 256 / N;
+    const uint64_t tables = align_up(weights.size());
+    weights.resize(tables + 512, 0);
+    for (int q = -128; q < 128; ++q) {
+      const float v = real(qx, q);
+      weights[tables + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::min(v, 0.0f), qn));
+      weights[tables + 256 + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::max(v, 0.0f), qr));
+    }
+    prog.load(rows_load(hw::Scratchpad::kAct, 0, 2 * table_rows, N), BK::Weights, static_cast<uint32_t>(tables));
+    const uint64_t first = mul_params(qn, qb, qp);
+    add_params(qr, qp, 1.0, qy);
+    load_params(first, 2);
+    run_binary(2 * table_rows, 3, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
+      auto lut = [&](uint32_t table, uint32_t src, uint32_t dst) {
+        isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                          .param = static_cast<uint16_t>(table), .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+        prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+      };
+      lut(table_rows, A, C);                            // r = max(x, 0)
+      lut(0, A, A);                                     // n = min(x, 0)
+      vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qp);  // p = a·n
+      vec_binary(hw::VecMode::kAdd, 1, C, A, A, rows, qy);  // y = r + p
+    });
+    return facts;
+  }
+  if (L.kind == Kind::kClip) {
+    // Clip with run-time bounds. A bound's one int8 code (quantised like x, so codes compare
+    // like reals) is spread over all lanes and rows by a GEMM against a tile whose row 0 is
+    // all ones (act stride r = 0 repeats the one input row), then REQUANT by 1 writes the
+    // rows back to ACT. max(x, lo) is a VEC MAXPOOL over the 2-row window {x row, lo row};
+    // min(y, hi) = NOT max(NOT y, NOT hi), where NOT q = −1 − q is an exact, decreasing
+    // int8 lookup table. Constant bounds are the last instruction's clamp.
+    const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+    const uint32_t table_rows = 256 / N;
+    const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+    const bool has_lo = L.lo_input >= 0, has_hi = L.hi_input >= 0;
+    // ACT: NOT table | bound source rows (2) | x chunk A | lo rows | hi rows.
+    const uint32_t S = table_rows, A = S + 2;
+    const uint64_t chunk = std::min<uint64_t>({(act_rows - A) / 3, acc_rows - 3, 65535, rows});
+    const uint32_t LO = static_cast<uint32_t>(A + chunk), HI = static_cast<uint32_t>(LO + chunk);
+    const uint64_t blob = align_up(weights.size());
+    weights.resize(blob + 256 + uint64_t{N} * N + 3 * uint64_t{N} * 4, 0);
+    for (int q = -128; q < 128; ++q) weights[blob + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(static_cast<int8_t>(-1 - q));
+    const uint64_t ones = blob + 256, params = ones + uint64_t{N} * N;
+    for (uint32_t n = 0; n < N; ++n) weights[ones + n] = 1;  // tile row 0
+    put_u32(weights, params + uint64_t{N} * 4, 1);              // REQUANT: bias 0, multiplier 1, shift 0
+    for (uint32_t n = 1; n < N; ++n) put_u32(weights, params + uint64_t{N} * 4 + n * 4, 1);
+    prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(blob));
+    prog.load(rows_load(hw::Scratchpad::kWgt, 0, N, N), BK::Weights, static_cast<uint32_t>(ones));
+    {
+      isa::Load pl = rows_load(hw::Scratchpad::kAcc, 0, 3, 4 * N);
+      prog.load(pl, BK::Weights, static_cast<uint32_t>(params));
+    }
+    auto lut_not = [&](uint32_t src, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
+                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+    };
+    auto spread = [&](uint32_t source_row, uint64_t dram, uint32_t dst) {
+      isa::Load ld = rows_load(hw::Scratchpad::kAct, source_row, 1, N);
+      ld.row_elems = 1;
+      prog.load(ld, BK::Activations, static_cast<uint32_t>(dram));
+      isa::Gemm gm;
+      gm.clear = true;
+      gm.act = static_cast<uint16_t>(source_row);
+      gm.acc = 3;
+      gm.r = static_cast<uint16_t>(chunk);
+      gm.act_sr = 0;
+      gm.acc_sr = 1;
+      prog.gemm(gm);
+      isa::VecRequant vq;
+      vq.src = 3;
+      vq.dst = static_cast<uint16_t>(dst);
+      vq.param = 0;
+      vq.r = static_cast<uint16_t>(chunk);
+      vq.src_sr = 1;
+      vq.dst_sr = 1;
+      prog.vec(vq);
+    };
+    size_t next = 1;
+    if (has_lo) spread(S, in_off[next++], LO);
+    if (has_hi) {
+      spread(S + 1, in_off[next++], HI);
+      lut_not(HI, HI, static_cast<uint32_t>(chunk), -128, 127);
+    }
+    const int8_t lo_c = quantize_bound(L.clip_lo, qy, -128), hi_c = quantize_bound(L.clip_hi, qy, 127);
+    auto maxpool2 = [&](uint32_t src, uint32_t other, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
+                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      prog.vec_words(vec_mode(v, hw::VecMode::kMaxpool, 0, 1, 2, other - src));
+    };
+    for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+      prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+      // In place in A (each VEC row reads only its own rows); the window's second row lies
+      // above A (wys > 0).
+      if (has_lo) maxpool2(A, LO, A, n, has_hi ? -128 : lo_c, has_hi ? 127 : hi_c);
+      if (has_hi) {
+        lut_not(A, A, n, -128, 127);
+        maxpool2(A, HI, A, n, -128, 127);
+        lut_not(A, A, n, lo_c, hi_c);
       }
+      store_rows(A, n, out_off + r0 * N);
+    }
+    facts.scratchpad_bytes = static_cast<uint64_t>(HI + chunk) * N + static_cast<uint64_t>(3 + chunk) * N * 4 + uint64_t{N} * N;
+    return facts;
+  }
+  if (L.kind == Kind::kResize) {
+    // Nearest resize, per channel block and output row: LOAD gathers the distinct input
+    // pixels the row uses (runs of equal column step are one LOAD), STOREs scatter them to
+    // the output pixels (runs where the gathered row advances by one and the output column
+    // by a constant step are one STORE: an ×2 upsample is two STOREs per row). Output rows
+    // that repeat the previous input row reuse the gathered pixels.
+    const auto& x = in_shapes[0];
+    const int64_t Nb = x[0], C = x[1], H = x[2], W = x[3], OH = out_shape[2], OW = out_shape[3];
+    const int64_t Cp = padded_channels(C, N);
+    std::vector<int64_t> cols = L.src_cols;
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    std::vector<int64_t> pos(static_cast<size_t>(OW));
+    for (int64_t ox = 0; ox < OW; ++ox)
+      pos[static_cast<size_t>(ox)] = std::lower_bound(cols.begin(), cols.end(), L.src_cols[static_cast<size_t>(ox)]) - cols.begin();
+    struct Run {
+      int64_t first, count, step;  // LOAD: first index into cols; STORE: first output column
+    };
+    std::vector<Run> loads, stores;
+    for (size_t j = 0; j < cols.size();) {
+      const int64_t step = j + 1 < cols.size() ? cols[j + 1] - cols[j] : 1;
+      size_t k = j + 1;
+      while (k < cols.size() && cols[k] - cols[k - 1] == step) ++k;
+      loads.push_back({static_cast<int64_t>(j), static_cast<int64_t>(k - j), step});
+      j = k;
+    }
+    std::vector<bool> covered(static_cast<size_t>(OW), false);
+    for (int64_t ox0 = 0; ox0 < OW; ++ox0) {
+      if (covered[static_cast<size_t>(ox0)]) continue;
+      int64_t step = 0;
+      for (int64_t o = ox0 + 1; o < OW && step == 0; ++o)
+        if (!covered[static_cast<size_t>(o)] && pos[static_cast<size_t>(o)] == pos[static_cast<size_t>(ox0)] + 1) step = o - ox0;
+      int64_t count = 1;
+      while (step > 0 && ox0 + count * step < OW && !covered[static_cast<size_t>(ox0 + count * step)] &&
+             pos[static_cast<size_t>(ox0 + count * step)] == pos[static_cast<size_t>(ox0)] + count)
+        ++count;
+      for (int64_t k = 0; k < count; ++k) covered[static_cast<size_t>(ox0 + k * std::max<int64_t>(step, 1))] = true;
+      stores.push_back({ox0, count, std::max<int64_t>(step, 1)});
+    }
+    const int64_t CB = Cp / N;
+    for (int64_t b = 0; b < Nb; ++b)
+      for (int64_t cb = 0; cb < CB; ++cb) {
+        const auto elems = static_cast<uint32_t>(std::min<int64_t>(N, C - cb * N));
+        for (int64_t oy = 0; oy < OH; ++oy) {
+          const int64_t iy = L.src_rows[static_cast<size_t>(oy)];
+          if (oy == 0 || iy != L.src_rows[static_cast<size_t>(oy - 1)])
+            for (const Run& r : loads) {
+              isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(r.first), static_cast<uint32_t>(r.count),
+                                       static_cast<uint32_t>(r.step * Cp));
+              ld.row_elems = elems == N ? 0 : elems;
+              prog.load(ld, BK::Activations,
+                        static_cast<uint32_t>(in_off[0] + ((b * H + iy) * W + cols[static_cast<size_t>(r.first)]) * Cp + cb * N));
+            }
+          for (const Run& r : stores) {
+            isa::Store st;
+            st.sp = hw::Scratchpad::kAct;
+            st.sp_base = static_cast<uint32_t>(pos[static_cast<size_t>(r.first)]);
+            st.row_elems = elems == N ? 0 : elems;
+            st.x = static_cast<uint16_t>(r.count);
+            st.x_stride = static_cast<uint32_t>(r.step * Cp);
+            prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * OH + oy) * OW + r.first) * Cp + cb * N));
+          }
+        }
+      }
+    facts.scratchpad_bytes = static_cast<uint64_t>(cols.size()) * N;
     return facts;
   }
   // Pooling: each channel block's plane is loaded plane-major (row = y·W + x) so that a
-  // window is kh rows of kw consecutive scratchpad rows.
+  // window is kh rows of kw consecutive scratchpad rows. A 1-D pool of a dense [N, C, L]
+  // value is the same with the channels as plane rows (H = C, W = L) and one element per
+  // scratchpad row (lane 0). Padding is never materialised: output pixels are grouped into
+  // rectangles whose windows clip the same taps (row class × column class), and each
+  // rectangle is one VEC instruction over its clipped window; an average divides by its own
+  // tap count (or by the taps inside the padded extent with count_include_pad). A MaxPool
+  // dilated by dw along W loads the plane as dw column phases (x mod dw), each plane-major,
+  // so that a dilated window row is again consecutive scratchpad rows; one instruction per
+  // output column then (consecutive columns change phase). Vertical dilation is the window's
+  // row step.
   const auto& x = in_shapes[0];
-  const int64_t Nb = x[0], H = x[2], W = x[3], CB = (x[1] + N - 1) / N, Cp = CB * N;
-  const int64_t OH = out_shape[2], OW = out_shape[3];
-  if (H * W + OH * OW > act_rows)
+  const bool one_d = x.size() == 3;
+  const int64_t Nb = x[0], C = one_d ? 1 : x[1], H = one_d ? x[1] : x[2], W = one_d ? x[2] : x[3];
+  const int64_t OH = one_d ? out_shape[1] : out_shape[2], OW = one_d ? out_shape[2] : out_shape[3];
+  const int64_t CB = (C + N - 1) / N, pixel = one_d ? 1 : CB * N;
+  const int64_t plane_in = one_d ? H * W : H * W * pixel, plane_out = one_d ? OH * OW : OH * OW * pixel;
+  if (H * W + OH * OW > act_rows || H * W > 65535)
     return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
-  const uint32_t P = 0, D = static_cast<uint32_t>(H * W);
-  if (L.kind != Kind::kMaxPool) {
-    const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(L.kh * L.kw));
-    const int32_t sh = shared_shift(m);
-    const uint64_t p_off = put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh,
-                                             qx.zero_point, 0);
+  struct Taps {
+    int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
+    bool operator==(const Taps&) const = default;
+  };
+  auto classes = [](int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k, int64_t dil,
+                    std::vector<Taps>* kinds, std::vector<int>* of) {
+    // Taps t of output o read start + t·dil; valid while inside [0, in) (or the padded extent).
+    auto below = [dil](int64_t start, int64_t end) { return end <= start ? 0 : (end - 1 - start) / dil + 1; };
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * stride - pad_lo;
+      const Taps t{start < 0 ? (-start + dil - 1) / dil : 0, std::min(k, below(start, in)),
+                   std::min(k, below(start, in + pad_hi))};
+      auto it = std::find(kinds->begin(), kinds->end(), t);
+      if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
+      of->push_back(static_cast<int>(it - kinds->begin()));
+    }
+  };
+  std::vector<Taps> row_kinds, col_kinds;
+  std::vector<int> row_kind, col_kind;
+  classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
+  classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
+  for (const auto* kinds : {&row_kinds, &col_kinds})
+    for (const Taps& t : *kinds)
+      if (t.hi <= t.lo)
+        return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "' has a window without input pixels");
+  // Average pools: one parameter row per distinct divisor.
+  std::vector<int64_t> divisors;
+  auto divisor_of = [&](const Taps& r, const Taps& c) {
+    return L.count_include_pad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
+  };
+  const bool avg = L.kind != Kind::kMaxPool;
+  if (avg) {
+    for (const Taps& r : row_kinds)
+      for (const Taps& c : col_kinds)
+        if (std::find(divisors.begin(), divisors.end(), divisor_of(r, c)) == divisors.end())
+          divisors.push_back(divisor_of(r, c));
+    const uint64_t p_off = align_up(weights.size());
+    for (int64_t d : divisors) {
+      const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(d));
+      const int32_t sh = shared_shift(m);
+      put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qx.zero_point, 0);
+    }
     isa::Load pl;
     pl.sp = hw::Scratchpad::kAcc;
-    pl.x = 1;
+    pl.x = static_cast<uint16_t>(divisors.size());
+    pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
     prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
   }
-  const auto mode = L.kind == Kind::kMaxPool ? hw::VecMode::kMaxpool : hw::VecMode::kAvgpool;
+  const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
+  const uint32_t D = static_cast<uint32_t>(H * W);
+  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) from scratchpad row
+  // base[p], plane-major.
+  const int64_t phases = std::min<int64_t>(L.dw, W);
+  std::vector<int64_t> cnt(static_cast<size_t>(phases)), base(static_cast<size_t>(phases));
+  for (int64_t p = 0, row = 0; p < phases; ++p) {
+    cnt[static_cast<size_t>(p)] = (W - p + L.dw - 1) / L.dw;
+    base[static_cast<size_t>(p)] = row;
+    row += H * cnt[static_cast<size_t>(p)];
+  }
   for (int64_t b = 0; b < Nb; ++b)
     for (int64_t cb = 0; cb < CB; ++cb) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kAct;
-      ld.x = static_cast<uint16_t>(W);
-      ld.x_stride = static_cast<uint32_t>(Cp);
-      ld.y = static_cast<uint16_t>(H);
-      ld.y_stride = static_cast<uint32_t>(W * Cp);
-      prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * H * W * Cp + cb * N));
-      isa::VecRequant v{.src = 0, .dst = static_cast<uint16_t>(D), .param = static_cast<uint16_t>(L.kind == Kind::kMaxPool ? 0 : P),
-                        .r = static_cast<uint16_t>(OW), .o = static_cast<uint16_t>(OH),
-                        .zero_point = static_cast<int8_t>(L.kind == Kind::kMaxPool ? 0 : qy.zero_point),
-                        .src_so = static_cast<uint16_t>(L.sh * W), .src_sr = static_cast<uint16_t>(L.sw),
-                        .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
-      prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(L.kw), static_cast<uint32_t>(L.kh), static_cast<uint32_t>(W)));
+      const auto elems = static_cast<uint32_t>(one_d ? 1 : std::min<int64_t>(N, C - cb * N));
+      for (int64_t p = 0; p < phases; ++p) {
+        isa::Load ld;
+        ld.sp = hw::Scratchpad::kAct;
+        ld.sp_base = static_cast<uint32_t>(base[static_cast<size_t>(p)]);
+        ld.row_elems = elems == N ? 0 : elems;
+        ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
+        ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
+        ld.y = static_cast<uint16_t>(H);
+        ld.y_stride = static_cast<uint32_t>(W * pixel);
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * plane_in + p * pixel + cb * N));
+      }
+      for (int64_t r0 = 0; r0 < OH;) {
+        int64_t r1 = r0 + 1;
+        while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+        const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
+        for (int64_t c0 = 0; c0 < OW;) {
+          int64_t c1 = c0 + 1;
+          while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+          const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
+          const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
+          const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
+          const int64_t param = avg ? std::find(divisors.begin(), divisors.end(), divisor_of(rk, ck)) - divisors.begin() : 0;
+          isa::VecRequant v{.src = static_cast<uint16_t>(base[static_cast<size_t>(p)] + y * stride_rows + xx / L.dw),
+                            .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
+                            .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+                            .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
+                            .src_so = static_cast<uint16_t>(L.sh * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
+                            .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+          prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo), static_cast<uint32_t>(rk.hi - rk.lo),
+                                  static_cast<uint32_t>(L.dh * stride_rows)));
+          c0 = c1;
+        }
+        r0 = r1;
+      }
       isa::Store st;
       st.sp = hw::Scratchpad::kAct;
       st.sp_base = D;
+      st.row_elems = elems == N ? 0 : elems;
       st.x = static_cast<uint16_t>(OW);
-      st.x_stride = static_cast<uint32_t>(Cp);
+      st.x_stride = static_cast<uint32_t>(pixel);
       st.y = static_cast<uint16_t>(OH);
-      st.y_stride = static_cast<uint32_t>(OW * Cp);
-      st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, x[1] - cb * N));
-      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * OH * OW * Cp + cb * N));
+      st.y_stride = static_cast<uint32_t>(OW * pixel);
+      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + cb * N));
     }
+  facts.scratchpad_bytes = static_cast<uint64_t>(H * W + OH * OW) * N + divisors.size() * N * 4;
+  return facts;
+}
+
+Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
+                              uint32_t dst_off, std::vector<int64_t> dst_strides, const QParams& qin,
+                              const QParams& qout, uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+  using BK = image::BufferKind;
+  LayerFacts facts;
+  struct Dim {
+    int64_t extent, src, dst;
+  };
+  std::vector<Dim> dims;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] <= 0) return facts;  // nothing to move
+    if (shape[d] > 1) dims.push_back({shape[d], src_strides[d], dst_strides[d]});
+  }
+  // Walk the destination in its memory order; merge dimensions that are one run on both sides.
+  std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.dst > b.dst; });
+  std::vector<Dim> merged;
+  for (const Dim& d : dims) {
+    if (!merged.empty() && merged.back().src == d.src * d.extent && merged.back().dst == d.dst * d.extent) {
+      merged.back() = {merged.back().extent * d.extent, d.src, d.dst};
+    } else {
+      merged.push_back(d);
+    }
+  }
+  if (merged.empty()) merged.push_back({1, 1, 1});
+  // Rows: the innermost dimension when it is contiguous on both sides (split into N-element
+  // pieces), else single elements.
+  std::vector<Dim> loops(merged.begin(), merged.end());  // outermost first
+  int64_t run = 1;
+  if (loops.back().src == 1 && loops.back().dst == 1) {
+    run = loops.back().extent;
+    loops.pop_back();
+  }
+  const bool requant = qin.scale != qout.scale || qin.zero_point != qout.zero_point;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  uint32_t table_rows = 0;
+  uint64_t table_off = 0;
+  if (requant) {
+    table_off = align_up(weights.size());
+    weights.resize(table_off + 256, 0);
+    for (int q = -128; q < 128; ++q)
+      weights[table_off + static_cast<uint64_t>(q + 128)] =
+          static_cast<uint8_t>(quantize_value(qin.scale * static_cast<float>(q - qin.zero_point), qout));
+    table_rows = 256 / N;
+    isa::Load tl;
+    tl.sp = hw::Scratchpad::kAct;
+    tl.x = static_cast<uint16_t>(table_rows);
+    tl.x_stride = N;
+    prog.load(tl, BK::Weights, static_cast<uint32_t>(table_off));
+  }
+  const uint32_t base = table_rows, capacity = std::min<uint32_t>(act_rows - table_rows, 65535);
+  // One LOAD/STORE pair moves up to three loop dimensions (x innermost); outer dimensions
+  // and oversized counts become more instructions.
+  // Rows one instruction moves must fit the scratchpad: inner dimensions are taken while
+  // their rows fit, and the outermost of them is split (`step`) when it does not.
+  std::vector<Dim> inner;  // up to 3, innermost first
+  int64_t inner_rows = 1;  // rows of the inner dimensions below the outermost one
+  while (!loops.empty() && inner.size() < 3) {
+    const Dim d = loops.back();
+    inner.push_back(d);
+    loops.pop_back();
+    if (inner_rows * d.extent > static_cast<int64_t>(capacity)) break;
+    if (!loops.empty() && inner.size() < 3) inner_rows *= d.extent;
+  }
+  if (inner.empty()) inner.push_back({1, 0, 0});
+  const int64_t pieces = ceil_div(run, N);
+  auto emit = [&](uint64_t src, uint64_t dst, uint32_t row_elems, int64_t outer_count) {
+    // outer_count: how many of the outermost inner dimension this pair moves.
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.sp_base = base;
+    ld.row_elems = row_elems == N ? 0 : row_elems;
+    isa::Store st;
+    st.sp = hw::Scratchpad::kAct;
+    st.sp_base = base;
+    st.row_elems = ld.row_elems;
+    const size_t last = inner.size() - 1;
+    auto set = [&](size_t k, int64_t count, int64_t sstride, int64_t dstride) {
+      const auto c = static_cast<uint16_t>(count);
+      if (k == 0) { ld.x = st.x = c; ld.x_stride = static_cast<uint32_t>(sstride); st.x_stride = static_cast<uint32_t>(dstride); }
+      if (k == 1) { ld.y = st.y = c; ld.y_stride = static_cast<uint32_t>(sstride); st.y_stride = static_cast<uint32_t>(dstride); }
+      if (k == 2) { ld.z = st.z = c; ld.z_stride = static_cast<uint32_t>(sstride); st.z_stride = static_cast<uint32_t>(dstride); }
+    };
+    for (size_t k = 0; k < inner.size(); ++k)
+      set(k, k == last ? outer_count : inner[k].extent, inner[k].src, inner[k].dst);
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(src));
+    const auto rows = static_cast<uint32_t>(inner_rows * outer_count);
+    if (requant) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = 0,
+                        .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+      prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+    }
+    prog.store(st, BK::Activations, static_cast<uint32_t>(dst));
+  };
+  const int64_t step = std::max<int64_t>(1, capacity / inner_rows);
+  // Remaining outer loops, odometer style.
+  std::vector<int64_t> idx(loops.size(), 0);
+  for (bool more = true; more;) {
+    uint64_t src = src_off, dst = dst_off;
+    for (size_t k = 0; k < loops.size(); ++k) {
+      src += static_cast<uint64_t>(idx[k] * loops[k].src);
+      dst += static_cast<uint64_t>(idx[k] * loops[k].dst);
+    }
+    const Dim& top = inner.back();
+    for (int64_t o = 0; o < top.extent; o += step) {
+      const int64_t count = std::min(step, top.extent - o);
+      for (int64_t p = 0; p < pieces; ++p) {
+        const auto elems = static_cast<uint32_t>(std::min<int64_t>(N, run - p * N));
+        emit(src + static_cast<uint64_t>(o * top.src + p * N), dst + static_cast<uint64_t>(o * top.dst + p * N), elems,
+             count);
+      }
+    }
+    more = false;
+    for (size_t k = loops.size(); k-- > 0;) {
+      if (++idx[k] < loops[k].extent) {
+        more = true;
+        break;
+      }
+      idx[k] = 0;
+    }
+  }
+  facts.scratchpad_bytes = static_cast<uint64_t>(inner_rows * std::min(step, inner.back().extent) + table_rows) * N;
+  if (run == 1) {
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    if (elements > 1)
+      facts.note = "element-granular DMA copy: " + std::to_string(elements) +
+                   " rows of one element each (no dimension is contiguous on both sides)";
+  }
+  return facts;
+}
+
+// ConvTranspose as GEMMs with overlapping accumulation: for every tap (ky, kx) one GEMM
+// multiplies all input pixels by the tap's weights and adds the products into the
+// accumulator rows of the output pixels they land on (iy·s + ky·d − pad, ix·s + kx·d − pad),
+// clipped to the output. The accumulators start at zero; the input is symmetric (zero point
+// 0), so no border-dependent zero-point correction exists.
+static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                               Program& prog, const DynamicOperands& dyn) {
+  using BK = image::BufferKind;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const int64_t Cp = CB * N, Coutp = NB * N;
+  const bool dynamic = L.weight_input >= 0;
+  if (qx.zero_point != 0)
+    return make_error(StatusCode::kInternal, "ConvTranspose '" + L.name + "' needs a symmetric input");
+  // Per-output-channel scales over (c, tap) of W [C][Cout][KH][KW].
+  std::vector<float> sw(static_cast<size_t>(L.Cout), dyn.qw.scale);
+  if (!dynamic)
+    for (int64_t m = 0; m < L.Cout; ++m) {
+      float mx = 0;
+      for (int64_t c = 0; c < L.C; ++c)
+        for (int64_t t = 0; t < taps; ++t)
+          mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)]));
+      sw[static_cast<size_t>(m)] = mx > 0 ? mx / 127.0f : 1.0f;
+    }
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  const uint64_t zero_off = align_up(weights.size());  // one int32 row of zeros (also an int8 zero row)
+  weights.resize(zero_off + uint64_t{N} * 4, 0);
+  const uint64_t w_off = align_up(weights.size());
+  if (!dynamic) {
+    weights.resize(w_off + static_cast<uint64_t>(NB * taps * CB) * tile_bytes, 0);
+    for (int64_t c = 0; c < L.C; ++c)
+      for (int64_t m = 0; m < L.Cout; ++m)
+        for (int64_t t = 0; t < taps; ++t)
+          weights[w_off + static_cast<uint64_t>(((m / N) * taps + t) * CB + c / N) * tile_bytes +
+                  static_cast<uint64_t>(c % N) * N + static_cast<uint64_t>(m % N)] =
+              static_cast<uint8_t>(quantize_weight(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)], sw[static_cast<size_t>(m)], false));
+  }
+  const uint64_t p_off = align_up(weights.size());
+  weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  for (int64_t m = 0; m < L.Cout; ++m) {
+    const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(m)];
+    int32_t mult, shift;
+    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    const uint64_t row = p_off + static_cast<uint64_t>(m / N) * 3 * N * 4, lane = static_cast<uint64_t>(m % N) * 4;
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(m)] / in_scale);
+    put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
+    put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
+    put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
+  }
+  const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
+  // ACT: input plane (CB blocks of H·W rows) then the output rows; ACC: parameters, then one
+  // accumulator row per output pixel.
+  const int64_t in_rows = CB * L.H * L.W, out_rows = L.OH * L.OW;
+  const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
+  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.H * L.W > 65535 || out_rows > 65535)
+    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' does not fit the scratchpads");
+  const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
+  if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
+    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' has more weights per output block than the weight scratchpad holds");
+  {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.x = static_cast<uint16_t>(Cacc);
+    ld.x_stride = 4 * N;
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
+  }
+  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, 0, dyn.bias_off, N, prog);
+  auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
+    if (dynamic) {
+      load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(zero_off), N, prog);
+      return;
+    }
+    load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
+  };
+  if (weights_fit) load_weights(0, NB);
+  // The input pixels each tap reaches inside the output: [first, last] per axis.
+  auto reach = [](int64_t in, int64_t out, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
+    // in position i lands on i·stride + offset; keep 0 <= that < out.
+    *first = offset >= 0 ? 0 : ceil_div(-offset, stride);
+    *last = std::min(in - 1, out - 1 - offset < 0 ? -1 : (out - 1 - offset) / stride);
+  };
+  LayerFacts facts;
+  const uint32_t A_out = static_cast<uint32_t>(in_rows);
+  for (int64_t b = 0; b < L.batch; ++b) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.x = static_cast<uint16_t>(L.W);
+    ld.x_stride = static_cast<uint32_t>(Cp);
+    ld.y = static_cast<uint16_t>(L.H);
+    ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+    ld.z = static_cast<uint16_t>(CB);
+    ld.z_stride = N;
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.H * L.W * Cp));
+    for (int64_t nb = 0; nb < NB; ++nb) {
+      if (!weights_fit) load_weights(nb, 1);
+      isa::Load zero;  // the accumulators start at zero
+      zero.sp = hw::Scratchpad::kAcc;
+      zero.sp_base = Cacc;
+      zero.x = static_cast<uint16_t>(out_rows);
+      zero.x_stride = 0;
+      prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
+      const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t ky = t / L.KW, kx = t % L.KW;
+        const int64_t oy_off = ky * L.dil_h - L.pad_t, ox_off = kx * L.dil_w - L.pad_l;
+        int64_t iy0, iy1, ix0, ix1;
+        reach(L.H, L.OH, L.stride_h, oy_off, &iy0, &iy1);
+        reach(L.W, L.OW, L.stride_w, ox_off, &ix0, &ix1);
+        if (iy1 < iy0 || ix1 < ix0) continue;  // this tap lands outside the output
+        isa::Gemm gm;
+        gm.clear = false;
+        gm.act = static_cast<uint16_t>(iy0 * L.W + ix0);
+        gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+        gm.acc = static_cast<uint16_t>(Cacc + (iy0 * L.stride_h + oy_off) * L.OW + ix0 * L.stride_w + ox_off);
+        gm.o = static_cast<uint16_t>(iy1 - iy0 + 1);
+        gm.act_so = static_cast<uint16_t>(L.W);
+        gm.acc_so = static_cast<uint16_t>(L.stride_h * L.OW);
+        gm.i = static_cast<uint16_t>(CB);
+        gm.act_si = static_cast<uint16_t>(L.H * L.W);
+        gm.wgt_si = 1;
+        gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
+        gm.r = static_cast<uint16_t>(ix1 - ix0 + 1);
+        gm.act_sr = 1;
+        gm.acc_sr = static_cast<uint16_t>(L.stride_w);
+        prog.gemm(gm);
+        facts.macs += static_cast<uint64_t>((iy1 - iy0 + 1) * (ix1 - ix0 + 1) * CB) * N * N;
+      }
+      isa::VecRequant vq;
+      vq.bias = true;
+      vq.src = static_cast<uint16_t>(Cacc);
+      vq.dst = static_cast<uint16_t>(A_out);
+      vq.param = static_cast<uint16_t>(3 * nb);
+      vq.r = static_cast<uint16_t>(out_rows);
+      vq.src_sr = 1;
+      vq.dst_sr = 1;
+      vq.zero_point = static_cast<int8_t>(qy.zero_point);
+      vq.clamp_lo = lo;
+      vq.clamp_hi = hi;
+      prog.vec(vq);
+      isa::Store st;
+      st.sp = hw::Scratchpad::kAct;
+      st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
+      st.sp_base = A_out;
+      st.x = static_cast<uint16_t>(L.OW);
+      st.x_stride = static_cast<uint32_t>(Coutp);
+      st.y = static_cast<uint16_t>(L.OH);
+      st.y_stride = static_cast<uint32_t>(L.OW * Coutp);
+      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * out_rows * Coutp + nb * N));
+    }
+  }
+  facts.scratchpad_bytes = static_cast<uint64_t>(in_rows + out_rows) * N + static_cast<uint64_t>(Cacc + out_rows) * N * 4 +
+                           static_cast<uint64_t>(weights_fit ? NB * taps * CB : taps * CB) * tile_bytes;
   return facts;
 }
 

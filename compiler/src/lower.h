@@ -2,7 +2,7 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <string>
 #include <vector>
 
 #include "partition.h"
@@ -14,6 +14,7 @@ namespace npu::compiler {
 struct LayerFacts {
   uint64_t macs = 0;              // N×N MACs issued
   uint64_t scratchpad_bytes = 0;  // peak scratchpad use
+  std::string note;               // a cost worth telling the user (npu-compile prints it)
 };
 
 // The per-output-channel weight scales the lowering uses: the model's declared ones (QDQ)
@@ -24,13 +25,32 @@ std::vector<float> conv_weight_scales(const ConvLayer& L);
 // (declared scales reproduce the model's codes).
 int8_t quantize_weight(float w, float scale, bool declared);
 
+// Where the dynamic operands of a layer live in the activation buffer (byte offsets and
+// strides; unused when the layer has constant operands).
+struct DynamicOperands {
+  QParams qw;                 // B / W: symmetric per-tensor (zero point 0)
+  uint32_t w_off = 0;
+  uint32_t w_k_stride = 0;    // FC: bytes between rows k of B (its n index is contiguous)
+  uint32_t w_batch_stride = 0;
+  uint32_t bias_off = 0;      // int32 elements, accumulator units
+  uint32_t bias_m_stride = 0; // FC: bytes between bias rows m (0: one row for every m)
+  int32_t bias_spread = 1;    // FC one-element bias: its int8 code times this is its value in
+                              // accumulator units (<= 127, or 127·I: I repetitions of the tile)
+};
+
 // Quantises one FC layer (per-channel symmetric int8 weights, int32 bias with the input
 // zero point folded in, per-channel requantisation) into `weights`, and appends its
 // instructions to `prog`: input rows at `in_off` and output rows at `out_off` of the
-// activation buffer, dense [M][K] and [M][N] int8.
+// activation buffer, dense [M][K] and [M][N] int8 (per batch for a batched MatMul).
+// With L.weight_input >= 0 the weights come from the activation buffer (`dyn`): x and B are
+// symmetric, one multiplier alpha·s_x·s_w / s_y serves every channel, and a dynamic bias is
+// loaded into the accumulators before the GEMM accumulates onto it. A one-element bias is an
+// int8 code c at scale alpha·s_x·s_w·k / beta: a GEMM of the row [c, 0, ...] (act stride r = 0)
+// against a tile whose row 0 is k in every lane writes c·k into every accumulator lane (for
+// k = 127·I, the GEMM's i loop adds c·127 I times).
 Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                   uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                  Program& prog);
+                                  Program& prog, const DynamicOperands& dyn = {});
 
 // Channels padded to the array dim: the NHWC device layout of 4-D activations.
 inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n * n; }
@@ -38,9 +58,11 @@ inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n *
 // Quantises one convolution and appends its instructions. Input and output live in the
 // activation buffer as NHWC with channels padded to N (see padded_channels). Zero padding
 // is exact only when qx.zero_point == 0; the caller guarantees that for padded convs.
+// With L.weight_input >= 0 the weights come from the activation buffer (`dyn`, layout
+// [KH][KW][C][Cout]); x must then be symmetric.
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog);
+                                    Program& prog, const DynamicOperands& dyn = {});
 
 // Tap folding for convolutions with few input channels (lower_conv_folded.cc): when
 // C·KW <= N, one scratchpad row holds the KW horizontal taps of all C channels, so the conv
@@ -48,9 +70,6 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
 // no padding lanes); the compiler gives that layout to values that no NPU layer writes and
 // only folding convs read. Padding is exact for any input zero point (border biases).
 bool conv_folds_taps(const ConvLayer& L, uint32_t N);
-// The values that get the dense layout: read only by folding convs, written by no NPU layer
-// (graph inputs, host outputs; the runtime quantises into the layout the binding declares).
-std::set<int> tap_folded_inputs(const std::vector<PartitionStep>& steps, uint32_t N);
 Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                      uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                      Program& prog);
@@ -66,5 +85,17 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
                                    const std::vector<int64_t>& out_shape, const std::vector<QParams>& qin,
                                    const QParams& qy, const std::vector<uint32_t>& in_off, uint32_t out_off,
                                    uint32_t N, std::vector<uint8_t>& weights, Program& prog);
+
+// Moves int8 elements between two strided device views of one shape: for every index i,
+// dst[dst_off + Σ i_d·dst_strides_d] = table(src[src_off + Σ i_d·src_strides_d]) (byte
+// strides). LOADs gather into the ACT scratchpad and STOREs scatter from it; dimensions
+// that are contiguous on both sides travel as rows of up to N elements, otherwise every
+// element is its own DMA row (row_elems = 1: one 16-byte beat per element instead of one per
+// 16 elements, plus the per-row issue cost; the predicted cycles in the image show it, and
+// LayerFacts::note says so). When `qin` and `qout` differ, a VEC LUT re-quantises the rows on
+// the way.
+Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
+                              uint32_t dst_off, std::vector<int64_t> dst_strides, const QParams& qin,
+                              const QParams& qout, uint32_t N, std::vector<uint8_t>& weights, Program& prog);
 
 }  // namespace npu::compiler

@@ -57,27 +57,13 @@ void put_i32(std::vector<uint8_t>& blob, uint64_t at, int64_t v) {
 }  // namespace
 
 bool conv_folds_taps(const ConvLayer& L, uint32_t N) {
-  if (L.depthwise || L.KW < 2 || L.C * L.KW > N) return false;
-  // Constant weights only: folding reorders them into its own tiles at compile time.
-  if (L.weights.size() != static_cast<size_t>(L.Cout * L.C * L.KH * L.KW)) return false;
+  // Dynamic weights and ConvTranspose have their own tile loaders (lower.cc).
+  if (L.depthwise || L.transposed || L.weight_input >= 0 || L.KW < 2 || L.C * L.KW > N) return false;
   if (L.pad_t > 15 || L.pad_b > 15) return false;  // LOAD padding fields are 4 bits
   // Every output column must read at least one input pixel (a LOAD row moves >= 1 element).
   for (const TapRange& r : tap_groups(L.OW, L.stride_w, L.pad_l, L.W, L.KW).kinds)
     if (r.hi <= r.lo) return false;
   return true;
-}
-
-std::set<int> tap_folded_inputs(const std::vector<PartitionStep>& steps, uint32_t N) {
-  std::set<int> folded, written, other_readers;
-  for (const auto& s : steps)
-    for (const NpuLayer& op : s.ops) {
-      written.insert(npu_layer_output(op));
-      const auto* c = std::get_if<ConvLayer>(&op);
-      for (int v : npu_layer_inputs(op)) (c && conv_folds_taps(*c, N) ? folded : other_readers).insert(v);
-    }
-  for (int v : written) folded.erase(v);
-  for (int v : other_readers) folded.erase(v);
-  return folded;
 }
 
 Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,

@@ -1,6 +1,7 @@
 // ONNX -> IR, through the ONNX library: parse, check, infer shapes.
 #include <fstream>
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -50,10 +51,24 @@ Result<Graph> load_onnx(const std::string& path,
   int64_t opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-  if (opset < 7 || opset > 18)
-    return make_error(StatusCode::kUnsupported,
-                      path + ": default-domain opset " + std::to_string(opset) +
-                          " is outside the supported range 7..18; convert it with onnx.version_converter");
+  const std::string out_of_range = path + ": default-domain opset " + std::to_string(opset) +
+                                   " is outside the supported range 7..18; convert it with onnx.version_converter";
+  if (opset >= 1 && opset < 7) {
+    // An older model whose every operator has the same definition at opset 7 (ONNX changes
+    // an operator only with a new since_version) is an opset-7 model.
+    for (const auto& node : model.graph().node()) {
+      const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+      const auto* then = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+      const auto* at7 = onnx::OpSchemaRegistry::Schema(node.op_type(), 7, "");
+      if (!default_domain || !then || !at7 || then->since_version() != at7->since_version())
+        return make_error(StatusCode::kUnsupported,
+                          out_of_range + " (operator " + node.op_type() + " changed before opset 7)");
+    }
+    for (auto& o : *model.mutable_opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(7);
+    opset = 7;
+  }
+  if (opset < 7 || opset > 18) return make_error(StatusCode::kUnsupported, out_of_range);
 
   // Apply --input-shape overrides before shape inference so that they propagate.
   auto* graph_proto = model.mutable_graph();

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "npu/compiler/host_ops.h"
 #include "qdq.h"
 
 namespace npu::compiler {
@@ -23,11 +24,91 @@ bool is_graph_output(const Graph& g, int value) {
 
 // Gemm/MatMul with a constant 2-D weight and a per-channel constant bias, plus a following
 // bias Add and Relu when nothing else reads the intermediate values.
+// A value consumed only by node `ni` and produced by nobody: a graph input, whose device
+// layout the compiler may choose (the runtime's input binding writes any strided layout).
+bool sole_graph_input(const Graph& g, int v, size_t ni) {
+  if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end() || is_graph_output(g, v)) return false;
+  auto c = consumers(g, v);
+  return c.size() == 1 && static_cast<size_t>(c[0]) == ni &&
+         std::count(g.nodes[ni].inputs.begin(), g.nodes[ni].inputs.end(), v) == 1;
+}
+
+// Gemm/MatMul whose B is a graph value (weights as an input, or attention's product of two
+// activations). Layout rules: 2-D/3-D values are dense; a transposed operand or a 4-D one
+// (whose default device layout is NHWC) must be a graph input of this node alone, and a
+// 4-D result must be a graph output nobody else reads.
+std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
+  const Node& n = g.nodes[ni];
+  const int a = n.inputs[0], b = n.inputs[1];
+  const auto& xs = g.value(a).shape;
+  const auto& bs = g.value(b).shape;
+  FcLayer L;
+  L.name = n.name;
+  L.op = n.op;
+  L.input = a;
+  L.weight_input = b;
+  L.output = n.outputs[0];
+  if (n.op == "Gemm") {
+    if (xs.size() != 2 || bs.size() != 2) return std::nullopt;
+    L.input_transposed = n.attr_int("transA", 0) != 0;
+    L.weight_transposed = n.attr_int("transB", 0) != 0;
+    L.alpha = n.attr_float("alpha", 1.0f);
+    L.beta = n.attr_float("beta", 1.0f);
+    // Negative or zero factors would need negative quantisation scales.
+    if (!(L.alpha > 0) || !(L.beta > 0)) return std::nullopt;
+    L.M = L.input_transposed ? xs[1] : xs[0];
+    L.K = L.input_transposed ? xs[0] : xs[1];
+    L.N = L.weight_transposed ? bs[0] : bs[1];
+    if ((L.weight_transposed ? bs[1] : bs[0]) != L.K) return std::nullopt;
+  } else if (bs.size() == 2 && xs.size() >= 2) {
+    // One B for every row of x [..., M, K]: the rows of all batches are one M.
+    L.K = xs.back();
+    L.N = bs.back();
+    if (bs[0] != L.K) return std::nullopt;
+    L.M = 1;
+    for (size_t d = 0; d + 1 < xs.size(); ++d) L.M *= xs[d];
+  } else {
+    if (xs.size() < 2 || bs.size() < 2 || xs.size() != bs.size()) return std::nullopt;
+    if (!std::equal(xs.begin(), xs.end() - 2, bs.begin())) return std::nullopt;  // no other batch broadcasting
+    L.M = xs[xs.size() - 2];
+    L.K = xs.back();
+    L.N = bs.back();
+    if (bs[bs.size() - 2] != L.K) return std::nullopt;
+    for (size_t d = 0; d + 2 < xs.size(); ++d) L.batches *= xs[d];
+  }
+  if (L.M <= 0 || L.K <= 0 || L.N <= 0 || L.batches <= 0) return std::nullopt;
+  if ((L.input_transposed || xs.size() == 4) && !sole_graph_input(g, a, ni)) return std::nullopt;
+  if ((L.weight_transposed || bs.size() == 4) && !sole_graph_input(g, b, ni)) return std::nullopt;
+  if (g.value(L.output).shape.size() == 4 && (!is_graph_output(g, L.output) || !consumers(g, L.output).empty()))
+    return std::nullopt;
+  L.bias.assign(static_cast<size_t>(L.N), 0.0f);
+  if (n.op == "Gemm" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const int c = n.inputs[2];
+    const auto& cs = g.value(c).shape;
+    if (g.is_constant(c)) {
+      const Tensor t = to_float(*g.value(c).constant);
+      if (t.element_count() != 1 && t.element_count() != L.N) return std::nullopt;
+      for (int64_t j = 0; j < L.N; ++j)
+        L.bias[static_cast<size_t>(j)] = L.beta * t.as<float>()[static_cast<size_t>(t.element_count() == 1 ? 0 : j)];
+    } else {
+      // [N], [1, N] and [M, N] are rows of the accumulator; one element ([] or [1]) is spread
+      // over the lanes by a GEMM.
+      const bool row = (cs.size() == 1 && cs[0] == L.N) || (cs.size() == 2 && cs[0] == 1 && cs[1] == L.N);
+      const bool matrix = cs.size() == 2 && cs[0] == L.M && cs[1] == L.N;
+      const bool scalar = cs.empty() || cs == std::vector<int64_t>{1};
+      if (!(row || matrix || scalar) || !sole_graph_input(g, c, ni)) return std::nullopt;
+      L.bias_input = c;
+      L.bias_scalar = scalar && !matrix;
+    }
+  }
+  return L;
+}
+
 std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
   if (n.op != "Gemm" && n.op != "MatMul") return std::nullopt;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || !g.is_constant(n.inputs[1]) || g.is_constant(n.inputs[0]))
-    return std::nullopt;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0])) return std::nullopt;
+  if (!g.is_constant(n.inputs[1])) return match_fc_dynamic(g, ni);
   const Value& x = g.value(n.inputs[0]);
   const Tensor B = to_float(*g.value(n.inputs[1]).constant);
   if (B.shape.size() != 2 || x.shape.size() < 2) return std::nullopt;
@@ -96,17 +177,20 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
 
 std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
-  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || !g.is_constant(n.inputs[1]) ||
-      g.is_constant(n.inputs[0]))
+  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0]))
     return std::nullopt;
   const Value& x = g.value(n.inputs[0]);
-  const Tensor Wt = to_float(*g.value(n.inputs[1]).constant);
+  // A dynamic W (a graph input of this node alone) is stored [KH][KW][C][Cout] by the input
+  // binding; only its shape is known here.
+  const bool dynamic = !g.is_constant(n.inputs[1]);
+  if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
+  const Tensor Wt = dynamic ? Tensor::zeros(DType::kF32, g.value(n.inputs[1]).shape)
+                            : to_float(*g.value(n.inputs[1]).constant);
   if (x.shape.size() != 4 || Wt.shape.size() != 4) return std::nullopt;
-  auto it = n.attrs.find("auto_pad");
-  if (it != n.attrs.end() && it->second.s != "NOTSET" && !it->second.s.empty()) return std::nullopt;
   for (int64_t d : ints_attr(n, "dilations", {1, 1}))
     if (d != 1) return std::nullopt;
   ConvLayer L;
+  if (dynamic) L.weight_input = n.inputs[1];
   L.name = n.name;
   L.input = n.inputs[0];
   L.batch = x.shape[0];
@@ -125,10 +209,27 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
     return std::nullopt;
   }
   const auto strides = ints_attr(n, "strides", {1, 1});
-  const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
-  if (strides.size() != 2 || pads.size() != 4) return std::nullopt;
+  auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || pads.size() != 4 || strides[0] < 1 || strides[1] < 1) return std::nullopt;
   L.stride_h = strides[0];
   L.stride_w = strides[1];
+  auto it = n.attrs.find("auto_pad");
+  const std::string auto_pad = it == n.attrs.end() || it->second.s.empty() ? "NOTSET" : it->second.s;
+  if (auto_pad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // Output size ceil(in / stride); the odd padding element goes last (UPPER) or first.
+    const int64_t in[2] = {L.H, L.W}, k[2] = {L.KH, L.KW};
+    for (int d = 0; d < 2; ++d) {
+      const int64_t out = (in[d] + strides[d] - 1) / strides[d];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + k[d] - in[d]);
+      const int64_t small = total / 2, large = total - small;
+      pads[static_cast<size_t>(d)] = auto_pad == "SAME_UPPER" ? small : large;
+      pads[static_cast<size_t>(d + 2)] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+  } else if (auto_pad != "NOTSET") {
+    return std::nullopt;
+  }
   L.pad_t = pads[0];
   L.pad_l = pads[1];
   L.pad_b = pads[2];
@@ -139,11 +240,18 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   L.OH = (L.H + L.pad_t + L.pad_b - L.KH) / L.stride_h + 1;
   L.OW = (L.W + L.pad_l + L.pad_r - L.KW) / L.stride_w + 1;
   if (L.OH <= 0 || L.OW <= 0) return std::nullopt;
-  L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
-  L.weight_scales = declared_weight_scales(g, n.inputs[1], 0, L.Cout, 1.0f);
+  if (dynamic && L.depthwise) return std::nullopt;  // DWCONV weights are per-lane rows, not tiles
+  if (!dynamic) {
+    L.weights.assign(Wt.as<float>().begin(), Wt.as<float>().end());
+    L.weight_scales = declared_weight_scales(g, n.inputs[1], 0, L.Cout, 1.0f);
+  }
   L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-    if (!g.is_constant(n.inputs[2])) return std::nullopt;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.is_constant(n.inputs[2])) {
+    // A dynamic bias is quantised with the scale s_x·s_w, known only per tensor.
+    if (!dynamic || g.value(n.inputs[2]).shape != std::vector<int64_t>{L.Cout} || !sole_graph_input(g, n.inputs[2], ni))
+      return std::nullopt;
+    L.bias_input = n.inputs[2];
+  } else if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
     const Tensor b = to_float(*g.value(n.inputs[2]).constant);
     if (b.element_count() != L.Cout) return std::nullopt;
     L.bias.assign(b.as<float>().begin(), b.as<float>().end());
@@ -182,6 +290,117 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   return L;
 }
 
+// ConvTranspose (2-D, group 1) with constant or dynamic W [C][Cout][KH][KW] and bias.
+std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
+  const Node& n = g.nodes[ni];
+  if (n.op != "ConvTranspose" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 ||
+      g.is_constant(n.inputs[0]) || n.attr_int("group", 1) != 1)
+    return std::nullopt;
+  // A 1-D ConvTranspose ([N,C,L]) is the 2-D one with H = 1 when its input is a graph input of
+  // this node alone and its output a graph output nobody else reads: the compiler then stores
+  // both channels-last ([N][L][C padded]), the NHWC layout with H = 1.
+  const bool one_d = g.value(n.inputs[0]).shape.size() == 3;
+  auto as_2d = [&](std::vector<int64_t> s) {
+    if (one_d && s.size() == 3) s.insert(s.begin() + 2, 1);
+    return s;
+  };
+  const auto x = as_2d(g.value(n.inputs[0]).shape);
+  const auto w = as_2d(g.value(n.inputs[1]).shape);
+  const auto y = as_2d(g.value(n.outputs[0]).shape);
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[0] != x[1] || y[0] != x[0] || y[1] != w[1]) return std::nullopt;
+  if (one_d && (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) ||
+                !consumers(g, n.outputs[0]).empty()))
+    return std::nullopt;
+  const bool dynamic = !g.is_constant(n.inputs[1]);
+  if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
+  ConvLayer L;
+  L.one_d = one_d;
+  L.name = n.name;
+  L.transposed = true;
+  L.input = n.inputs[0];
+  L.output = n.outputs[0];
+  L.batch = x[0];
+  L.C = x[1];
+  L.H = x[2];
+  L.W = x[3];
+  L.Cout = w[1];
+  L.KH = w[2];
+  L.KW = w[3];
+  L.OH = y[2];
+  L.OW = y[3];
+  // Attributes of a 1-D node gain the H entry (kernel 1, stride 1, no padding).
+  auto attr_2d = [&](const std::string& key, std::vector<int64_t> fallback, int64_t h_value) {
+    auto it = n.attrs.find(key);
+    if (it == n.attrs.end()) return fallback;
+    std::vector<int64_t> v = it->second.ints;
+    if (!one_d) return v;
+    if (v.size() == 1) return std::vector<int64_t>{h_value, v[0]};
+    if (v.size() == 2 && key == "pads") return std::vector<int64_t>{0, v[0], 0, v[1]};
+    return std::vector<int64_t>{};  // rejected below
+  };
+  const auto k = attr_2d("kernel_shape", {L.KH, L.KW}, 1);
+  const auto st = attr_2d("strides", {1, 1}, 1);
+  const auto dil = attr_2d("dilations", {1, 1}, 1);
+  const auto pads = attr_2d("pads", {0, 0, 0, 0}, 0);
+  const auto out_pad = attr_2d("output_padding", {0, 0}, 0);
+  auto out_shape = attr_2d("output_shape", {}, 1);
+  if (out_shape.size() == 4) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  auto ap = n.attrs.find("auto_pad");
+  const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
+  if (k != std::vector<int64_t>{L.KH, L.KW} || st.size() != 2 || dil.size() != 2 || pads.size() != 4 ||
+      out_pad.size() != 2 || (!out_shape.empty() && out_shape.size() != 2))
+    return std::nullopt;
+  // The begin pads by the host kernel's rule (host_ops/spatial.cc conv_transpose): explicit
+  // pads, or split from the total when output_shape or SAME_* fixes the output size.
+  int64_t begin[2];
+  const int64_t in[2] = {L.H, L.W}, ker[2] = {L.KH, L.KW}, out[2] = {L.OH, L.OW};
+  for (int d = 0; d < 2; ++d) {
+    if (st[static_cast<size_t>(d)] < 1 || dil[static_cast<size_t>(d)] < 1) return std::nullopt;
+    const int64_t full = st[static_cast<size_t>(d)] * (in[d] - 1) + out_pad[static_cast<size_t>(d)] +
+                         (ker[d] - 1) * dil[static_cast<size_t>(d)] + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, full - out[d]);
+      begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else if (auto_pad == "VALID") {
+      begin[d] = 0;
+    } else if (auto_pad == "NOTSET") {
+      begin[d] = pads[static_cast<size_t>(d)];
+    } else {
+      return std::nullopt;
+    }
+  }
+  L.stride_h = st[0];
+  L.stride_w = st[1];
+  L.dil_h = dil[0];
+  L.dil_w = dil[1];
+  L.pad_t = begin[0];
+  L.pad_l = begin[1];
+  // Scratchpad bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows...):
+  // one input plane and the output plane's accumulators must fit.
+  if (L.OH * L.OW > 1024 || L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
+    return std::nullopt;
+  if (dynamic) {
+    L.weight_input = n.inputs[1];
+  } else {
+    const Tensor wt = to_float(*g.value(n.inputs[1]).constant);
+    L.weights.assign(wt.as<float>().begin(), wt.as<float>().end());
+  }
+  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const int b = n.inputs[2];
+    if (g.value(b).shape != std::vector<int64_t>{L.Cout}) return std::nullopt;
+    if (g.is_constant(b)) {
+      const Tensor t = to_float(*g.value(b).constant);
+      L.bias.assign(t.as<float>().begin(), t.as<float>().end());
+    } else if (dynamic && sole_graph_input(g, b, ni)) {
+      L.bias_input = b;  // int32 with the scale s_x·s_w: needs the per-tensor s_w of a dynamic W
+    } else {
+      return std::nullopt;
+    }
+  }
+  return L;
+}
+
 float scalar_constant(const Graph& g, int v, bool* ok) {
   if (v < 0 || !g.is_constant(v) || g.value(v).constant->element_count() != 1) {
     *ok = false;
@@ -192,7 +411,8 @@ float scalar_constant(const Graph& g, int v, bool* ok) {
 }
 
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
-std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_t array_dim) {
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges) {
+  const Node& n = g.nodes[ni];
   EltLayer L;
   L.name = n.name;
   L.op = n.op;
@@ -216,16 +436,59 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
     L.fn = [a](float x) { return x >= 0 ? x : a * x; };
   } else if (op == "PRelu") {
     bool ok;
-    const float a = scalar_constant(g, n.inputs.size() > 1 ? n.inputs[1] : -1, &ok);
-    if (!ok) return std::nullopt;
-    L.fn = [a](float x) { return x >= 0 ? x : a * x; };
+    const int slope = n.inputs.size() > 1 ? n.inputs[1] : -1;
+    const float a = scalar_constant(g, slope, &ok);
+    if (ok) {
+      L.fn = [a](float x) { return x >= 0 ? x : a * x; };
+      return L;
+    }
+    if (slope < 0) return std::nullopt;
+    // Slopes broadcast like ONNX (unidirectionally, from the right): the same shape, one row
+    // along the last axis of a dense x, or [C,1,1] / [1,C,1,1] per channel of a 4-D x.
+    const auto& xs = g.value(n.inputs[0]).shape;
+    const auto& ss = g.value(slope).shape;
+    const bool per_channel = xs.size() == 4 && ((ss.size() == 3 && ss[0] == xs[1] && ss[1] == 1 && ss[2] == 1) ||
+                                                (ss.size() == 4 && ss[0] == 1 && ss[1] == xs[1] && ss[2] == 1 && ss[3] == 1));
+    const bool last = xs.size() != 4 && !ss.empty() && ss.size() <= xs.size() && ss.back() == xs.back() &&
+                      std::all_of(ss.begin(), ss.end() - 1, [](int64_t d) { return d == 1; });
+    L.kind = EltLayer::Kind::kPRelu;
+    if (ranges) {
+      if (auto r = ranges->find(n.inputs[0]); r != ranges->end()) L.x_range = r->second;
+      if (auto r = ranges->find(slope); r != ranges->end() && !g.is_constant(slope)) L.b_range = r->second;
+    }
+    if (g.is_constant(slope)) {
+      if (!per_channel && !last) return std::nullopt;
+      const Tensor t = to_float(*g.value(slope).constant);
+      L.const_b.assign(t.as<float>().begin(), t.as<float>().end());
+    } else {
+      L.inputs.push_back(slope);
+      if (ss == xs) return L;
+      if (!per_channel && !last) return std::nullopt;
+    }
+    L.broadcast_channels = per_channel;
+    L.broadcast_last = !per_channel;
+    L.b_per_image = false;
   } else if (op == "Clip") {
     float lo = n.attr_float("min", -INFINITY), hi = n.attr_float("max", INFINITY);
+    bool dynamic = false;
     for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
-      if (n.inputs[k] < 0) continue;
+      const int v = n.inputs[k];
+      if (v < 0) continue;
       bool ok;
-      (k == 1 ? lo : hi) = scalar_constant(g, n.inputs[k], &ok);
-      if (!ok) return std::nullopt;
+      (k == 1 ? lo : hi) = scalar_constant(g, v, &ok);
+      if (ok) continue;
+      // A bound fed at run time: a float scalar input of this node alone.
+      if (!g.value(v).shape.empty() || g.value(v).dtype != DType::kF32 || !sole_graph_input(g, v, ni))
+        return std::nullopt;
+      (k == 1 ? L.lo_input : L.hi_input) = v;
+      L.inputs.push_back(v);
+      dynamic = true;
+    }
+    if (dynamic) {
+      L.kind = EltLayer::Kind::kClip;
+      L.clip_lo = L.lo_input >= 0 ? -INFINITY : lo;
+      L.clip_hi = L.hi_input >= 0 ? INFINITY : hi;
+      return L;
     }
     L.fn = [lo, hi](float x) { return std::clamp(x, lo, hi); };
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
@@ -240,16 +503,32 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
       else return std::nullopt;
       return L;
     }
-    if (op == "Div" || g.is_constant(n.inputs[1])) return std::nullopt;
+    if (g.is_constant(n.inputs[1])) return std::nullopt;
+    if (op == "Div") {
+      // x / y = x · (1/y) with a reciprocal table over y's codes: y's calibrated range must
+      // keep away from 0 (one sign), else 1/y has no bounded range to quantise.
+      auto r = ranges ? ranges->find(n.inputs[1]) : decltype(ranges->end()){};
+      if (!ranges || r == ranges->end()) return std::nullopt;
+      const auto [lo, hi] = r->second;
+      if (!(lo > 0 || hi < 0) || !std::isfinite(lo) || !std::isfinite(hi)) return std::nullopt;
+      L.divisor_lo = lo;
+      L.divisor_hi = hi;
+    }
     const auto& a = g.value(n.inputs[0]).shape;
     const auto& b = g.value(n.inputs[1]).shape;
     if (a.empty() || b.empty()) return std::nullopt;
     L.inputs = {n.inputs[0], n.inputs[1]};
-    L.kind = op == "Mul" ? EltLayer::Kind::kMul : EltLayer::Kind::kAdd;
+    L.kind = op == "Mul" ? EltLayer::Kind::kMul : op == "Div" ? EltLayer::Kind::kDiv : EltLayer::Kind::kAdd;
     L.b_sign = op == "Sub" ? -1.0f : 1.0f;
     if (a == b) return L;
     if (a.size() == 4 && b.size() == 4 && b[0] == a[0] && b[1] == a[1] && b[2] == 1 && b[3] == 1) {
       L.broadcast_channels = true;
+      return L;
+    }
+    // b is one row repeated along a's last dim (dense layouts: a is not 4-D NHWC).
+    if (a.size() != 4 && b.size() != 4 && b.size() <= a.size() && b.back() == a.back() &&
+        std::all_of(b.begin(), b.end() - 1, [](int64_t d) { return d == 1; })) {
+      L.broadcast_last = true;
       return L;
     }
     return std::nullopt;
@@ -269,14 +548,100 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
     const bool in4 = in.size() == 4, out4 = out.size() == 4;
     L.kind = EltLayer::Kind::kView;
     if (in4 || out4) {
-      // Only the [N,C,1,1] <-> [N,C] family keeps the bytes (checked against N later).
       const auto& four = in4 ? in : out;
       const auto& other = in4 ? out : in;
-      if ((in4 && out4) || four[2] != 1 || four[3] != 1 || other.size() != 2 || other[0] != four[0] ||
-          other[1] != four[1])
-        return std::nullopt;
-      if (four[1] % array_dim != 0) L.kind = EltLayer::Kind::kRepack;  // padded lanes: copy the rows
+      if (!(in4 && out4) && four[2] == 1 && four[3] == 1 && other.size() == 2 && other[0] == four[0] &&
+          other[1] == four[1]) {
+        // The [N,C,1,1] <-> [N,C] family keeps the bytes when C is a multiple of the array dim,
+        // else its rows are copied (padded lanes).
+        if (four[1] % array_dim != 0) L.kind = EltLayer::Kind::kRepack;
+        return L;
+      }
+      if (in4 && out4) return std::nullopt;  // NHWC to NHWC is no affine walk of either side
+      // A 4-D graph input of this node alone, or a 4-D graph output nobody reads, can be
+      // stored dense instead of NHWC: then the reshape is free again.
+      if (in4 && sole_graph_input(g, n.inputs[0], ni)) {
+        L.dense_4d = n.inputs[0];
+        return L;
+      }
+      if (out4 && is_graph_output(g, n.outputs[0]) && consumers(g, n.outputs[0]).empty()) {
+        L.dense_4d = n.outputs[0];
+        return L;
+      }
+      L.kind = EltLayer::Kind::kReshapeCopy;  // NHWC <-> dense by the DMA
     }
+    return L;
+  } else if (op == "Resize") {
+    // Nearest only, H and W only, every operand but X constant (a specialised input counts).
+    auto mode = n.attrs.find("mode");
+    auto coord = n.attrs.find("coordinate_transformation_mode");
+    if ((mode != n.attrs.end() && mode->second.s != "nearest") || n.attrs.count("axes") ||
+        (coord != n.attrs.end() && coord->second.s == "tf_crop_and_resize"))
+      return std::nullopt;
+    const auto& in = g.value(n.inputs[0]).shape;
+    const auto& out = g.value(n.outputs[0]).shape;
+    if (in.size() != 4 || out.size() != 4 || in[0] != out[0] || in[1] != out[1] || in[2] * in[3] > (1 << 24) ||
+        in[3] > 4096 || out[2] <= 0 || out[3] <= 0)
+      return std::nullopt;
+    // The host kernel itself says which input pixel each output pixel takes: it resizes one
+    // [1,1,H,W] plane of pixel indices (exact in float), with the N and C entries of
+    // scales/sizes set to 1. So the NPU gathers exactly what the host would compute.
+    Tensor plane = Tensor::zeros(DType::kF32, {1, 1, in[2], in[3]});
+    for (int64_t i = 0; i < in[2] * in[3]; ++i) plane.as<float>()[static_cast<size_t>(i)] = static_cast<float>(i);
+    std::vector<Tensor> operands;
+    operands.reserve(n.inputs.size());
+    std::vector<const Tensor*> args = {&plane};
+    for (size_t k = 1; k < n.inputs.size(); ++k) {
+      if (n.inputs[k] < 0) {
+        args.push_back(nullptr);
+        continue;
+      }
+      if (!g.is_constant(n.inputs[k])) return std::nullopt;
+      Tensor t = *g.value(n.inputs[k]).constant;
+      if ((k == 2 || k == 3) && t.element_count() == 4) {  // scales / sizes: N and C stay
+        if (t.dtype == DType::kF32) t.as<float>()[0] = t.as<float>()[1] = 1.0f;
+        else if (t.dtype == DType::kI64) t.as<int64_t>()[0] = t.as<int64_t>()[1] = 1;
+        else return std::nullopt;
+      }
+      operands.push_back(std::move(t));
+      args.push_back(&operands.back());
+    }
+    auto gathered = run_host_op("Resize", n.name, g.opset, n.attrs, args);
+    if (!gathered.is_ok() || gathered->empty() ||
+        (*gathered)[0].shape != std::vector<int64_t>{1, 1, out[2], out[3]})
+      return std::nullopt;
+    const auto idx = (*gathered)[0].as<float>();
+    for (int64_t oy = 0; oy < out[2]; ++oy) L.src_rows.push_back(static_cast<int64_t>(idx[static_cast<size_t>(oy * out[3])]) / in[3]);
+    for (int64_t ox = 0; ox < out[3]; ++ox) L.src_cols.push_back(static_cast<int64_t>(idx[static_cast<size_t>(ox)]) % in[3]);
+    for (int64_t oy = 0; oy < out[2]; ++oy)  // nearest is separable; check it anyway
+      for (int64_t ox = 0; ox < out[3]; ++ox)
+        if (static_cast<int64_t>(idx[static_cast<size_t>(oy * out[3] + ox)]) !=
+            L.src_rows[static_cast<size_t>(oy)] * in[3] + L.src_cols[static_cast<size_t>(ox)])
+          return std::nullopt;
+    L.kind = EltLayer::Kind::kResize;
+    return L;
+  } else if (op == "Transpose") {
+    const auto& in = g.value(n.inputs[0]).shape;
+    std::vector<int64_t> perm = ints_attr(n, "perm", {});
+    if (perm.empty())
+      for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (perm.size() != in.size() || in.empty()) return std::nullopt;
+    L.kind = EltLayer::Kind::kTranspose;
+    L.perm = perm;
+    return L;
+  } else if (op == "Concat") {
+    const auto& out = g.value(n.outputs[0]).shape;
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(out.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(out.size())) return std::nullopt;
+    L.inputs.clear();
+    for (int v : n.inputs) {
+      // Constant pieces would need their own quantised copy in the weights: host for now.
+      if (v < 0 || g.is_constant(v) || g.value(v).shape.size() != out.size()) return std::nullopt;
+      L.inputs.push_back(v);
+    }
+    L.kind = EltLayer::Kind::kConcat;
+    L.axis = axis;
     return L;
   } else if (op == "GlobalAveragePool") {
     if (g.value(n.inputs[0]).shape.size() != 4) return std::nullopt;
@@ -287,24 +652,63 @@ std::optional<EltLayer> match_elementwise(const Graph& g, const Node& n, uint32_
     L.kw = sh[3];
     return L;
   } else if (op == "MaxPool" || op == "AveragePool") {
-    if (g.value(n.inputs[0]).shape.size() != 4 || n.outputs.size() != 1) return std::nullopt;
+    // 2-D pools of NHWC values and 1-D pools of dense [N, C, L] values; pads, SAME/VALID
+    // auto_pad and ceil_mode (the output shape says which windows exist).
+    const auto& x = g.value(n.inputs[0]).shape;
+    const auto& y = g.value(n.outputs[0]).shape;
+    if ((x.size() != 4 && x.size() != 3) || y.size() != x.size() || n.outputs.size() != 1) return std::nullopt;
+    const size_t rank = x.size() - 2;
     const auto k = ints_attr(n, "kernel_shape", {});
-    const auto st = ints_attr(n, "strides", {1, 1});
-    const auto pads = ints_attr(n, "pads", {0, 0, 0, 0});
+    const auto st = ints_attr(n, "strides", std::vector<int64_t>(rank, 1));
+    auto pads = ints_attr(n, "pads", std::vector<int64_t>(2 * rank, 0));
+    if (k.size() != rank || st.size() != rank || pads.size() != 2 * rank) return std::nullopt;
+    const auto dil = ints_attr(n, "dilations", std::vector<int64_t>(rank, 1));
+    if (dil.size() != rank) return std::nullopt;
+    for (int64_t d : dil)  // AveragePool has dilations only from opset 19
+      if (d < 1 || d > 255 || (d != 1 && op != "MaxPool")) return std::nullopt;
     auto ap = n.attrs.find("auto_pad");
-    if (k.size() != 2 || st.size() != 2 || n.attr_int("ceil_mode", 0) != 0 ||
-        (ap != n.attrs.end() && ap->second.s != "NOTSET" && !ap->second.s.empty()))
-      return std::nullopt;
-    for (int64_t p : pads)
-      if (p != 0) return std::nullopt;  // padded pooling stays on the host (pad semantics differ)
-    for (int64_t d : ints_attr(n, "dilations", {1, 1}))
-      if (d != 1) return std::nullopt;
-    if (k[0] > 255 || k[1] > 255) return std::nullopt;
+    const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t in = x[2 + d], out = y[2 + d];
+      if (k[d] < 1 || k[d] > 255 || st[d] < 1 || out < 1) return std::nullopt;
+      if (auto_pad == "VALID") {
+        pads[d] = pads[d + rank] = 0;
+      } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        const int64_t total = std::max<int64_t>(0, (out - 1) * st[d] + (k[d] - 1) * dil[d] + 1 - in);
+        pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[d + rank] = total - pads[d];
+      } else if (auto_pad != "NOTSET") {
+        return std::nullopt;
+      }
+      // Every window must hold an input pixel (ceil_mode may not start one in the padding).
+      for (int64_t o = 0; o < out; ++o) {
+        const int64_t start = o * st[d] - pads[d];
+        const int64_t lo = start < 0 ? (-start + dil[d] - 1) / dil[d] : 0;
+        if (lo >= k[d] || start + lo * dil[d] >= in) return std::nullopt;
+      }
+    }
+    if (x.size() == 4 ? x[2] * x[3] + y[2] * y[3] > (1 << 13) : x[1] * x[2] + y[1] * y[2] > (1 << 13))
+      return std::nullopt;  // one plane and its output must fit the ACT scratchpad (N = 32: 8192 rows)
     L.kind = op == "MaxPool" ? EltLayer::Kind::kMaxPool : EltLayer::Kind::kAvgPool;
-    L.kh = k[0];
-    L.kw = k[1];
-    L.sh = st[0];
-    L.sw = st[1];
+    L.count_include_pad = op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0;
+    if (rank == 2) {
+      L.kh = k[0];
+      L.kw = k[1];
+      L.sh = st[0];
+      L.sw = st[1];
+      L.pad_t = pads[0];
+      L.pad_l = pads[1];
+      L.pad_b = pads[2];
+      L.pad_r = pads[3];
+      L.dh = dil[0];
+      L.dw = dil[1];
+    } else {
+      L.kw = k[0];
+      L.sw = st[0];
+      L.pad_l = pads[0];
+      L.pad_r = pads[1];
+      L.dw = dil[0];
+    }
     return L;
   } else {
     return std::nullopt;
@@ -319,15 +723,26 @@ int npu_layer_output(const NpuLayer& layer) {
 }
 std::vector<int> npu_layer_inputs(const NpuLayer& layer) {
   if (const auto* e = std::get_if<EltLayer>(&layer)) return e->inputs;
-  if (const auto* f = std::get_if<FcLayer>(&layer)) return {f->input};
-  return {std::get<ConvLayer>(layer).input};
+  std::vector<int> in;
+  if (const auto* f = std::get_if<FcLayer>(&layer)) {
+    in = {f->input};
+    if (f->weight_input >= 0) in.push_back(f->weight_input);
+    if (f->bias_input >= 0) in.push_back(f->bias_input);
+    return in;
+  }
+  const auto& c = std::get<ConvLayer>(layer);
+  in = {c.input};
+  if (c.weight_input >= 0) in.push_back(c.weight_input);
+  if (c.bias_input >= 0) in.push_back(c.bias_input);
+  return in;
 }
 std::string npu_layer_name(const NpuLayer& layer) {
   return std::visit([](const auto& l) { return l.name; }, layer);
 }
 std::string npu_layer_op(const NpuLayer& layer) {
   if (const auto* f = std::get_if<FcLayer>(&layer)) return f->op;
-  if (const auto* c = std::get_if<ConvLayer>(&layer)) return c->depthwise ? "DepthwiseConv" : "Conv";
+  if (const auto* c = std::get_if<ConvLayer>(&layer))
+    return c->transposed ? "ConvTranspose" : c->depthwise ? "DepthwiseConv" : "Conv";
   return std::get<EltLayer>(layer).op;
 }
 
@@ -336,12 +751,18 @@ std::string npu_layer_op(const NpuLayer& layer) {
 // a job, and shape arithmetic on them must stay exact).
 bool all_float(const Graph& g, const NpuLayer& layer) {
   auto ok = [&](int v) { return v >= 0 && g.value(v).dtype == DType::kF32 && !g.value(v).shape.empty(); };
-  for (int v : npu_layer_inputs(layer))
-    if (!ok(v)) return false;
+  const auto* e = std::get_if<EltLayer>(&layer);
+  for (int v : npu_layer_inputs(layer)) {
+    // Clip's run-time bounds and a Gemm's one-element bias are float scalars on purpose.
+    const auto* f = std::get_if<FcLayer>(&layer);
+    const bool scalar_bound = (e && e->kind == EltLayer::Kind::kClip && (v == e->lo_input || v == e->hi_input)) ||
+                              (f && f->bias_scalar && v == f->bias_input);
+    if (!(scalar_bound ? v >= 0 && g.value(v).dtype == DType::kF32 : ok(v))) return false;
+  }
   return ok(npu_layer_output(layer));
 }
 
-std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
+std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const ValueRanges* ranges) {
   std::vector<PartitionStep> steps;
   std::set<size_t> used;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
@@ -350,7 +771,8 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim) {
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
-    else if (auto elt = match_elementwise(g, g.nodes[ni], array_dim)) layer = std::move(*elt);
+    else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
+    else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);
     if (layer && !all_float(g, *layer)) {
       // A fused match consumed following nodes; they must stay as host steps.
       used = used_before;

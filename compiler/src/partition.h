@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
+#include <optional>
 #include <variant>
 #include <string>
 #include <vector>
@@ -25,6 +27,18 @@ struct FcLayer {
   std::vector<float> weight_scales;
   bool relu = false;
   std::vector<std::string> fused;  // nodes folded into this layer
+  // Dynamic operands: graph values quantised at run time instead of constants. A dynamic B
+  // is symmetric per-tensor int8 (x is then symmetric too, so no zero-point correction needs
+  // the unknown weights), walked with its output-channel index contiguous so that a LOAD
+  // row of the WGT scratchpad is a DRAM row (the compiler picks such layouts for graph
+  // inputs: a transposed operand is stored transposed by the runtime's input binding).
+  int weight_input = -1;           // B; `weights` is then empty
+  bool weight_transposed = false;  // B is [N, K] (Gemm transB)
+  bool input_transposed = false;   // A is [K, M] (Gemm transA)
+  int bias_input = -1;             // Gemm C: [N], [1, N] or [M, N], int32 in accumulator units,
+  bool bias_scalar = false;        // or one element ([] or [1]): int8, spread by a GEMM (lower.h)
+  float alpha = 1.0f, beta = 1.0f; // dynamic B: alpha joins the requantisation, beta the bias scale
+  int64_t batches = 1;             // batched MatMul: x [..., M, K] · B [..., K, N], same batch dims
 };
 
 // A 2-D convolution on NHWC activations (channels padded to the array dim): regular
@@ -39,6 +53,14 @@ struct ConvLayer {
   bool depthwise = false;
   std::vector<float> weights;  // [Cout][C or 1][KH][KW]
   std::vector<float> bias;     // [Cout]
+  int weight_input = -1;       // dynamic W (graph value, symmetric per-tensor int8, stored
+                               // [KH][KW][C][Cout]); `weights` is then empty
+  // ConvTranspose: weights are [C][Cout][KH][KW]; pad_t/pad_l are the begin pads the output
+  // is cropped by (OH/OW say the rest); the input is always symmetric.
+  bool transposed = false;
+  int64_t dil_h = 1, dil_w = 1;  // ConvTranspose only
+  bool one_d = false;            // ConvTranspose of [N,C,L] values (H = 1, stored channels-last)
+  int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   std::vector<std::string> fused;
@@ -50,8 +72,16 @@ struct EltLayer {
   // input: no instructions, the output aliases the input.
   // kRepack: the same reshapes between [N,C,1,1] (channels padded to the array dim) and dense
   // [N,C] when C is not a multiple of it: the rows are copied (LOAD, STORE of C lanes).
-  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView,
-                    kRepack };
+  // kTranspose/kConcat: data movement only (DMA copies through the ACT scratchpad, see
+  // lower_copy); the output keeps the input's quantisation.
+  // kReshapeCopy: any other reshape between a 4-D NHWC value and a dense one (a strided copy).
+  // kResize: nearest-neighbour Resize of the H and W axes of an NHWC value (pixel gathers).
+  // kPRelu: x with a slope tensor (dynamic, or constant per channel / along the last axis);
+  // a scalar constant slope is a kLut.
+  // kClip: Clip with a bound fed at run time (see lo_input).
+  // kDiv: x / y for a run-time y of one sign: a reciprocal table, then VEC MUL.
+  enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kRepack, kTranspose, kConcat,
+                    kReshapeCopy, kResize, kPRelu, kClip, kDiv };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)
@@ -59,7 +89,25 @@ struct EltLayer {
   std::function<float(float)> fn;  // kLut: the real-valued function the table samples
   float b_sign = 1.0f;             // kAdd: -1 for Sub
   bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools
+  bool broadcast_last = false;     // kMul/kAdd/kPRelu: dense a [..., L] against b [L] (or [1, .., L])
+  bool b_per_image = true;         // broadcast_channels: b has one row block per image (else one for all)
+  std::vector<float> const_b;      // kPRelu: constant slopes (per channel, or one row along the last axis)
+  // kClip with a bound fed at run time (a rank-0 graph input, quantised like x): inputs are
+  // {x, then the dynamic bounds}; constant bounds stay clamp immediates.
+  int lo_input = -1, hi_input = -1;
+  float clip_lo = -INFINITY, clip_hi = INFINITY;
+  float divisor_lo = 1.0f, divisor_hi = 1.0f;  // kDiv: y's calibrated range (one sign)
+  // kPRelu: calibrated ranges of x and of a run-time slope (when partition had ranges); the
+  // intermediates are quantised over them instead of over everything the int8 codes reach.
+  std::optional<std::pair<float, float>> x_range, b_range;
+  std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
+  int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
+  int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
+  std::vector<int64_t> src_rows, src_cols;  // kResize: input row of each output row, column of each column
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // pools (a 1-D pool has kh = sh = 1)
+  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;  // pools: never materialised (see lower_elt_layer)
+  bool count_include_pad = false;          // AveragePool
+  int64_t dh = 1, dw = 1;                  // MaxPool dilations
 };
 
 using NpuLayer = std::variant<FcLayer, ConvLayer, EltLayer>;
@@ -79,6 +127,9 @@ struct PartitionStep {
 // Splits the graph into steps. Nodes the NPU cannot take become host steps; the caller
 // reports them. Constant-producing nodes (Constant) are folded by the frontend, never steps.
 // `array_dim` decides which reshapes are free views of the NHWC layout.
-std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim);
+// `ranges` (the calibrated [min, max] of values, optional) lets Div by a run-time tensor onto
+// the NPU when its divisor keeps one sign, and gives PRelu's intermediates their ranges.
+using ValueRanges = std::map<int, std::pair<float, float>>;
+std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const ValueRanges* ranges = nullptr);
 
 }  // namespace npu::compiler

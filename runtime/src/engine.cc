@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <cstdio>
 #include <optional>
 
 #include "npu/runtime/host_ops.h"
@@ -196,6 +197,20 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
                           " input(s) (" + want + "), got " + std::to_string(inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) NPU_RETURN_IF_ERROR(check_input(inputs[i], infos[i], i));
+  for (const auto& [i, value] : model_->specialized_inputs())
+    if (inputs[i].data != value.data) {
+      const Tensor want = to_float(value);
+      std::string text;
+      for (float v : want.as<float>()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+        text += (text.empty() ? "" : ", ") + std::string(buf);
+      }
+      return make_error(StatusCode::kInvalidArgument,
+                        "input " + std::to_string(i) + " ('" + infos[i].name + "') must be [" + text +
+                            "]: the model was compiled for that value of this shape operand; recompile it "
+                            "with npu-compile and calibration samples holding the new value");
+    }
 
   // The device with the most free activation buffers; ties rotate.
   size_t pick = round_robin_.fetch_add(1) % backends_.size();

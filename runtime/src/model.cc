@@ -135,6 +135,14 @@ Result<std::shared_ptr<const Model>> Model::from_image(
       }
     }
   }
+  if (m.specialized_inputs()) {
+    for (const image::SpecializedInput* si : *m.specialized_inputs()) {
+      const TensorInfo& info = model->inputs_[si->input()];  // verified index and size
+      Tensor t = Tensor::zeros(info.dtype, info.shape);
+      std::memcpy(t.data.data(), si->data()->data(), std::min<size_t>(t.data.size(), si->data()->size()));
+      model->specialized_.emplace_back(si->input(), std::move(t));
+    }
+  }
   for (const image::Step* step : *m.steps()) {
     if (const auto* npu = step->segment_as_NpuSegment()) {
       ++model->npu_steps_;

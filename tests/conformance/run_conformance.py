@@ -9,6 +9,14 @@ fails only on unexpected results:
 An "unsupported" result (an operator, dtype or attribute that neither the NPU nor the host
 fallback supports) is counted and grouped by reason, never a failure.
 
+With --npu-set OPS_FILE it also reports on the NPU operator set: the tests whose graph is
+exactly one node of a listed operator (op types read from model.onnx with the onnx package,
+not guessed from the test name) are counted as "pass with zero host ops", "pass with host ops"
+or "fail" (failed, unsupported or crashed). Every such test that does not pass with zero host
+ops must be listed, with its reason, in the --npu-set-fallback file; an unlisted one, or a
+listed one that now runs entirely on the NPU, is an unexpected result.
+--write-npu-set-fallback FILE writes the current list (known reasons kept, new ones TODO).
+
 Exit status: 0 ok, 1 unexpected results, 77 skipped (no test data; ctest SKIP_RETURN_CODE).
 """
 import argparse
@@ -37,6 +45,40 @@ def read_expected(path):
             name, _, reason = line.partition(" ")
             expected[name] = reason.strip()
     return expected
+
+
+def read_op_set(path):
+    """Operator names, one per line ('#' starts a comment)."""
+    ops = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                ops.add(line)
+    return ops
+
+
+def single_npu_set_op(model_path, op_set):
+    """The op type when the model's graph is exactly one default-domain node of op_set."""
+    try:
+        import onnx  # only needed for the NPU-set report
+    except ImportError as e:
+        raise SystemExit(f"--npu-set needs the onnx Python package (Debian: python3-onnx): {e}")
+    model = onnx.load(model_path, load_external_data=False)
+    nodes = model.graph.node
+    if len(nodes) != 1 or nodes[0].domain not in ("", "ai.onnx") or nodes[0].op_type not in op_set:
+        return None
+    return nodes[0].op_type
+
+
+def npu_set_class(report):
+    """'npu' (pass, zero host ops), 'host' (pass with host ops) or 'fail'."""
+    if report.get("result") != "pass":
+        return "fail"
+    placement = report.get("placement", {})
+    if report.get("path") == "npu" and placement.get("host_ops", 1) == 0:
+        return "npu"
+    return "host"
 
 
 def run_one(npu_run, test_dir, device, timeout):
@@ -73,6 +115,55 @@ def reason_key(message):
     return re.sub(r"'[^']*'|/\S+", "...", message)[:100]
 
 
+def npu_set_report(args, tests, results):
+    """Prints the NPU-set counts; returns the unexpected results."""
+    op_set = read_op_set(args.npu_set)
+    fallback = read_expected(args.npu_set_fallback)
+    classes = {}
+    for t in tests:
+        op = single_npu_set_op(os.path.join(args.data, t, "model.onnx"), op_set)
+        if op:
+            classes[t] = (op, npu_set_class(results[t][0]))
+    counts = collections.Counter(c for _, c in classes.values())
+    print(f"NPU-set node tests (one node of {len(op_set)} NPU-set operators): {len(classes)}")
+    print(f"  pass with zero host ops  {counts['npu']}")
+    print(f"  pass with host ops       {counts['host']}")
+    print(f"  fail                     {counts['fail']}")
+    per_op = collections.defaultdict(collections.Counter)
+    for op, c in classes.values():
+        per_op[op][c] += 1
+    print("  by operator (npu/host/fail): " +
+          ", ".join(f"{op} {c['npu']}/{c['host']}/{c['fail']}" for op, c in sorted(per_op.items())))
+    unexpected = []
+    for t, (op, c) in sorted(classes.items()):
+        report = results[t][0]
+        if args.verbose and c != "npu":
+            print(f"  npu-set {c:4s} {t}: {report.get('placement', {})} {report.get('message', '')}")
+        if c != "npu" and t not in fallback:
+            what = "uses host ops" if c == "host" else "does not pass"
+            unexpected.append(f"NPU-SET {t}: {what} ({report.get('placement', {})}, "
+                              f"{report.get('message', '') or report.get('result')}); make it run on the NPU "
+                              f"or list it with the reason in {args.npu_set_fallback}")
+        elif c == "npu" and t in fallback:
+            unexpected.append(f"NPU-SET {t}: now passes with zero host ops; remove it from {args.npu_set_fallback}")
+    if not args.filter:
+        for t in sorted(set(fallback) - set(classes)):
+            unexpected.append(f"NPU-SET {t}: listed in {args.npu_set_fallback} but is not a single-operator "
+                              f"NPU-set test here; remove it")
+    if args.write_npu_set_fallback:
+        with open(args.write_npu_set_fallback, "w", encoding="utf-8") as f:
+            f.write("# NPU-set ONNX node tests (one node of an operator in npu_set_ops.txt) that do not pass\n")
+            f.write("# with zero host operators, with the reason. Format: test_name  reason.\n")
+            f.write("# run_conformance.py --npu-set fails on an unlisted test that uses host ops (or fails) and\n")
+            f.write("# on a listed test that now runs entirely on the NPU (remove it then).\n")
+            for t, (op, c) in sorted(classes.items()):
+                if c != "npu":
+                    reason = fallback.get(t) or f"TODO ({c}): {results[t][0].get('message', '')}"
+                    f.write(f"{t}  {reason}\n")
+        print(f"wrote {args.write_npu_set_fallback}")
+    return unexpected
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--npu-run", required=True, help="the npu-run binary")
@@ -83,6 +174,11 @@ def main():
     ap.add_argument("--filter", default="", help="regular expression on test names")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
     ap.add_argument("--verbose", action="store_true", help="print every test's result")
+    ap.add_argument("--npu-set", metavar="OPS_FILE", help="NPU operator set: report its single-operator tests")
+    ap.add_argument("--npu-set-fallback", metavar="FILE",
+                    help="NPU-set tests allowed not to pass with zero host ops, with the reason")
+    ap.add_argument("--write-npu-set-fallback", metavar="FILE",
+                    help="write the NPU-set tests that do not pass with zero host ops (keeps known reasons)")
     ap.add_argument("--write-expected", metavar="FILE",
                     help="write the current failures as an expected-failures file (keeps known reasons)")
     args = ap.parse_args()
@@ -158,6 +254,8 @@ def main():
                     reason = expected.get(t) or report.get("message", "")
                     f.write(f"{t}  {reason}\n")
         print(f"wrote {args.write_expected}")
+    if args.npu_set:
+        unexpected += npu_set_report(args, tests, results)
     if unexpected:
         print(f"{len(unexpected)} unexpected result(s):")
         for u in unexpected:

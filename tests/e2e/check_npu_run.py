@@ -4,7 +4,9 @@
 check_npu_run.py NPU_RUN MODEL.onnx WORKDIR [--rtl]
 
 Runs npu-run on MODEL.onnx (compiled on the fly) with --device sim and checks the output
-against a numpy evaluation of the same ONNX graph (SQNR >= 30 dB). With --rtl it also runs
+against a numpy evaluation of the same ONNX graph (SQNR >= 30 dB). Every graph input gets
+normal(0, 1) data (seed 7), weights fed as inputs included; scalar inputs (Clip bounds) -1
+and 1.5. With --rtl it also runs
 --device rtl and requires outputs bit-identical to sim. Prints both sides on failure.
 """
 import json
@@ -41,10 +43,50 @@ def conv2d(x, w, b, attrs):
     return y
 
 
-def numpy_reference(model_path, x):
+def conv_transpose2d(x, w, b, attrs):
+    """NCHW (or NCL) ConvTranspose, group 1, explicit pads and output_padding, in float64."""
+    if x.ndim == 3:  # 1-D: the 2-D one with H = 1
+        a = dict(attrs)
+        a["strides"] = [1] + list(attrs.get("strides", [1]))
+        p = list(attrs.get("pads", [0, 0]))
+        a["pads"] = [0, p[0], 0, p[1]]
+        a["output_padding"] = [0] + list(attrs.get("output_padding", [0]))
+        return conv_transpose2d(x[:, :, None, :], w[:, :, None, :], b, a)[:, :, 0, :]
+    sh, sw = attrs.get("strides", [1, 1])
+    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+    oph, opw = attrs.get("output_padding", [0, 0])
+    n, c, h, wd = x.shape
+    _, co, kh, kw = w.shape
+    full = np.zeros((n, co, (h - 1) * sh + kh + oph, (wd - 1) * sw + kw + opw))
+    for ky in range(kh):
+        for kx in range(kw):
+            full[:, :, ky:ky + sh * h:sh, kx:kx + sw * wd:sw] += np.einsum("nchw,co->nohw", x, w[:, :, ky, kx])
+    y = full[:, :, pt:full.shape[2] - pb, pl:full.shape[3] - pr]
+    return y + (b.reshape(1, -1, 1, 1) if b is not None else 0)
+
+
+def pool2d(x, attrs, kind):
+    """MaxPool / AveragePool (count_include_pad 0) with explicit pads and dilations, no ceil_mode."""
+    kh, kw = attrs["kernel_shape"]
+    sh, sw = attrs.get("strides", [1, 1])
+    dh, dw = attrs.get("dilations", [1, 1])
+    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+    n, c, h, wd = x.shape
+    oh, ow = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1, (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    y = np.zeros((n, c, oh, ow))
+    for oy in range(oh):
+        for ox in range(ow):
+            ys = [oy * sh - pt + k * dh for k in range(kh)]
+            xs = [ox * sw - pl + k * dw for k in range(kw)]
+            win = x[:, :, [v for v in ys if 0 <= v < h]][:, :, :, [v for v in xs if 0 <= v < wd]]
+            y[:, :, oy, ox] = win.max(axis=(2, 3)) if kind == "max" else win.mean(axis=(2, 3))
+    return y
+
+
+def numpy_reference(model_path, inputs):
     model = onnx.load(model_path)
     env = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in model.graph.initializer}
-    env[model.graph.input[0].name] = x
+    env.update(inputs)
     for node in model.graph.node:
         ins = [env[n] for n in node.input if n]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -56,6 +98,25 @@ def numpy_reference(model_path, x):
             if len(ins) > 2: y = y + attrs.get("beta", 1.0) * ins[2]
         elif node.op_type == "MatMul":
             y = ins[0] @ ins[1]
+        elif node.op_type == "ConvTranspose":
+            y = conv_transpose2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
+        elif node.op_type in ("MaxPool", "AveragePool"):
+            y = pool2d(ins[0], attrs, "max" if node.op_type == "MaxPool" else "avg")
+        elif node.op_type == "Resize":  # nearest, integer scales, asymmetric-equivalent
+            s = [int(v) for v in ins[-1]]
+            y = ins[0].repeat(s[2], axis=2).repeat(s[3], axis=3)
+        elif node.op_type == "Sigmoid":
+            y = 1 / (1 + np.exp(-ins[0]))
+        elif node.op_type == "Div":
+            y = ins[0] / ins[1]
+        elif node.op_type == "PRelu":
+            y = np.where(ins[0] >= 0, ins[0], ins[0] * ins[1])
+        elif node.op_type == "Flatten":
+            y = ins[0].reshape(ins[0].shape[0], -1)
+        elif node.op_type == "Transpose":
+            y = np.transpose(ins[0], attrs.get("perm"))
+        elif node.op_type == "Concat":
+            y = np.concatenate(ins, axis=attrs["axis"])
         elif node.op_type == "Add":
             y = ins[0] + ins[1]
         elif node.op_type == "Relu":
@@ -70,8 +131,10 @@ def numpy_reference(model_path, x):
     return env[model.graph.output[0].name]
 
 
-def run(npu_run, model, device, inp, out_dir):
-    cmd = [npu_run, model, "--device", device, "--input", inp, "--output-dir", out_dir, "--json"]
+def run(npu_run, model, device, inputs, out_dir):
+    cmd = [npu_run, model, "--device", device, "--output-dir", out_dir, "--json"]
+    for inp in inputs:
+        cmd += ["--input", inp]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -87,11 +150,18 @@ def main():
     with_rtl = "--rtl" in sys.argv
     os.makedirs(work, exist_ok=True)
     rng = np.random.default_rng(7)
-    dims = [d.dim_value for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim]
-    x = rng.normal(0, 1, dims).astype(np.float32)
-    inp = os.path.join(work, "input_0.npy")
-    np.save(inp, x)
-    ref = numpy_reference(model, x)
+    # Every graph input (weights fed as inputs too) gets normal(0, 1) data; scalars are Clip
+    # bounds and get -1, then 1.5 (random bounds may leave x's int8 grid only a few codes
+    # inside [lo, hi], which no int8 pipeline resolves to 30 dB).
+    graph = onnx.load(model).graph
+    initializers = {i.name for i in graph.initializer}
+    values, inp, scalars = {}, [], [-1.0, 1.5]
+    for k, gi in enumerate(i for i in graph.input if i.name not in initializers):
+        dims = [d.dim_value for d in gi.type.tensor_type.shape.dim]
+        values[gi.name] = (np.array(scalars.pop(0)) if not dims else rng.normal(0, 1, dims)).astype(np.float32)
+        inp.append(os.path.join(work, f"input_{k}.npy"))
+        np.save(inp[-1], values[gi.name])
+    ref = numpy_reference(model, values)
     sim, report = run(npu_run, model, "sim", inp, os.path.join(work, "sim"))
     noise = np.sum((ref - sim) ** 2)
     sqnr = 10 * np.log10(np.sum(ref ** 2) / noise) if noise > 0 else float("inf")

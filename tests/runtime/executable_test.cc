@@ -32,6 +32,31 @@ TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
   EXPECT_NE(m.find(device_fp), std::string::npos) << m;
 }
 
+// The verifier stays strict about what this branch added to the image: specialised inputs
+// must name an input and hold exactly its bytes; int32 device views must be 4-byte aligned.
+TEST(ImageVerifier, SpecialisedInputsAndInt32ViewsAreChecked) {
+  auto load = [](const test::ImageOptions& o) { return compiler::ModelImage::from_bytes(test::build_identity_image(o), "t"); };
+  test::ImageOptions ok;
+  ok.specialized_input = 0;
+  EXPECT_TRUE(load(ok).is_ok()) << load(ok).status().to_string();
+  test::ImageOptions unknown = ok;
+  unknown.specialized_input = 1;
+  auto r = load(unknown);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(r.status().message().find("specialised input names an unknown input"), std::string::npos) << r.status().message();
+  test::ImageOptions short_value = ok;
+  short_value.specialized_bytes = 255;
+  r = load(short_value);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("has the wrong size"), std::string::npos) << r.status().message();
+  test::ImageOptions misaligned;
+  misaligned.int32_view_misaligned = true;
+  r = load(misaligned);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("not 4-byte aligned"), std::string::npos) << r.status().message();
+}
+
 TEST(Executable, RefusesAnImageForAnotherArrayDim) {
   auto device = std::make_shared<test::FakeDevice>();
   test::ImageOptions o;

@@ -27,6 +27,9 @@ struct ImageOptions {
   bool host_step = false;        // value maps + a HostSegment "FancyOp" (node "fancy_1")
   int repeat = 1;                // copy the rows this many times (longer jobs)
   bool store_to_weights = false;  // STORE into the (device read-only) weights buffer
+  int specialized_input = -1;     // >= 0: a SpecializedInput naming this input index ...
+  size_t specialized_bytes = 256;  // ... with this many bytes of value (x needs 4·16·4)
+  bool int32_view_misaligned = false;  // the input view as int32 at offset 2 (not 4-byte aligned)
 };
 
 inline void append(std::vector<uint8_t>& cmds, const isa::Words& w) {
@@ -46,8 +49,12 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
   constexpr uint32_t kOut = 256;
 
   auto in_desc = image::CreateTensorDescDirect(fb, "x", image::DType::F32, &shape, "NC");
-  auto in_view = image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 0, &in_strides,
-                                               image::DType::I8, quant());
+  const std::vector<int64_t> i32_strides{64, 4};
+  auto in_view = o.int32_view_misaligned
+                     ? image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 2, &i32_strides,
+                                                     image::DType::I32, quant())
+                     : image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 0, &in_strides,
+                                                     image::DType::I8, quant());
   auto out_desc = image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC");
   auto out_view = image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, kOut,
                                                 &out_strides, image::DType::I8, quant());
@@ -129,11 +136,17 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host.Union()));
   }
   const std::vector<uint8_t> weights{1, 2, 3, 4};
+  std::vector<flatbuffers::Offset<image::SpecializedInput>> specialized;
+  if (o.specialized_input >= 0) {
+    const std::vector<uint8_t> value(o.specialized_bytes, 0);
+    specialized.push_back(image::CreateSpecializedInputDirect(fb, static_cast<uint32_t>(o.specialized_input), &value));
+  }
   auto model = image::CreateModelDirect(
       fb, compiler::kImageSchemaVersion, o.fingerprint, o.array_dim, hw::kIsaVersion,
       "image_builder", "test", &inputs, &outputs, &weights, 512, &steps,
       o.host_step ? &host_values : nullptr, o.host_step ? &input_values : nullptr,
-      o.host_step ? &output_values : nullptr, o.host_step ? &constants : nullptr);
+      o.host_step ? &output_values : nullptr, o.host_step ? &constants : nullptr,
+      o.specialized_input >= 0 ? &specialized : nullptr);
   image::FinishModelBuffer(fb, model);
   return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
 }

@@ -79,6 +79,39 @@ TEST_F(SimTest, GemmReluReachesThirtyDbAgainstTheFloatReference) {
   }
 }
 
+// A shape operand fed as an input is specialised to its calibration value: the Reshape runs
+// on the NPU (a view), and a request with another shape is refused by name, never computed.
+TEST_F(SimTest, ASpecialisedShapeInputAcceptsOnlyItsCompiledValue) {
+  auto shape = [](int64_t a, int64_t b) {
+    Tensor t = Tensor::zeros(DType::kI64, {2});
+    t.as<int64_t>()[0] = a;
+    t.as<int64_t>()[1] = b;
+    return t;
+  };
+  Tensor x = random_input({2, 3, 4}, 5)[0];
+  compiler::CompileOptions co;
+  co.array_dim = runtime_->device(0)->info().array_dim;
+  co.calibration = {{x, shape(6, 4)}};
+  auto bytes = compiler::compile_onnx_file(NPU_TEST_DATA "/reshape_shape_input.onnx", co);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  auto m = Model::from_bytes(std::move(bytes).value(), "reshape_shape_input.onnx");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->host_steps(), 0u);
+  ASSERT_EQ((*m)->specialized_inputs().size(), 1u);
+  auto s = Session::create(runtime_, *m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  const std::vector<Tensor> good = {x, shape(6, 4)}, bad = {x, shape(4, 6)};
+  auto out = (*s)->run(good);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  ASSERT_EQ(out->tensors[0].shape, (std::vector<int64_t>{6, 4}));
+  const double sqnr = sqnr_db(x.as<float>(), out->tensors[0].as<float>());
+  EXPECT_GE(sqnr, 30.0);
+  auto other = (*s)->run(bad);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("('shape') must be [6, 4]"), std::string::npos) << other.status().message();
+}
+
 TEST_F(SimTest, HandBuiltProgramCopiesExactlyThroughRelocationsAndStrides) {
   auto m = Model::from_image(test::identity_image());
   ASSERT_TRUE(m.is_ok());

@@ -77,6 +77,9 @@ class Model final {
   const std::vector<uint32_t>& input_values() const { return input_values_; }
   const std::vector<uint32_t>& output_values() const { return output_values_; }
   const std::vector<std::pair<uint32_t, Tensor>>& constants() const { return constants_; }
+  // Inputs the image was specialised to (input index, the only value it accepts): shape
+  // operands such as Reshape's shape. Session::run rejects any other value.
+  const std::vector<std::pair<size_t, Tensor>>& specialized_inputs() const { return specialized_; }
 
   // Human-readable description (several lines) and the same as one JSON object.
   std::string summary() const;
@@ -90,6 +93,7 @@ class Model final {
   std::vector<TensorInfo> values_;
   std::vector<uint32_t> input_values_, output_values_;
   std::vector<std::pair<uint32_t, Tensor>> constants_;
+  std::vector<std::pair<size_t, Tensor>> specialized_;
   uint64_t macs_ = 0, predicted_cycles_ = 0;
   size_t npu_steps_ = 0, host_steps_ = 0;
 };
