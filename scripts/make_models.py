@@ -13,6 +13,8 @@ cnn_ops.onnx     ConvTranspose (stride 2), padded MaxPool/AveragePool, Resize ne
                  PRelu with per-channel slopes, Flatten of an NHWC value (a DMA copy)
 runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a slope input [40],
                  Div by Sigmoid(slope) (a run-time divisor of one sign)
+qdq_param_inputs.onnx  QuantizeLinear -> DequantizeLinear [2,32] whose scale and zero point are
+                 graph inputs, then Relu
 gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
 deconv1d.onnx    1-D ConvTranspose [1,20,9] -> [1,18,18] (stride 2, pads 1/0, constant W): NHWC with H = 1
 dilated_pool.onnx  MaxPool 3x3, dilations [2,3], pads [1,2,1,2], strides [1,2] on [1,20,11,13]
@@ -249,6 +251,20 @@ def matmul_shared_b():
                              producer_name="npu make_models.py")
 
 
+def qdq_param_inputs():
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "scale", "zero_point"], ["x_q"], name="quantize"),
+         helper.make_node("DequantizeLinear", ["x_q", "scale", "zero_point"], ["x_dq"], name="dequantize"),
+         helper.make_node("Relu", ["x_dq"], ["y"], name="relu")],
+        "qdq_param_inputs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32]),
+         helper.make_tensor_value_info("scale", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("zero_point", TensorProto.INT8, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -267,6 +283,7 @@ def main():
     save(matmul_shared_b(), os.path.join(out, "matmul_shared_b.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
+    save(qdq_param_inputs(), os.path.join(out, "qdq_param_inputs.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

@@ -110,37 +110,58 @@ Status predict_cycles(Segment& seg, const std::vector<uint8_t>& weights, uint64_
   return Status::ok();
 }
 
-// Graph inputs that are shape operands (Reshape's shape, Resize's roi/scales/sizes) fix the
-// shapes the image is compiled for. When every calibration sample holds the same value, the
-// input becomes a constant of the graph (so those operators can be lowered) and the image
-// records the value: the runtime rejects a request with any other. Returns (input index,
-// value) pairs.
-std::vector<std::pair<size_t, Tensor>> specialize_shape_inputs(Graph& g, const std::vector<std::vector<Tensor>>& samples) {
+// A graph input read only at operand slots that `slot_is_parameter(node, slot)` accepts, and
+// holding the same value in every calibration sample, becomes a constant of the graph; the
+// image records the value (SpecializedInput) and the runtime rejects a request with any other
+// by the input's name. Returns (input index, value) pairs.
+template <typename SlotPredicate>
+std::vector<std::pair<size_t, Tensor>> specialize_inputs(Graph& g, const std::vector<std::vector<Tensor>>& samples,
+                                                         SlotPredicate slot_is_parameter) {
   std::vector<std::pair<size_t, Tensor>> out;
   if (samples.empty()) return out;
-  auto shape_operand_only = [&](int v) {
+  auto parameter_only = [&](int v) {
     bool used = false;
     for (const Node& n : g.nodes)
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         if (n.inputs[k] != v) continue;
-        const bool shape_slot = (n.op == "Reshape" && k == 1) || (n.op == "Resize" && k >= 1) ||
-                                (n.op == "Upsample" && k == 1);
-        if (!shape_slot) return false;
+        if (!slot_is_parameter(n, k)) return false;
         used = true;
       }
     return used && std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end();
   };
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const int v = g.inputs[i];
-    if (!shape_operand_only(v)) continue;
+    if (g.is_constant(v) || !parameter_only(v)) continue;
     const bool same = std::all_of(samples.begin(), samples.end(), [&](const std::vector<Tensor>& sample) {
-      return sample[i].dtype == samples[0][i].dtype && sample[i].data == samples[0][i].data;
+      return sample.size() == g.inputs.size() && sample[i].dtype == samples[0][i].dtype &&
+             sample[i].shape == samples[0][i].shape && sample[i].data == samples[0][i].data;
     });
     if (!same) continue;
     g.value(v).constant = samples[0][i];
     out.emplace_back(i, samples[0][i]);
   }
   return out;
+}
+
+// Shape operands (Reshape's shape, Resize's roi/scales/sizes) fix the shapes the image is
+// compiled for.
+bool is_shape_operand(const Node& n, size_t k) {
+  return (n.op == "Reshape" && k == 1) || (n.op == "Resize" && k >= 1) || (n.op == "Upsample" && k == 1);
+}
+
+// Quantisation parameters (scales, zero points) and the integer filters and biases of the
+// quantised convolutions are parameters of the operator: specialised, they become constants
+// before expand_qlinear/fold_qdq, so the operator is lowered with the model's own
+// quantisation. The second operand of an integer matmul is deliberately not among them: a
+// MatMul B fed as an input is a run-time operand (attention's K, V) that a user expects to
+// vary, not a parameter to freeze.
+bool is_quant_parameter(const Node& n, size_t k) {
+  if (n.op == "QuantizeLinear" || n.op == "DequantizeLinear") return k == 1 || k == 2;
+  if (n.op == "QLinearConv") return k >= 1;  // x_scale .. y_zero_point, w (3), B (8)
+  if (n.op == "QLinearMatMul") return k != 0 && k != 3;
+  if (n.op == "ConvInteger") return k >= 1;  // w (1), x_zero_point (2), w_zero_point (3)
+  if (n.op == "MatMulInteger") return k == 2 || k == 3;
+  return false;
 }
 
 }  // namespace
@@ -178,6 +199,15 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     return make_error(StatusCode::kInvalidArgument, "array dim " + std::to_string(N) + " is not one of 8, 16, 32");
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
+  // Calibration samples are read first: quantisation parameters fed as inputs are
+  // specialised to their calibration value before the QDQ passes need them constant.
+  std::vector<std::vector<Tensor>> samples = options.calibration;
+  if (samples.empty() && !options.calibration_dir.empty()) {
+    NPU_ASSIGN_OR_RETURN(samples, read_calibration_dir(options.calibration_dir, g.inputs.size()));
+  }
+  std::vector<std::pair<size_t, Tensor>> specialized = specialize_inputs(g, samples, is_quant_parameter);
+  for (const auto& [i, t] : specialized)
+    say("input '" + g.value(g.inputs[i]).name + "' is a quantisation parameter: compiled for its calibration value only");
   // Before constant folding, which would turn dequantised weights into plain floats.
   int qlinear = 0;
   NPU_RETURN_IF_ERROR(expand_qlinear(g, &qlinear));
@@ -197,10 +227,6 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
 
   // Calibration: the float reference over every sample gives each value's range and shape
   // (and checks that every operator has a host kernel).
-  std::vector<std::vector<Tensor>> samples = options.calibration;
-  if (samples.empty() && !options.calibration_dir.empty()) {
-    NPU_ASSIGN_OR_RETURN(samples, read_calibration_dir(options.calibration_dir, g.inputs.size()));
-  }
   if (samples.empty()) {
     samples = random_samples(g, 8);
     say("warning: no calibration data; calibrating on 8 deterministic N(0,1) samples. Pass --calib DIR for accuracy on real data");
@@ -247,9 +273,10 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
        : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
                                                                               : " (percentile)"));
-  const std::vector<std::pair<size_t, Tensor>> specialized = specialize_shape_inputs(g, samples);
-  for (const auto& [i, t] : specialized)
+  for (const auto& [i, t] : specialize_inputs(g, samples, is_shape_operand)) {
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
+    specialized.emplace_back(i, t);
+  }
 
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape

@@ -2,6 +2,7 @@
 // model and device. With NPU_TEST_DEVICE=rtl the same tests run on the Verilator RTL.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -110,6 +111,49 @@ TEST_F(SimTest, ASpecialisedShapeInputAcceptsOnlyItsCompiledValue) {
   ASSERT_FALSE(other.is_ok());
   EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(other.status().message().find("('shape') must be [6, 4]"), std::string::npos) << other.status().message();
+}
+
+// Quantisation parameters fed as inputs are specialised to their calibration value before
+// the QDQ passes: the QuantizeLinear/DequantizeLinear pair folds into the input's
+// quantisation, everything runs on the NPU, and another scale is refused by name.
+TEST_F(SimTest, SpecialisedQuantisationParameterInputsFoldTheQdqPair) {
+  Tensor scale = Tensor::zeros(DType::kF32, {});
+  scale.as<float>()[0] = 0.03125f;
+  Tensor zero_point = Tensor::zeros(DType::kI8, {});
+  zero_point.as<int8_t>()[0] = -3;
+  Tensor x = random_input({2, 32}, 9)[0];
+  compiler::CompileOptions co;
+  co.array_dim = runtime_->device(0)->info().array_dim;
+  co.calibration = {{x, scale, zero_point}};
+  auto bytes = compiler::compile_onnx_file(NPU_TEST_DATA "/qdq_param_inputs.onnx", co);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  auto m = Model::from_bytes(std::move(bytes).value(), "qdq_param_inputs.onnx");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->host_steps(), 0u);
+  ASSERT_EQ((*m)->specialized_inputs().size(), 2u);
+  auto s = Session::create(runtime_, *m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  const std::vector<Tensor> inputs = {x, scale, zero_point};
+  auto out = (*s)->run(inputs);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  // Relu(DQ(Q(x))) with the specialised scale and zero point, to within half a step of the
+  // output's own calibrated int8 quantisation (range [0, max] over 255 steps).
+  std::vector<float> expected;
+  for (float xi : x.as<float>()) {
+    const float q = std::clamp(std::nearbyint(xi / 0.03125f) - 3.0f, -128.0f, 127.0f);
+    expected.push_back(std::max(0.0f, (q + 3.0f) * 0.03125f));
+  }
+  const float half_step = *std::max_element(expected.begin(), expected.end()) / 255.0f / 2.0f;
+  const auto y = out->tensors[0].template as<float>();
+  ASSERT_EQ(y.size(), expected.size());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], half_step * 1.001f) << "element " << i;
+  Tensor other_scale = scale;
+  other_scale.as<float>()[0] = 0.0625f;
+  const std::vector<Tensor> other_inputs = {x, other_scale, zero_point};
+  auto other = (*s)->run(other_inputs);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("'scale'"), std::string::npos) << other.status().message();
 }
 
 TEST_F(SimTest, HandBuiltProgramCopiesExactlyThroughRelocationsAndStrides) {
