@@ -39,6 +39,10 @@ def main():
     with open(src, "rb") as f:
         cfg = tomllib.load(f)
     isa, arr, mem, dev = cfg["isa"], cfg["array"], cfg["memory"], cfg["device"]
+    depth = dev["engine_queue_depth"]
+    if depth < 2 or depth & (depth - 1):
+        sys.exit(f"{src}: engine_queue_depth = {depth}: must be a power of two >= 2 "
+                 "(the RTL's queue pointers wrap)")
     fps = {d: fnv1a64(canonical(cfg, d)) for d in arr["supported_dims"]}
 
     h = []

@@ -35,8 +35,8 @@ struct DmaRow {
 
 class CycleModel {
 public:
-  // Instructions each engine's queue holds (sim/rtl/npu_top.sv EQ_DEPTH).
-  static constexpr int kEngineQueueDepth = 4;
+  // Instructions each engine's queue holds (npu_hw.toml engine_queue_depth).
+  static constexpr int kEngineQueueDepth = static_cast<int>(hw::kEngineQueueDepth);
 
   explicit CycleModel(const DeviceConfig& config)
       : n_(config.array_dim), latency_(config.dram_latency_cycles) {}
@@ -203,7 +203,11 @@ public:
     int64_t cycles = 0;        // engine cycles (TIMING.md)
   };
   struct Engine {
-    std::array<int64_t, kEngineQueueDepth> starts{-1000, -1000, -1000, -1000};
+    std::array<int64_t, kEngineQueueDepth> starts = [] {
+      std::array<int64_t, kEngineQueueDepth> never;  // no earlier instruction holds a slot
+      never.fill(-1000);
+      return never;
+    }();
     uint64_t count = 0;
     int64_t free = 0;
   };

@@ -86,7 +86,7 @@ module npu_top
   // ACT rows holding the 256-entry VEC LUT table.
   localparam int unsigned LUT_ROWS = 256 / N;
   // Instructions each engine's queue holds between the dispatcher and the engine.
-  localparam int unsigned EQ_DEPTH = 4;
+  localparam int unsigned EQ_DEPTH = ENGINE_QUEUE_DEPTH;
   localparam int unsigned EQW = $clog2(EQ_DEPTH);
   // Read bursts in flight on the memory port (LOAD's queue, one fetch, one STORE PTE read).
   localparam int unsigned TAG_DEPTH = 256;
