@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "npu/sim/device.h"
@@ -39,7 +40,7 @@ public:
   static constexpr int kEngineQueueDepth = static_cast<int>(hw::kEngineQueueDepth);
 
   explicit CycleModel(const DeviceConfig& config)
-      : n_(config.array_dim), latency_(config.dram_latency_cycles) {}
+      : n_(config.array_dim), latency_(config.dram_latency_cycles), memoize_(config.memoize_load_costs) {}
 
   // EXEC starts: every translation cache and the fetch buffer are emptied, the engines and
   // token channels are idle.
@@ -119,8 +120,39 @@ public:
   }
 
   // Engine costs of the current instruction (TIMING.md); they return 0 (see end_job()).
-  uint64_t load(const std::vector<DmaRow>& rows) { return cost(LoadPipe{latency_, &ldq_tlb_}.run(rows)); }
+  // `w` is the LOAD instruction; its cost is remembered for known_load().
+  uint64_t load(const std::vector<DmaRow>& rows, const uint32_t* w) {
+    const LoadKey key = load_key(w, ldq_tlb_);
+    const uint64_t cycles = LoadPipe{latency_, &ldq_tlb_}.run(rows);
+    if (memoize_) {
+      if (load_memo_.size() >= kLoadMemoEntries) load_memo_.clear();
+      load_memo_.insert_or_assign(key, LoadCost{cycles, ldq_tlb_});
+    }
+    return cost(cycles);
+  }
   uint64_t store(const std::vector<DmaRow>& rows) { return cost(store_cycles(rows)); }
+
+  // A complete LOAD's cost depends only on its instruction words (its rows are virtual
+  // addresses and lengths, and a LOAD writes no DRAM) and on LOAD's translation cache when
+  // it starts. So a LOAD seen before with the same cache (every inference of a model repeats
+  // its command stream) needs no rows: known_load(w) finds the remembered cost (nullptr if
+  // none) and charge_load() applies it, leaving the cache as the first run did. The LoadPipe
+  // walk is the predictor's most expensive part. STOREs are not remembered: a STORE into the
+  // page table flushes the caches part way (and their cost is cheap to recompute). At most
+  // kLoadMemoEntries entries, forgotten all at once when full.
+  struct LoadCost {
+    uint64_t cycles;
+    int64_t tlb_after;
+  };
+  const LoadCost* known_load(const uint32_t* w) const {
+    if (!memoize_) return nullptr;
+    const auto it = load_memo_.find(load_key(w, ldq_tlb_));
+    return it == load_memo_.end() ? nullptr : &it->second;
+  }
+  uint64_t charge_load(const LoadCost& known) {
+    ldq_tlb_ = known.tlb_after;
+    return cost(known.cycles);
+  }
 
   // Setup, the first weight tile, R streamed rows, then max(R, N) per further (o, i) block
   // because the next tile loads while the current block streams.
@@ -147,6 +179,25 @@ public:
     ifu_tlb_ = ldq_tlb_ = stq_tlb_ = kEmpty;
     buf_lo_ = buf_hi_ = 0;
     buf_valid_ = false;
+  }
+
+  static constexpr size_t kLoadMemoEntries = size_t{1} << 16;
+  struct LoadKey {
+    std::array<uint32_t, 8> words;
+    int64_t tlb;
+    bool operator==(const LoadKey&) const = default;
+  };
+  struct LoadKeyHash {
+    size_t operator()(const LoadKey& k) const {
+      uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
+      for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  static LoadKey load_key(const uint32_t* w, int64_t tlb) {
+    LoadKey k{{}, tlb};
+    std::copy(w, w + 8, k.words.begin());
+    return k;
   }
 
   uint64_t cost(uint64_t engine_cycles) {
@@ -309,6 +360,8 @@ public:
 
   uint32_t n_;
   uint32_t latency_;
+  bool memoize_;
+  std::unordered_map<LoadKey, LoadCost, LoadKeyHash> load_memo_;
   int64_t ifu_tlb_ = kEmpty, ldq_tlb_ = kEmpty;
   int64_t stq_tlb_ = kEmpty;
   bool buf_valid_ = false;

@@ -520,15 +520,17 @@ class FunctionalDevice final : public Device {
     const size_t sp_row_bytes = static_cast<size_t>(n_) * esize;
     const uint32_t stride = w[5];
     uint64_t bytes = 0;
+    // Rows for the cycle predictor only when it has not costed this very LOAD before.
+    const CycleModel::LoadCost* known = timing_.known_load(w.data());
     dma_rows_.clear();
-    dma_rows_.reserve(rows);
+    if (!known) dma_rows_.reserve(rows);
     // The tiles this LOAD may write lose their packed copies (also when it faults part way).
     if (sp == 1) forget_packed_tiles(w[2] / n_, static_cast<uint32_t>((w[2] + rows - 1) / n_));
     CoalescedCopy copy;
     PageCursor cursor;
     auto pad_rows = [&](std::byte* dst, uint32_t count) {
       copy.add(dst, nullptr, count * sp_row_bytes);
-      dma_rows_.insert(dma_rows_.end(), count, DmaRow{true, 0, 0});
+      if (!known) dma_rows_.insert(dma_rows_.end(), count, DmaRow{true, 0, 0});
     };
     // Scratchpad rows are contiguous: one line of the LOAD is Xp consecutive rows.
     std::byte* line = sp_row_ptr(sp, w[2]);
@@ -555,7 +557,7 @@ class FunctionalDevice final : public Device {
               copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
             }
           }
-          append_line_rows(va0, stride, X, row_bytes);
+          if (!known) append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
         } else {
           for (uint32_t x = 0; x < X; ++x, dst += sp_row_bytes) {
@@ -570,7 +572,7 @@ class FunctionalDevice final : public Device {
             if (c.count == 2) copy.add(dst + c.len[0], dram_.data() + c.phys[1], c.len[1]);
             if (row_bytes < sp_row_bytes) copy.add(dst + row_bytes, nullptr, sp_row_bytes - row_bytes);
             bytes += row_bytes;
-            dma_rows_.push_back(DmaRow{false, va, row_bytes});
+            if (!known) dma_rows_.push_back(DmaRow{false, va, row_bytes});
           }
         }
         pad_rows(line + (pl + X) * sp_row_bytes, pr);
@@ -578,7 +580,7 @@ class FunctionalDevice final : public Device {
     }
     copy.flush();
     count(hw::Counter::kDmaRdBytes, bytes);
-    job_cycles_ += timing_.load(dma_rows_);
+    job_cycles_ += known ? timing_.charge_load(*known) : timing_.load(dma_rows_, w.data());
     return std::nullopt;
   }
 

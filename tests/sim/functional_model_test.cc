@@ -9,6 +9,7 @@
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
+#include "npu/sim/program_generator.h"
 
 namespace npu::sim {
 namespace {
@@ -325,6 +326,51 @@ TEST_F(VecModes, UnusedFieldsMustBeZero) {
   EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
   isa::Words lut_window = vec_words(1, 0, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0);  // LUT with a window
   EXPECT_EQ(run({lut_window}).error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
+}
+
+// The predictor remembers the cost of every LOAD it has costed (cycle_model.h: same words,
+// same translation cache). That must change no prediction: random programs, each run three
+// times and all sharing one device (so LOADs meet remembered costs of their own earlier runs
+// and of other programs, with other cache states), predict exactly the cycles of a device that
+// costs every LOAD from its rows.
+TEST(LoadCostMemo, ChangesNoPrediction) {
+  for (uint32_t dim : hw::kSupportedArrayDims) {
+    DeviceConfig memo_config, rows_config;
+    memo_config.array_dim = rows_config.array_dim = dim;
+    rows_config.memoize_load_costs = false;
+    BareMetal bm_memo(64u << 20), bm_rows(64u << 20);
+    auto with_memo = make_functional_device(memo_config, bm_memo.dram());
+    auto from_rows = make_functional_device(rows_config, bm_rows.dram());
+    auto run = [](Device& dev, BareMetal& bm, const ProgramMemory& mem, const GeneratedProgram& prog) {
+      auto cmd = bm.view(mem.cmd_va, ProgramMemory::kCmdBytes);
+      std::memset(cmd.data(), 0, cmd.size());
+      std::memcpy(cmd.data(), prog.instructions.data(), prog.instructions.size() * 32);
+      const uint32_t va = mem.cmd_va + (prog.misaligned_exec ? 16 : 0);
+      return bm.run(dev, va, static_cast<uint32_t>(std::max<size_t>(prog.instructions.size(), 1) * 32), 50'000'000);
+    };
+    uint64_t cycles = 0;
+    for (uint64_t seed = 0; seed <= 40; ++seed) {
+      const ProgramMemory mem_memo = ProgramMemory::create(bm_memo, seed);
+      const ProgramMemory mem_rows = ProgramMemory::create(bm_rows, seed);
+      ASSERT_EQ(mem_memo.cmd_va, mem_rows.cmd_va);
+      GeneratedProgram prog = generate_program(seed, dim, mem_memo);
+      if (seed == 0) {
+        // Directed: the same LOAD after a LOAD of its own page (translation hit), first in its
+        // job (cache empty) and after a LOAD of another page (miss).
+        const isa::Words a = isa::encode(isa::Load{.va = mem_memo.data_va, .x = 8, .x_stride = 64});
+        const isa::Words b = isa::encode(isa::Load{.va = mem_memo.data_va + 2 * 65536, .sp_base = 64, .x = 8, .x_stride = 64});
+        prog = GeneratedProgram{{a, a, b, a, a}, "", false};
+      }
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        const BareMetalResult a = run(*with_memo, bm_memo, mem_memo, prog);
+        const BareMetalResult b = run(*from_rows, bm_rows, mem_rows, prog);
+        ASSERT_EQ(a.cycles, b.cycles) << "array " << dim << ", program seed " << seed << ", run " << repeat;
+        ASSERT_EQ(a.error_code, b.error_code) << "array " << dim << ", program seed " << seed;
+        cycles += a.cycles;
+      }
+    }
+    EXPECT_GT(cycles, 0u);
+  }
 }
 
 }  // namespace
