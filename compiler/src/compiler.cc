@@ -190,7 +190,13 @@ Result<std::vector<std::vector<Tensor>>> read_calibration_dir(const std::string&
   return samples;
 }
 
-Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, const CompileOptions& options) {
+namespace {
+
+// The whole compilation. With `bind_io`, integer graph inputs/outputs are bound to device
+// views (bind_integer_io); when a host step would touch one of them, or the device cannot
+// hold its codes exactly, it stops with an error and says why in *io_refused.
+Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const CompileOptions& options, bool bind_io,
+                                           std::string* io_refused) {
   auto say = [&](const std::string& s) {
     if (options.progress) options.progress(s);
   };
@@ -218,6 +224,24 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     say("quantised model: " + std::to_string(qdq.activation_pairs) + " QuantizeLinear/DequantizeLinear pair(s) and " +
         std::to_string(qdq.weights) + " quantised weight(s) keep the model's scales and zero points");
   for (const std::string& note : qdq.notes) say("note: " + note + " (left as a graph node)");
+  int integer_io = 0;
+  if (bind_io) NPU_RETURN_IF_ERROR(bind_integer_io(g, &integer_io));
+  if (integer_io) {
+    say(std::to_string(integer_io) + " integer graph input(s)/output(s) bound to int8 device views");
+    // The graph now reads those inputs as the reals their codes stand for.
+    for (auto& sample : samples)
+      for (size_t i = 0; i < g.inputs.size() && i < sample.size(); ++i) {
+        const Value& in = g.value(g.inputs[i]);
+        if (!in.io_codes || sample[i].dtype != *in.io_codes) continue;
+        const Tensor codes = to_float(sample[i]);  // the user's codes as floats (uint8 unshifted)
+        Tensor real = Tensor::zeros(DType::kF32, codes.shape);
+        const float shift = *in.io_codes == DType::kU8 ? -128.0f : 0.0f;
+        for (size_t k = 0; k < real.as<float>().size(); ++k)
+          real.as<float>()[k] =
+              in.quant->scale[0] * (codes.as<float>()[k] + shift - static_cast<float>(in.quant->zero_point[0]));
+        sample[i] = std::move(real);
+      }
+  }
   int folded_constants = 0, folded_bn = 0;
   NPU_RETURN_IF_ERROR(fold_constants(g, &folded_constants));
   NPU_RETURN_IF_ERROR(fold_batchnorm(g, &folded_bn));
@@ -295,6 +319,17 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   }
   say("graph: " + std::to_string(g.nodes.size()) + " nodes -> " + std::to_string(npu_layers) + " NPU layer(s), " +
       std::to_string(host_ops) + " host operator(s)" + (host_ops ? ": " + host_list : ""));
+  // A host step computes on reals: it must not see a bound value's codes.
+  for (const auto& s : steps) {
+    if (s.on_npu) continue;
+    const Node& n = g.nodes[static_cast<size_t>(s.node)];
+    for (const std::vector<int>* vs : {&n.inputs, &n.outputs})
+      for (int v : *vs)
+        if (v >= 0 && g.value(v).io_codes) {
+          *io_refused = "host operator " + n.op + " '" + n.name + "' touches '" + g.value(v).name + "'";
+          return make_error(StatusCode::kUnsupported, *io_refused);
+        }
+  }
 
 
   // Quantisation and placement of every value an NPU layer reads or writes.
@@ -706,6 +741,17 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     seg.outputs = outs;
   }
 
+  // The codes of a bound value are the user's: the device must hold it on its declared grid.
+  for (int v = 0; v < static_cast<int>(g.values.size()); ++v) {
+    const Value& val = g.value(v);
+    if (!val.io_codes) continue;
+    if (!act_offset.count(v) || int32_quant.count(v) || qp[v].scale != val.quant->scale[0] ||
+        qp[v].zero_point != val.quant->zero_point[0]) {
+      *io_refused = "'" + val.name + "' is not held on the device with its own codes";
+      return make_error(StatusCode::kUnsupported, *io_refused);
+    }
+  }
+
   // Build the image.
   flatbuffers::FlatBufferBuilder fb(1 << 16);
   auto quant = [&](const QParams& q) {
@@ -721,7 +767,11 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(act_strides[v]),
                                      int32_quant.count(v) ? image::DType::I32 : image::DType::I8, quant(qp[v]));
     }
-    auto desc = image::CreateTensorDesc(fb, fb.CreateString(val.name), to_image_dtype(val.dtype),
+    if (val.io_codes && *val.io_codes == DType::kU8) {
+      // The user's uint8 codes: the device's int8 codes shifted by +128.
+      desc_quant = quant(QParams{qp[v].scale, qp[v].zero_point + 128});
+    }
+    auto desc = image::CreateTensorDesc(fb, fb.CreateString(val.name), to_image_dtype(val.io_codes.value_or(val.dtype)),
                                         fb.CreateVector(val.shape),
                                         fb.CreateString(val.shape.size() == 2 ? "NC" : val.shape.size() == 4 ? "NCHW" : "ND"),
                                         desc_quant);
@@ -815,6 +865,21 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
       std::to_string(host_ops) + " host step(s), " + std::to_string(total_instructions) + " instructions, " +
       std::to_string(total_macs) + " MACs, " + std::to_string(total_cycles) + " predicted cycles");
   return bytes;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, const CompileOptions& options) {
+  // --export-qdq writes the float graph with its quantisation: it keeps integer inputs and
+  // outputs as graph nodes, so it compiles without binding them.
+  const bool bind_io = options.export_qdq_path.empty();
+  std::string io_refused;
+  auto bytes = compile_model(onnx_path, options, bind_io, &io_refused);
+  if (bytes.is_ok() || io_refused.empty()) return bytes;
+  if (options.progress)
+    options.progress("integer graph inputs/outputs stay as they are (" + io_refused +
+                     "): compiling again without binding them to the device");
+  return compile_model(onnx_path, options, false, &io_refused);
 }
 
 }  // namespace npu::compiler

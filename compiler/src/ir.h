@@ -29,6 +29,9 @@ struct Value {
   std::vector<int64_t> shape;
   std::optional<Tensor> constant;  // initializers and folded constants
   std::optional<DeclaredQuant> quant;  // from the model's Q/DQ nodes; overrides calibration
+  // A graph input/output of integer codes the device holds directly (bind_integer_io): the
+  // user-facing dtype (kI8 or kU8); the value itself is float with `quant` declared.
+  std::optional<DType> io_codes;
 };
 
 struct Node {

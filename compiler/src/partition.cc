@@ -620,6 +620,14 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
           return std::nullopt;
     L.kind = EltLayer::Kind::kResize;
     return L;
+  } else if (op == "Identity" && (g.value(n.inputs[0]).io_codes || g.value(n.outputs[0]).io_codes)) {
+    // A lone QuantizeLinear/DequantizeLinear between graph input and output (bind_integer_io):
+    // the runtime's boundary (de)quantisation is the operator, the NPU copies the codes.
+    const auto& in = g.value(n.inputs[0]).shape;
+    if (in.empty()) return std::nullopt;
+    L.kind = EltLayer::Kind::kTranspose;
+    for (size_t d = 0; d < in.size(); ++d) L.perm.push_back(static_cast<int64_t>(d));
+    return L;
   } else if (op == "Transpose") {
     const auto& in = g.value(n.inputs[0]).shape;
     std::vector<int64_t> perm = ints_attr(n, "perm", {});

@@ -260,6 +260,134 @@ Status fold_qdq(Graph& g, QdqSummary* summary) {
   return Status::ok();
 }
 
+Status bind_integer_io(Graph& g, int* bound) {
+  *bound = 0;
+  std::set<size_t> removed;
+  auto is_input = [&](int v) { return std::count(g.inputs.begin(), g.inputs.end(), v) > 0; };
+  auto codes = [](DType t) { return t == DType::kI8 || t == DType::kU8; };
+  auto bind = [&](int v, const DeclaredQuant& q) {
+    Value& val = g.value(v);
+    val.io_codes = val.dtype;
+    val.dtype = DType::kF32;
+    val.quant = q;
+    ++*bound;
+  };
+  for (int x : g.inputs) {
+    if (g.is_constant(x) || !codes(g.value(x).dtype)) continue;
+    const std::vector<int> readers = readers_of(g, x);
+    if (readers.empty()) continue;
+    // DequantizeLinear readers with one set of constant per-tensor parameters.
+    std::optional<DeclaredQuant> dq_quant;
+    bool all_dq = true;
+    for (int r : readers) {
+      const Node& n = g.nodes[static_cast<size_t>(r)];
+      const auto p = n.op == "DequantizeLinear" && n.inputs[0] == x && n.outputs.size() == 1 &&
+                             std::count(n.inputs.begin(), n.inputs.end(), x) == 1 && !is_output(g, n.outputs[0])
+                         ? constant_params(g, n)
+                         : std::nullopt;
+      if (!p || p->q.scale.size() != 1 || p->code_type != g.value(x).dtype ||
+          (dq_quant && !same_quant(*dq_quant, p->q))) {
+        all_dq = false;
+        break;
+      }
+      dq_quant = p->q;
+    }
+    if (all_dq) {
+      for (int r : readers) {
+        replace_reads(g, g.nodes[static_cast<size_t>(r)].outputs[0], x, {});
+        removed.insert(static_cast<size_t>(r));
+      }
+      bind(x, *dq_quant);
+      continue;
+    }
+    // Operators that are exact on the codes themselves, each writing a graph output nobody reads.
+    std::vector<int> bound_bounds;
+    bool exact_on_codes = true;
+    for (int r : readers) {
+      const Node& n = g.nodes[static_cast<size_t>(r)];
+      const bool op_ok = (n.op == "MaxPool" && n.outputs.size() == 1) || n.op == "Relu" || n.op == "Clip";
+      exact_on_codes = exact_on_codes && op_ok && n.inputs[0] == x && n.outputs.size() == 1 &&
+                       g.value(n.outputs[0]).dtype == g.value(x).dtype && is_output(g, n.outputs[0]) &&
+                       readers_of(g, n.outputs[0]).empty();
+      for (size_t k = 1; exact_on_codes && k < n.inputs.size(); ++k) {
+        const int b = n.inputs[k];
+        if (b < 0 || g.is_constant(b)) continue;
+        // A run-time Clip bound: quantised like x (the partitioner's rule), so it must be
+        // codes of x's dtype that only this node reads.
+        exact_on_codes = is_input(b) && g.value(b).dtype == g.value(x).dtype && readers_of(g, b).size() == 1;
+        bound_bounds.push_back(b);
+      }
+      if (!exact_on_codes) break;
+    }
+    if (!exact_on_codes) continue;
+    DeclaredQuant unit;
+    unit.scale = {1.0f};
+    unit.zero_point = {g.value(x).dtype == DType::kU8 ? -128 : 0};
+    for (int r : readers) {
+      Node& n = g.nodes[static_cast<size_t>(r)];
+      for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (n.inputs[k] >= 0 && g.is_constant(n.inputs[k])) {
+          // Constant bounds as floats: the partitioner reads float scalars.
+          const int f = new_value(g, n.name + "_bound_" + std::to_string(k), DType::kF32,
+                                  g.value(n.inputs[k]).shape, to_float(*g.value(n.inputs[k]).constant));
+          n.inputs[k] = f;
+        }
+      bind(n.outputs[0], unit);
+    }
+    for (int b : bound_bounds) bind(b, unit);
+    bind(x, unit);
+  }
+  // A lone QuantizeLinear (float graph input -> codes graph output) or DequantizeLinear
+  // (codes graph input -> float graph output) becomes an Identity between the two with one
+  // quantisation: the runtime's boundary conversion is then exactly the operator (ties to
+  // even, saturating; real = scale·(q - zero_point)) and the NPU copies the codes.
+  for (size_t qi = 0; qi < g.nodes.size(); ++qi) {
+    Node& q = g.nodes[qi];
+    if (removed.count(qi) || (q.op != "QuantizeLinear" && q.op != "DequantizeLinear") || q.outputs.size() != 1 ||
+        q.inputs.empty() || q.inputs[0] < 0)
+      continue;
+    const int in = q.inputs[0], out = q.outputs[0];
+    const bool quantize = q.op == "QuantizeLinear";
+    const int code_side = quantize ? out : in, real_side = quantize ? in : out;
+    if (!is_input(in) || g.is_constant(in) || !is_output(g, out) || is_output(g, in) || readers_of(g, in).size() != 1 ||
+        !readers_of(g, out).empty() || !codes(g.value(code_side).dtype) || g.value(real_side).dtype != DType::kF32 ||
+        g.value(real_side).quant)
+      continue;
+    const auto p = constant_params(g, q);
+    if (!p || p->q.scale.size() != 1 || p->code_type != g.value(code_side).dtype) continue;
+    q = make_node(g, "Identity", q.name, {in}, {out}, nullptr);
+    bind(code_side, p->q);
+    g.value(real_side).quant = p->q;
+  }
+  for (size_t qi = 0; qi < g.nodes.size(); ++qi) {
+    const Node& q = g.nodes[qi];
+    if (removed.count(qi) || q.op != "QuantizeLinear" || q.outputs.size() != 1 || q.inputs.empty() ||
+        q.inputs[0] < 0)
+      continue;
+    const int y = q.outputs[0], xf = q.inputs[0];
+    if (!is_output(g, y) || !codes(g.value(y).dtype) || !readers_of(g, y).empty()) continue;
+    if (g.value(xf).dtype != DType::kF32 || is_input(xf) || is_output(g, xf) || g.is_constant(xf) ||
+        readers_of(g, xf).size() != 1 || std::count(q.inputs.begin(), q.inputs.end(), xf) != 1)
+      continue;
+    const auto p = constant_params(g, q);
+    if (!p || p->q.scale.size() != 1 || p->code_type != g.value(y).dtype) continue;
+    auto producer = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+      return std::count(n.outputs.begin(), n.outputs.end(), xf) > 0;
+    });
+    if (producer == g.nodes.end()) continue;
+    for (int& o : producer->outputs)
+      if (o == xf) o = y;
+    g.value(y).shape = g.value(xf).shape;
+    bind(y, p->q);
+    removed.insert(qi);
+  }
+  std::vector<Node> kept;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (!removed.count(n)) kept.push_back(std::move(g.nodes[n]));
+  g.nodes = std::move(kept);
+  return Status::ok();
+}
+
 std::vector<float> declared_weight_scales(const Graph& g, int weight_value, int64_t channel_axis,
                                           int64_t channels, float gain) {
   const Value& w = g.value(weight_value);

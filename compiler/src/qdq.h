@@ -33,6 +33,25 @@ Status expand_qlinear(Graph& g, int* expanded);
 // graph nodes (the partitioner decides where they run). Not thread-safe: mutates `g`.
 Status fold_qdq(Graph& g, QdqSummary* summary);
 
+// Integer graph inputs and outputs whose codes the device can hold directly (runs after
+// fold_qdq, before constant folding). Such a value becomes a float value of the graph with a
+// declared per-tensor quantisation (so the partitioner and the NPU layers take it like any
+// quantised activation) and remembers its integer dtype in Value::io_codes; its binding is
+// then the user's int8 codes as is, uint8 codes by the exact -128 shift. Bound are:
+//  - an int8/uint8 graph input read only by DequantizeLinear nodes with the same constant
+//    per-tensor parameters (whose outputs are not graph outputs): the nodes are removed and
+//    the input carries their quantisation;
+//  - an int8/uint8 graph output written by a QuantizeLinear with constant per-tensor
+//    parameters from a float value that only it reads and that a node produces: the node is
+//    removed and the producer writes the output on the model's grid;
+//  - an int8/uint8 graph input read only by operators that are exact on codes (MaxPool without
+//    Indices, Relu, Clip with constant bounds or bounds fed as inputs of the same dtype read
+//    by it alone) whose outputs are graph outputs nobody reads: all of them take the
+//    quantisation scale 1 with the code's own zero (uint8: -128 after the shift, int8: 0).
+// Returns how many values it bound in *bound. The compiler must check that no host step
+// touches a bound value (the host would compute on codes): compile without the pass then.
+Status bind_integer_io(Graph& g, int* bound);
+
 // The per-output-channel scales a model declares for a weight constant, or empty when it
 // declares none or declares them in a form the int8 symmetric hardware cannot take exactly
 // (a non-zero zero point, another axis). `channel_axis` is the weight's output-channel axis,

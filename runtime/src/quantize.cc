@@ -120,6 +120,10 @@ int32_t quantize_int32(float x, float scale, int32_t zero_point) {
   return static_cast<int32_t>(std::clamp(q, -2147483648.0, 2147483647.0));
 }
 
+bool uint8_codes_on_int8(const TensorInfo& info) {
+  return info.on_device && info.dtype == DType::kU8 && info.device_dtype == DType::kI8;
+}
+
 std::pair<uint64_t, uint64_t> view_extent(const TensorInfo& info) {
   uint64_t last = info.device_offset;
   for (size_t d = 0; d < info.shape.size(); ++d)
@@ -136,7 +140,8 @@ Status check_input(const Tensor& t, const TensorInfo& info, size_t index) {
                           want + "; reshape the array or recompile with --input-shape");
   const bool ok_dtype = is_float(info.dtype)
                             ? t.dtype == DType::kF32
-                            : (t.dtype == info.dtype && (!info.on_device || t.dtype == info.device_dtype));
+                            : (t.dtype == info.dtype && (!info.on_device || t.dtype == info.device_dtype ||
+                                                         uint8_codes_on_int8(info)));
   if (!ok_dtype)
     return make_error(StatusCode::kInvalidArgument,
                       who + " has dtype " + std::string(dtype_name(t.dtype)) +
@@ -202,6 +207,10 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
                                                       std::string(dtype_name(info.device_dtype)) +
                                                       " is not supported");
     }
+  } else if (uint8_codes_on_int8(info)) {
+    walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
+      base[off] = static_cast<std::byte>(static_cast<int8_t>(static_cast<int32_t>(t.data[static_cast<size_t>(i)]) - 128));
+    });
   } else {
     const size_t es = dtype_size(info.device_dtype);
     walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
@@ -247,8 +256,9 @@ Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte
     return out;
   }
   Tensor out = Tensor::zeros(info.dtype, info.shape);
+  const int64_t shift = uint8_codes_on_int8(info) ? 128 : 0;
   walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
-    const int64_t v = read(off);
+    const int64_t v = read(off) + shift;
     switch (info.dtype) {
       case DType::kI8: out.as<int8_t>()[static_cast<size_t>(i)] = static_cast<int8_t>(v); break;
       case DType::kU8: out.as<uint8_t>()[static_cast<size_t>(i)] = static_cast<uint8_t>(v); break;

@@ -75,6 +75,34 @@ TEST(Quantize, DequantizeIsScaleTimesQMinusZeroPoint) {
   EXPECT_FLOAT_EQ(dequantize(127, 0.25f, -128), 63.75f);
 }
 
+// uint8 codes the device holds as int8 (a bound integer graph input/output): the exact
+// -128 shift on the way in, +128 on the way out, through a strided view; int8 codes as is.
+TEST(Quantize, Uint8CodesMoveByTheExactShiftAndInt8CodesAsTheyAre) {
+  for (DType user : {DType::kU8, DType::kI8}) {
+    TensorInfo info = info_2d(2, 128, 160, 1.0f, user == DType::kU8 ? -128 : 0, /*offset=*/8);
+    info.dtype = user;
+    EXPECT_EQ(uint8_codes_on_int8(info), user == DType::kU8);
+    Tensor x = Tensor::zeros(user, {2, 128});
+    for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<uint8_t>(i);  // every code
+    ASSERT_TRUE(check_input(x, info, 0).is_ok());
+    std::vector<std::byte> act(512, std::byte{0x55});
+    ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+    for (size_t i = 0; i < x.data.size(); ++i) {
+      const size_t off = 8 + (i / 128) * 160 + i % 128;
+      const int expected = user == DType::kU8 ? static_cast<int>(i % 256) - 128 : static_cast<int8_t>(i % 256);
+      ASSERT_EQ(static_cast<int8_t>(act[off]), expected) << "element " << i;
+    }
+    auto back = dequantize_from(info, act);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_EQ(back->dtype, user);
+    EXPECT_EQ(back->data, x.data);
+  }
+  // A float tensor cannot feed integer codes.
+  TensorInfo info = info_2d(1, 4, 4, 1.0f, -128);
+  info.dtype = DType::kU8;
+  EXPECT_FALSE(check_input(Tensor::zeros(DType::kF32, {1, 4}), info, 0).is_ok());
+}
+
 TEST(Quantize, WalksStridesAndZeroesUncoveredBytes) {
   const TensorInfo info = info_2d(3, 4, 8, 0.5f, 1, /*offset=*/16);
   Tensor x = Tensor::zeros(DType::kF32, {3, 4});

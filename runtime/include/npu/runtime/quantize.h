@@ -21,8 +21,8 @@ inline float dequantize(int32_t q, float scale, int32_t zero_point) {
   return scale * static_cast<float>(static_cast<int64_t>(q) - zero_point);
 }
 
-// Checks that `tensor` can feed `info` (shape equal; dtype float32, or the device dtype when
-// the model input is itself integer-typed). The message names the input and the fix.
+// Checks that `tensor` can feed `info` (shape equal; dtype float32, or the model input's own
+// integer dtype). The message names the input and the fix.
 Status check_input(const Tensor& tensor, const TensorInfo& info, size_t index);
 
 // Writes `tensor` into its device view inside `activations` (the whole activation buffer).
@@ -31,8 +31,13 @@ Status quantize_into(const Tensor& tensor, const TensorInfo& info,
                      std::span<std::byte> activations);
 
 // Reads output `info` out of `activations`: float32 (dequantised) unless the model output is
-// integer-typed, then the raw device values in info.dtype.
+// integer-typed, then the raw device values in info.dtype (uint8 codes held as int8: +128).
 Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte> activations);
+
+// True when the model value is uint8 codes that the device holds as int8 codes (the exact
+// -128 shift): quantize_into subtracts 128, dequantize_from adds it back. int8 codes are
+// copied as they are.
+bool uint8_codes_on_int8(const TensorInfo& info);
 
 // The byte range [begin, end) of a device view.
 std::pair<uint64_t, uint64_t> view_extent(const TensorInfo& info);
