@@ -608,15 +608,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             });
           }
         }
-        isa::Store st;
-        st.sp = hw::Scratchpad::kAct;
-        st.row_elems = static_cast<uint32_t>(cout_n);
-        st.sp_base = B;
-        st.x = static_cast<uint16_t>(L.OW);
-        st.x_stride = static_cast<uint32_t>(Coutp);
-        st.y = static_cast<uint16_t>(oh);
-        st.y_stride = static_cast<uint32_t>(L.OW * Coutp);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
+        store_pixel_rows(prog, B, cout_n, L.OW, oh, Coutp,
+                         static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
       }
     }
   }
@@ -624,6 +617,19 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                            static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
                            (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes);
   return facts;
+}
+
+void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_t OW, int64_t rows,
+                      int64_t cp, uint32_t offset) {
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAct;
+  st.row_elems = static_cast<uint32_t>(row_elems);
+  st.sp_base = sp_base;
+  st.x = static_cast<uint16_t>(OW);
+  st.x_stride = static_cast<uint32_t>(cp);
+  st.y = static_cast<uint16_t>(rows);
+  st.y_stride = static_cast<uint32_t>(OW * cp);
+  prog.store(st, image::BufferKind::Activations, offset);
 }
 
 uint64_t device_bytes(const std::vector<int64_t>& shape, uint32_t n) {
@@ -1491,15 +1497,8 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
       vq.clamp_lo = lo;
       vq.clamp_hi = hi;
       prog.vec(vq);
-      isa::Store st;
-      st.sp = hw::Scratchpad::kAct;
-      st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
-      st.sp_base = A_out;
-      st.x = static_cast<uint16_t>(L.OW);
-      st.x_stride = static_cast<uint32_t>(Coutp);
-      st.y = static_cast<uint16_t>(L.OH);
-      st.y_stride = static_cast<uint32_t>(L.OW * Coutp);
-      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * out_rows * Coutp + nb * N));
+      store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, L.OH, Coutp,
+                       static_cast<uint32_t>(out_off + b * out_rows * Coutp + nb * N));
     }
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(in_rows + out_rows) * N + static_cast<uint64_t>(Cacc + out_rows) * N * 4 +

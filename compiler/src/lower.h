@@ -64,6 +64,12 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn = {});
 
+// Stores `rows` output rows of OW pixels, each a scratchpad row from `sp_base` on, into an
+// NHWC activation with `cp` (padded) channels per pixel: `row_elems` channels per pixel, the
+// first at activation-buffer byte `offset`.
+void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_t OW, int64_t rows,
+                      int64_t cp, uint32_t offset);
+
 // Tap folding for convolutions with few input channels (lower_conv_folded.cc): when
 // C·KW <= N, one scratchpad row holds the KW horizontal taps of all C channels, so the conv
 // runs KH GEMM taps instead of KH·KW. It needs the input as dense NHWC (C bytes per pixel,

@@ -242,15 +242,8 @@ Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, cons
             prog.vec(vq);
           }
         }
-        isa::Store st;
-        st.sp = hw::Scratchpad::kAct;
-        st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.Cout - nb * N));
-        st.sp_base = B;
-        st.x = static_cast<uint16_t>(L.OW);
-        st.x_stride = static_cast<uint32_t>(Coutp);
-        st.y = static_cast<uint16_t>(oh);
-        st.y_stride = static_cast<uint32_t>(L.OW * Coutp);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
+        store_pixel_rows(prog, B, std::min<int64_t>(N, L.Cout - nb * N), L.OW, oh, Coutp,
+                         static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
       }
     }
   facts.scratchpad_bytes = static_cast<uint64_t>(in_rows_for(OHt) * L.OW + OHt * L.OW) * N +
