@@ -130,14 +130,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     cl.x = 1;
     prog.load(cl, BK::Activations, dyn.bias_off);
   }
-  {
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kAcc;
-    ld.sp_base = P;
-    ld.x = static_cast<uint16_t>(3 * NB);
-    ld.x_stride = 4 * N;
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off));
-  }
+  load_acc_rows(prog, P, 3 * NB, N, static_cast<uint32_t>(params_off));
   // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
   auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
     if (!dynamic) {
@@ -488,14 +481,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
   if (!weights_fit && L.depthwise)
     return make_error(StatusCode::kUnsupported, "depthwise conv '" + L.name + "' has too many taps for the weight scratchpad");
-  {
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kAcc;
-    ld.sp_base = P;
-    ld.x = static_cast<uint16_t>(3 * param_blocks);
-    ld.x_stride = 4 * N;
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
-  }
+  load_acc_rows(prog, P, 3 * param_blocks, N, static_cast<uint32_t>(p_off));
   if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, P, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
     if (dynamic) {
@@ -617,6 +603,15 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                            static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
                            (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes);
   return facts;
+}
+
+void load_acc_rows(Program& prog, uint32_t acc_row, int64_t rows, uint32_t N, uint32_t offset) {
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kAcc;
+  ld.sp_base = acc_row;
+  ld.x = static_cast<uint16_t>(rows);
+  ld.x_stride = 4 * N;
+  prog.load(ld, image::BufferKind::Weights, offset);
 }
 
 void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_t OW, int64_t rows,
@@ -1417,13 +1412,7 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
   const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' has more weights per output block than the weight scratchpad holds");
-  {
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kAcc;
-    ld.x = static_cast<uint16_t>(Cacc);
-    ld.x_stride = 4 * N;
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
-  }
+  load_acc_rows(prog, 0, Cacc, N, static_cast<uint32_t>(p_off));
   if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, 0, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
     if (dynamic) {

@@ -64,6 +64,10 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn = {});
 
+// Loads `rows` int32 rows (N lanes each: the VEC parameter rows, bias/multiplier/shift per
+// output block) from the weight buffer at byte `offset` into ACC rows from `acc_row` on.
+void load_acc_rows(Program& prog, uint32_t acc_row, int64_t rows, uint32_t N, uint32_t offset);
+
 // Stores `rows` output rows of OW pixels, each a scratchpad row from `sp_base` on, into an
 // NHWC activation with `cp` (padded) channels per pixel: `row_elems` channels per pixel, the
 // first at activation-buffer byte `offset`.

@@ -149,14 +149,7 @@ Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, cons
   if (tiles_per_nb > wgt_tiles)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weight tiles per output block than the weight scratchpad holds");
   const bool weights_fit = NB * tiles_per_nb <= wgt_tiles;
-  {
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kAcc;
-    ld.sp_base = P;
-    ld.x = static_cast<uint16_t>(Cacc);
-    ld.x_stride = 4 * N;
-    prog.load(ld, BK::Weights, static_cast<uint32_t>(p_off));
-  }
+  load_acc_rows(prog, P, Cacc, N, static_cast<uint32_t>(p_off));
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
     isa::Load ld;
     ld.sp = hw::Scratchpad::kWgt;
