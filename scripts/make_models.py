@@ -15,6 +15,8 @@ runtime_operands.onnx  Clip whose min/max are scalar graph inputs, PRelu with a 
                  Div by Sigmoid(slope) (a run-time divisor of one sign)
 qdq_param_inputs.onnx  QuantizeLinear -> DequantizeLinear [2,32] whose scale and zero point are
                  graph inputs, then Relu
+integer_io_relu.onnx / integer_io_sqrt.onnx  uint8 codes [2,8] -> DequantizeLinear (0.1, 128) ->
+                 Relu (NPU) / Sqrt (host) -> float
 gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
 deconv1d.onnx    1-D ConvTranspose [1,20,9] -> [1,18,18] (stride 2, pads 1/0, constant W): NHWC with H = 1
 dilated_pool.onnx  MaxPool 3x3, dilations [2,3], pads [1,2,1,2], strides [1,2] on [1,20,11,13]
@@ -265,6 +267,19 @@ def qdq_param_inputs():
                              producer_name="npu make_models.py")
 
 
+def integer_io(op):
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["x", "scale", "zero_point"], ["x_dq"], name="dequantize"),
+         helper.make_node(op, ["x_dq"], ["y"], name=op.lower())],
+        "integer_io_" + op.lower(),
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [], [0.1]),
+         helper.make_tensor("zero_point", TensorProto.UINT8, [], [128])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -284,6 +299,8 @@ def main():
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     save(qdq_param_inputs(), os.path.join(out, "qdq_param_inputs.onnx"))
+    save(integer_io("Relu"), os.path.join(out, "integer_io_relu.onnx"))
+    save(integer_io("Sqrt"), os.path.join(out, "integer_io_sqrt.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

@@ -182,6 +182,36 @@ TEST(CompileErrors, NotAnOnnxFile) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+// A uint8 graph input read by DequantizeLinear is bound to an int8 device view when an NPU
+// layer reads it; when a host operator would read it (Sqrt has no NPU lowering), the compiler
+// says so and compiles again with the input integer on the host.
+TEST(IntegerIo, BoundToTheDeviceOrLeftIntegerOnTheHost) {
+  for (const char* op : {"relu", "sqrt"}) {
+    const bool on_npu = std::string(op) == "relu";
+    CompileOptions options;
+    Tensor x = Tensor::zeros(DType::kU8, {2, 8});
+    for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<uint8_t>(i * 17);
+    options.calibration = {{x}};
+    std::string progress;
+    options.progress = [&](const std::string& s) { progress += s + "\n"; };
+    auto bytes = compile_onnx_file(kData + "/integer_io_" + op + ".onnx", options);
+    ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+    auto image = ModelImage::from_bytes(*bytes, op);
+    ASSERT_TRUE(image.is_ok()) << image.status().to_string();
+    const auto* in = (*image)->model().inputs()->Get(0);
+    EXPECT_EQ(in->desc()->dtype(), image::DType::U8) << op;
+    EXPECT_EQ(progress.find("compiling again without binding") != std::string::npos, !on_npu) << progress;
+    if (on_npu) {
+      ASSERT_NE(in->device(), nullptr);
+      EXPECT_EQ(in->device()->dtype(), image::DType::I8);
+      EXPECT_EQ(in->device()->quant()->zero_point()->Get(0), 0);  // uint8 128 after the -128 shift
+      EXPECT_EQ(in->desc()->quant()->zero_point()->Get(0), 128);
+    } else {
+      EXPECT_EQ(in->device(), nullptr);
+    }
+  }
+}
+
 TEST(CompileErrors, UnknownInputShapeOverride) {
   CompileOptions options;
   options.input_shapes["nope"] = {1, 64};

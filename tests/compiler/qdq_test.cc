@@ -165,4 +165,76 @@ TEST(Qdq, QLinearMatMulWithConstantParametersBecomesQdq) {
   }
 }
 
+// uint8 codes in -> DQ -> Relu -> Q -> uint8 codes out: both boundaries bound to int8 device
+// views with the model's parameters (zero points shifted by -128), the Q/DQ nodes removed.
+TEST(BindIntegerIo, DequantizedInputAndQuantizedOutputCarryTheModelsParameters) {
+  Graph g;
+  g.opset = 13;
+  const int x = value(g, "x", {2, 4});
+  g.value(x).dtype = DType::kU8;
+  g.inputs.push_back(x);
+  const int s = constant(g, "s", scalar_f32(0.1f)), z = constant(g, "z", scalar_u8(130));
+  const int xd = value(g, "xd", {2, 4}), r = value(g, "r", {2, 4}), y = value(g, "y", {2, 4});
+  g.value(y).dtype = DType::kU8;
+  g.nodes.push_back(node("DequantizeLinear", "dq", {x, s, z}, {xd}));
+  g.nodes.push_back(node("Relu", "relu", {xd}, {r}));
+  const int s2 = constant(g, "s2", scalar_f32(0.05f)), z2 = constant(g, "z2", scalar_u8(100));
+  g.nodes.push_back(node("QuantizeLinear", "q", {r, s2, z2}, {y}));
+  g.outputs.push_back(y);
+  int bound = -1;
+  ASSERT_TRUE(bind_integer_io(g, &bound).is_ok());
+  EXPECT_EQ(bound, 2);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, "Relu");
+  EXPECT_EQ(g.nodes[0].inputs[0], x);
+  EXPECT_EQ(g.nodes[0].outputs[0], y);
+  for (int v : {x, y}) {
+    EXPECT_EQ(g.value(v).dtype, DType::kF32);
+    ASSERT_TRUE(g.value(v).io_codes.has_value());
+    EXPECT_EQ(*g.value(v).io_codes, DType::kU8);
+  }
+  EXPECT_EQ(g.value(x).quant->scale, std::vector<float>{0.1f});
+  EXPECT_EQ(g.value(x).quant->zero_point, std::vector<int32_t>{2});
+  EXPECT_EQ(g.value(y).quant->scale, std::vector<float>{0.05f});
+  EXPECT_EQ(g.value(y).quant->zero_point, std::vector<int32_t>{-28});
+}
+
+// Operators exact on codes take uint8 codes at scale 1 (zero -128 after the shift); an input
+// another operator also reads stays integer (and on the host).
+TEST(BindIntegerIo, CodesOperatorsRunAtScaleOneAndMixedReadersAreLeftAlone) {
+  for (bool mixed : {false, true}) {
+    Graph g;
+    g.opset = 13;
+    const int x = value(g, "x", {1, 1, 4, 4});
+    g.value(x).dtype = DType::kU8;
+    g.inputs.push_back(x);
+    const int y = value(g, "y", {1, 1, 3, 3});
+    g.value(y).dtype = DType::kU8;
+    Node pool = node("MaxPool", "pool", {x}, {y});
+    pool.attrs["kernel_shape"].ints = {2, 2};
+    g.nodes.push_back(pool);
+    g.outputs.push_back(y);
+    if (mixed) {
+      const int a = value(g, "a", {1, 1, 4, 4});
+      g.value(a).dtype = DType::kU8;
+      g.nodes.push_back(node("Add", "add", {x, x}, {a}));
+      g.outputs.push_back(a);
+    }
+    int bound = -1;
+    ASSERT_TRUE(bind_integer_io(g, &bound).is_ok());
+    if (mixed) {
+      EXPECT_EQ(bound, 0);
+      EXPECT_EQ(g.value(x).dtype, DType::kU8);
+      EXPECT_FALSE(g.value(x).io_codes.has_value());
+      continue;
+    }
+    EXPECT_EQ(bound, 2);
+    for (int v : {x, y}) {
+      ASSERT_TRUE(g.value(v).quant.has_value());
+      EXPECT_EQ(g.value(v).quant->scale, std::vector<float>{1.0f});
+      EXPECT_EQ(g.value(v).quant->zero_point, std::vector<int32_t>{-128});
+    }
+  }
+}
+
 }  // namespace npu::compiler
