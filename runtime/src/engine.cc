@@ -208,8 +208,9 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
       }
       return make_error(StatusCode::kInvalidArgument,
                         "input " + std::to_string(i) + " ('" + infos[i].name + "') must be [" + text +
-                            "]: the model was compiled for that value of this shape operand; recompile it "
-                            "with npu-compile and calibration samples holding the new value");
+                            "]: the model was compiled for that value of this input (a shape operand or a "
+                            "quantisation parameter); recompile it with npu-compile and calibration samples "
+                            "holding the new value");
     }
 
   // The device with the most free activation buffers; ties rotate.
