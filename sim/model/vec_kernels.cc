@@ -1,8 +1,10 @@
 #include "vec_kernels.h"
 
 // GCC 12's AVX-512 intrinsics initialise their "undefined" vectors from themselves, which
-// -Wmaybe-uninitialized reports at every use (GCC bug 105593); the warning says nothing here.
+// -Wmaybe-uninitialized (or -Wuninitialized, once inlined into a loop) reports at every use
+// (GCC bug 105593); the warning says nothing here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -34,6 +36,15 @@ struct RowCursor {
   uint32_t o = 0, r = 0;
   ptrdiff_t src = 0, dst = 0;
 };
+
+// Whether every row of the walk follows the previous one directly on both sides (row k of
+// the walk at element offset k·n), so that the walk is one run of o_count·r_count·n elements.
+bool walk_is_one_run(const RowWalk& w, uint32_t n) {
+  const ptrdiff_t row = n, run = ptrdiff_t{w.r_count} * n;
+  const bool rows_follow = w.r_count == 1 || (w.src_sr == row && w.dst_sr == row);
+  const bool blocks_follow = w.o_count == 1 || (w.src_so == run && w.dst_so == run);
+  return rows_follow && blocks_follow;
+}
 
 // --- portable ------------------------------------------------------------------------------
 void requantize_row_portable(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
@@ -87,37 +98,71 @@ NPU_AVX512_INLINE __m512i round_shift8(__m512i t, __m512i shift) {
   const __m512i half = _mm512_srli_epi64(_mm512_sllv_epi64(_mm512_set1_epi64(1), shift), 1);
   return _mm512_srav_epi64(_mm512_add_epi64(t, half), shift);
 }
-// + zp, vec_clamp (the low test on the unclamped value, as the scalar rule, which matters
-// when lo > hi), narrow to int8.
-NPU_AVX512_INLINE __m128i finish8(__m512i r, int8_t zp, int8_t lo, int8_t hi) {
-  r = _mm512_add_epi64(r, _mm512_set1_epi64(zp));
-  const __m512i low = _mm512_set1_epi64(lo);
-  const __m512i clamped = _mm512_mask_mov_epi64(_mm512_min_epi64(r, _mm512_set1_epi64(hi)),
-                                                _mm512_cmplt_epi64_mask(r, low), low);
-  return _mm512_cvtepi64_epi8(clamped);
+// One instruction's output parameters and requantisation parameters for lanes c..c+7,
+// widened once: the row loops store int8 through pointers that may alias anything, so values
+// read from RequantParams inside them would be reloaded and re-widened for every row.
+struct HeldFinish {
+  __m512i zp, lo, hi;
+};
+struct HeldRequant8 {
+  __m512i mult, shift, half;  // int64 lanes; half = (1 << shift) >> 1, the rounding addend
+  __m256i bias;               // zero without a bias (adding 0 is the no-bias result)
+};
+NPU_AVX512_INLINE HeldFinish hold_finish(int8_t zp, int8_t lo, int8_t hi) {
+  return HeldFinish{_mm512_set1_epi64(zp), _mm512_set1_epi64(lo), _mm512_set1_epi64(hi)};
 }
-// Lanes c..c+7 of a requantisation of the int32 values v (bias already added).
-NPU_AVX512_INLINE void requantize8(__m256i v, const RequantParams& p, uint32_t c, int8_t* y) {
-  const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.mult + c));
+NPU_AVX512_INLINE HeldRequant8 hold_requant8(const RequantParams& p, const int32_t* bias, uint32_t c) {
   const __m256i s = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.shift + c)),
                                      _mm256_set1_epi32(63));
-  // vpmuldq: the exact 64-bit product of the sign-extended low halves.
-  const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(v), _mm512_cvtepi32_epi64(m));
-  const __m512i r = round_shift8(t, _mm512_cvtepu32_epi64(s));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(r, p.zp, p.lo, p.hi));
+  HeldRequant8 q;
+  q.mult = _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.mult + c)));
+  q.shift = _mm512_cvtepu32_epi64(s);
+  q.half = _mm512_srli_epi64(_mm512_sllv_epi64(_mm512_set1_epi64(1), q.shift), 1);
+  q.bias = bias ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c)) : _mm256_setzero_si256();
+  return q;
 }
-NPU_AVX512_INLINE __m256i add_bias8(__m256i v, const int32_t* bias, uint32_t c) {
-  return bias ? _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c))) : v;
+// + zp, vec_clamp (the low test on the unclamped value, as the scalar rule, which matters
+// when lo > hi), narrow to int8.
+NPU_AVX512_INLINE __m128i finish8(__m512i r, const HeldFinish& f) {
+  r = _mm512_add_epi64(r, f.zp);
+  return _mm512_cvtepi64_epi8(_mm512_mask_mov_epi64(_mm512_min_epi64(r, f.hi), _mm512_cmplt_epi64_mask(r, f.lo), f.lo));
+}
+// Lanes c..c+7 of a requantisation of the int32 values v (+ bias) into y + c.
+NPU_AVX512_INLINE void requantize8(__m256i v, const HeldRequant8& q, const HeldFinish& f, int8_t* y, uint32_t c) {
+  // vpmuldq: the exact 64-bit product of the sign-extended low halves.
+  const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(_mm256_add_epi32(v, q.bias)), q.mult);
+  const __m512i r = _mm512_srav_epi64(_mm512_add_epi64(t, q.half), q.shift);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(r, f));
+}
+
+// Lanes 8·G wide (n = 8, 16, 32), every parameter held in registers for the whole walk.
+template <uint32_t G>
+__attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_held(const int32_t* x, const int32_t* bias,
+                                                                     const RequantParams& p, int8_t* y,
+                                                                     const RowWalk& rows) {
+  HeldRequant8 q[G];
+  for (uint32_t g = 0; g < G; ++g) q[g] = hold_requant8(p, bias, 8 * g);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  for (RowCursor row(rows); !row.done(); row.next())
+    for (uint32_t g = 0; g < G; ++g)
+      requantize8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + row.src + 8 * g)), q[g], f, y + row.dst,
+                  8 * g);
 }
 
 __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int32_t* x, const int32_t* bias,
                                                                        const RequantParams& p, int8_t* y,
                                                                        const RowWalk& rows, uint32_t n) {
+  switch (n) {
+    case 8: return requantize_rows_held<1>(x, bias, p, y, rows);
+    case 16: return requantize_rows_held<2>(x, bias, p, y, rows);
+    case 32: return requantize_rows_held<4>(x, bias, p, y, rows);
+    default: break;
+  }
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
   for (RowCursor row(rows); !row.done(); row.next())
-    for (uint32_t c = 0; c < n; c += 8) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + row.src + c));
-      requantize8(add_bias8(v, bias, c), p, c, y + row.dst);
-    }
+    for (uint32_t c = 0; c < n; c += 8)
+      requantize8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + row.src + c)), hold_requant8(p, bias, c), f,
+                  y + row.dst, c);
 }
 
 __attribute__((target(NPU_AVX512_TARGET))) void binary_rows_avx512(const int8_t* a, const int8_t* b,
@@ -126,6 +171,8 @@ __attribute__((target(NPU_AVX512_TARGET))) void binary_rows_avx512(const int8_t*
   const __m512i za = _mm512_set1_epi64(p.za), zb = _mm512_set1_epi64(p.zb);
   const __m512i m0 = _mm512_set1_epi64(p.m0), m1 = _mm512_set1_epi64(p.m1);
   const __m512i shift = _mm512_set1_epi64(p.shift);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  const bool mul = p.mul;
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t c = 0; c < n; c += 8) {
       const __m512i da = _mm512_sub_epi64(
@@ -133,9 +180,9 @@ __attribute__((target(NPU_AVX512_TARGET))) void binary_rows_avx512(const int8_t*
       const __m512i db = _mm512_sub_epi64(
           _mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + row.src + c))), zb);
       // vpmullq keeps the low 64 bits: the wrapping products of the scalar definition.
-      const __m512i t = p.mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
+      const __m512i t = mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
                               : _mm512_add_epi64(_mm512_mullo_epi64(da, m0), _mm512_mullo_epi64(db, m1));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(y + row.dst + c), finish8(round_shift8(t, shift), p.zp, p.lo, p.hi));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(y + row.dst + c), finish8(round_shift8(t, shift), f));
     }
 }
 
@@ -188,6 +235,9 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
     __m512i weights[kMaxHeldTaps];
     for (uint32_t t = 0; t < taps; ++t)
       weights[t] = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(lanes, win.weights + size_t{t} * n)));
+    const HeldRequant8 q0 = hold_requant8(p, bias, 0);
+    const HeldRequant8 q1 = n > 8 ? hold_requant8(p, bias, 8) : q0;
+    const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
     for (RowCursor row(rows); !row.done(); row.next()) {
       __m512i sum = _mm512_setzero_si512();
       const __m512i* w = weights;
@@ -196,37 +246,57 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
         for (uint32_t kx = 0; kx < win.kw; ++kx, xr += n, ++w)
           sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr)), *w));
       }
-      requantize8(add_bias8(_mm512_castsi512_si256(sum), bias, 0), p, 0, y + row.dst);
-      if (n > 8) requantize8(add_bias8(_mm512_extracti64x4_epi64(sum, 1), bias, 8), p, 8, y + row.dst);
+      requantize8(_mm512_castsi512_si256(sum), q0, f, y + row.dst, 0);
+      if (n > 8) requantize8(_mm512_extracti64x4_epi64(sum, 1), q1, f, y + row.dst, 8);
     }
     return;
   }
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t c0 = 0; c0 < n; c0 += 16) {
       const __m512i sum =
           window16<WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, n, c0, lanes16(n, c0));
-      requantize8(add_bias8(_mm512_castsi512_si256(sum), bias, c0), p, c0, y + row.dst);
-      if (n - c0 > 8) requantize8(add_bias8(_mm512_extracti64x4_epi64(sum, 1), bias, c0 + 8), p, c0 + 8, y + row.dst);
+      requantize8(_mm512_castsi512_si256(sum), hold_requant8(p, bias, c0), f, y + row.dst, c0);
+      if (n - c0 > 8) requantize8(_mm512_extracti64x4_epi64(sum, 1), hold_requant8(p, bias, c0 + 8), f, y + row.dst, c0 + 8);
     }
 }
 
 // vpermi2b looks up 128 entries from two registers by the low 7 index bits; two lookups and
 // a blend on bit 7 cover the 256-entry table.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void lut_rows_vbmi(const int8_t* table, const int8_t* x,
-                                                                                   int8_t lo, int8_t hi, int8_t* y,
-                                                                                   const RowWalk& rows, uint32_t n) {
-  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
-  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
-  const __mmask64 lanes = (__mmask64{1} << n) - 1;  // n <= 32
-  const __m512i low = _mm512_set1_epi8(lo), high = _mm512_set1_epi8(hi);
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    const __m512i index = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lanes, x + row.src), _mm512_set1_epi8(-128));
-    const __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), _mm512_permutex2var_epi8(t0, index, t1),
-                                             _mm512_permutex2var_epi8(t2, index, t3));
-    const __m512i r = _mm512_mask_mov_epi8(_mm512_min_epi8(v, high), _mm512_cmplt_epi8_mask(v, low), low);
-    _mm512_mask_storeu_epi8(y + row.dst, lanes, r);
-  }
+#define NPU_VBMI_TARGET "avx512f,avx512bw,avx512vl,avx512vbmi"
+struct HeldLut {
+  __m512i t0, t1, t2, t3, low, high;
+};
+__attribute__((target(NPU_VBMI_TARGET), always_inline)) inline __m512i lut64(__m512i x, const HeldLut& t) {
+  const __m512i index = _mm512_xor_si512(x, _mm512_set1_epi8(-128));
+  const __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), _mm512_permutex2var_epi8(t.t0, index, t.t1),
+                                           _mm512_permutex2var_epi8(t.t2, index, t.t3));
+  return _mm512_mask_mov_epi8(_mm512_min_epi8(v, t.high), _mm512_cmplt_epi8_mask(v, t.low), t.low);
 }
+
+__attribute__((target(NPU_VBMI_TARGET))) void lut_rows_vbmi(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi,
+                                                            int8_t* y, const RowWalk& rows, uint32_t n) {
+  const HeldLut t{_mm512_loadu_si512(table),       _mm512_loadu_si512(table + 64), _mm512_loadu_si512(table + 128),
+                  _mm512_loadu_si512(table + 192), _mm512_set1_epi8(lo),           _mm512_set1_epi8(hi)};
+  // LUT is per byte, so when the walk's rows are one contiguous run on both sides (an
+  // elementwise layer over a whole tensor) it runs 64 bytes at a time. That equals the row
+  // order when the output does not start after the input inside it (y <= x, or disjoint):
+  // a byte is then overwritten only by the result of a byte at or after it, and each block
+  // is read completely before it is written.
+  const ptrdiff_t total = ptrdiff_t{rows.o_count} * rows.r_count * n;
+  const auto x_at = reinterpret_cast<uintptr_t>(x), y_at = reinterpret_cast<uintptr_t>(y);
+  if (walk_is_one_run(rows, n) && (y_at <= x_at || y_at >= x_at + static_cast<uintptr_t>(total))) {
+    for (ptrdiff_t at = 0; at < total; at += 64) {
+      const __mmask64 block = total - at >= 64 ? ~__mmask64{0} : (__mmask64{1} << (total - at)) - 1;
+      _mm512_mask_storeu_epi8(y + at, block, lut64(_mm512_maskz_loadu_epi8(block, x + at), t));
+    }
+    return;
+  }
+  const __mmask64 lanes = (__mmask64{1} << n) - 1;  // n <= 32
+  for (RowCursor row(rows); !row.done(); row.next())
+    _mm512_mask_storeu_epi8(y + row.dst, lanes, lut64(_mm512_maskz_loadu_epi8(lanes, x + row.src), t));
+}
+#undef NPU_VBMI_TARGET
 #undef NPU_AVX512_INLINE
 #undef NPU_AVX512_TARGET
 

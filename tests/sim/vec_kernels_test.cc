@@ -140,5 +140,55 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
   if (compared == 0) GTEST_SKIP() << "only the portable kernel runs on this CPU";
 }
 
+// Whole-tensor walks (rows one contiguous run on both sides, as an elementwise layer issues
+// them), long enough for the AVX-512 LUT's 64-byte blocks and their partial last block, with
+// the output from 3 rows before to 3 rows after the input in the same buffer (rows equal or
+// disjoint, as the kernels require): the row order decides the result where they overlap.
+TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
+  Random rnd(7);
+  int compared = 0;
+  for (VecKernel kernel : kAllVecKernels) {
+    if (kernel == VecKernel::kPortable || !vec_kernel_usable(kernel)) continue;
+    for (uint32_t n : {8u, 16u, 32u}) {
+      for (int trial = 0; trial < 600; ++trial) {
+        SCOPED_TRACE(name(kernel, n) + " trial " + std::to_string(trial));
+        ++compared;
+        const uint32_t r_count = 1 + rnd.below(12), o_count = 1 + rnd.below(4);
+        const ptrdiff_t row = n, run = ptrdiff_t{r_count} * n;
+        const RowWalk walk{o_count, r_count, run, row, run, row};
+        const ptrdiff_t total = run * o_count;
+        const ptrdiff_t offset = (static_cast<ptrdiff_t>(rnd.below(7)) - 3) * row;
+        const ptrdiff_t margin = 3 * row;
+        std::vector<int8_t> buffer(static_cast<size_t>(total + 2 * margin));
+        for (auto& v : buffer) v = rnd.byte();
+        std::vector<int8_t> table(256);
+        for (auto& v : table) v = rnd.byte();
+        const int8_t lo = rnd.byte(), hi = rnd.byte();
+        std::vector<int8_t> want = buffer, got = buffer;
+        lut_rows(VecKernel::kPortable, table.data(), want.data() + margin, lo, hi, want.data() + margin + offset, walk, n);
+        lut_rows(kernel, table.data(), got.data() + margin, lo, hi, got.data() + margin + offset, walk, n);
+        ASSERT_EQ(got, want) << "LUT, output at " << offset << " bytes from the input, " << o_count << "x" << r_count
+                             << " rows";
+
+        // REQUANT with every parameter of the walk held: a long walk into a separate output.
+        std::vector<int32_t> x(static_cast<size_t>(total)), bias(n), mult(n), shift(n);
+        for (auto& v : x) v = rnd.word();
+        for (uint32_t c = 0; c < n; ++c) {
+          bias[c] = rnd.word();
+          mult[c] = rnd.word();
+          shift[c] = static_cast<int32_t>(rnd.below(64) | rnd.below(1 << 20) << 6);
+        }
+        const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte()};
+        std::vector<int8_t> rq_want(static_cast<size_t>(total), 7), rq_got = rq_want;
+        const int32_t* b = trial % 2 ? bias.data() : nullptr;
+        requantize_rows(VecKernel::kPortable, x.data(), b, rq, rq_want.data(), walk, n);
+        requantize_rows(kernel, x.data(), b, rq, rq_got.data(), walk, n);
+        ASSERT_EQ(rq_got, rq_want) << "REQUANT";
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "only the portable kernel runs on this CPU";
+}
+
 }  // namespace
 }  // namespace npu::sim
