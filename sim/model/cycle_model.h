@@ -10,7 +10,8 @@
 // queue, its pops are covered by pushes of completed instructions, and no earlier LOAD/STORE
 // with an overlapping DRAM range (STORE/LOAD) is queued or running. The functional model
 // executes in program order and reports each instruction here (instruction(), then its
-// engine's cost through load()/store()/gemm()/vec()); end_job() closes the job. Each
+// engine's cost through load()/store()/gemm()/vec(), or a remembered LOAD/STORE cost through
+// charge_load()/charge_store()); end_job() closes the job. Each
 // instruction's own cost is exact (TIMING.md); what is approximated is the memory port shared
 // by concurrent units (fetch, LOAD and STORE are each costed as if they had the port alone).
 //
@@ -40,7 +41,7 @@ public:
   static constexpr int kEngineQueueDepth = static_cast<int>(hw::kEngineQueueDepth);
 
   explicit CycleModel(const DeviceConfig& config)
-      : n_(config.array_dim), latency_(config.dram_latency_cycles), memoize_(config.memoize_load_costs) {}
+      : n_(config.array_dim), latency_(config.dram_latency_cycles), memoize_(config.memoize_dma_costs) {}
 
   // EXEC starts: every translation cache and the fetch buffer are emptied, the engines and
   // token channels are idle.
@@ -120,37 +121,42 @@ public:
   }
 
   // Engine costs of the current instruction (TIMING.md); they return 0 (see end_job()).
-  // `w` is the LOAD instruction; its cost is remembered for known_load().
+  // `w` is the LOAD or STORE instruction; its cost is remembered for known_load()/known_store().
   uint64_t load(const std::vector<DmaRow>& rows, const uint32_t* w) {
-    const LoadKey key = load_key(w, ldq_tlb_);
+    const int64_t tlb = ldq_tlb_;
     const uint64_t cycles = LoadPipe{latency_, &ldq_tlb_}.run(rows);
-    if (memoize_) {
-      if (load_memo_.size() >= kLoadMemoEntries) load_memo_.clear();
-      load_memo_.insert_or_assign(key, LoadCost{cycles, ldq_tlb_});
-    }
+    if (memoize_) load_memo_.remember(w, tlb, DmaCost{cycles, ldq_tlb_});
     return cost(cycles);
   }
-  uint64_t store(const std::vector<DmaRow>& rows) { return cost(store_cycles(rows)); }
+  uint64_t store(const std::vector<DmaRow>& rows, const uint32_t* w) {
+    const int64_t tlb = stq_tlb_;
+    const uint64_t cycles = store_cycles(rows);
+    if (memoize_) store_memo_.remember(w, tlb, DmaCost{cycles, stq_tlb_});
+    return cost(cycles);
+  }
 
-  // A complete LOAD's cost depends only on its instruction words (its rows are virtual
-  // addresses and lengths, and a LOAD writes no DRAM) and on LOAD's translation cache when
-  // it starts. So a LOAD seen before with the same cache (every inference of a model repeats
-  // its command stream) needs no rows: known_load(w) finds the remembered cost (nullptr if
-  // none) and charge_load() applies it, leaving the cache as the first run did. The LoadPipe
-  // walk is the predictor's most expensive part. STOREs are not remembered: a STORE into the
-  // page table flushes the caches part way (and their cost is cheap to recompute). At most
-  // kLoadMemoEntries entries, forgotten all at once when full.
-  struct LoadCost {
+  // A complete LOAD's or STORE's cost is a function of its rows (virtual addresses and
+  // lengths, a function of its instruction words alone) and of its queue's translation cache
+  // when the cost is computed. So an instruction seen before with the same cache (every
+  // inference of a model repeats its command stream) needs no rows: known_load(w) /
+  // known_store(w) find the remembered cost (nullptr if none) and charge_load() /
+  // charge_store() apply it, leaving the cache as the first costing did. For a LOAD that is
+  // the cache when it starts (a LOAD writes no DRAM). A STORE into the page table flushes
+  // the caches part way, before its cost is computed: call known_store() after the STORE's
+  // data path, as store() is, so that the key holds the cache store() would have used. The
+  // row walks are the predictor's most expensive part.
+  struct DmaCost {
     uint64_t cycles;
     int64_t tlb_after;
   };
-  const LoadCost* known_load(const uint32_t* w) const {
-    if (!memoize_) return nullptr;
-    const auto it = load_memo_.find(load_key(w, ldq_tlb_));
-    return it == load_memo_.end() ? nullptr : &it->second;
-  }
-  uint64_t charge_load(const LoadCost& known) {
+  const DmaCost* known_load(const uint32_t* w) const { return memoize_ ? load_memo_.find(w, ldq_tlb_) : nullptr; }
+  uint64_t charge_load(const DmaCost& known) {
     ldq_tlb_ = known.tlb_after;
+    return cost(known.cycles);
+  }
+  const DmaCost* known_store(const uint32_t* w) const { return memoize_ ? store_memo_.find(w, stq_tlb_) : nullptr; }
+  uint64_t charge_store(const DmaCost& known) {
+    stq_tlb_ = known.tlb_after;
     return cost(known.cycles);
   }
 
@@ -181,24 +187,40 @@ public:
     buf_valid_ = false;
   }
 
-  static constexpr size_t kLoadMemoEntries = size_t{1} << 16;
-  struct LoadKey {
-    std::array<uint32_t, 8> words;
-    int64_t tlb;
-    bool operator==(const LoadKey&) const = default;
-  };
-  struct LoadKeyHash {
-    size_t operator()(const LoadKey& k) const {
-      uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
-      for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
-      return static_cast<size_t>(h ^ (h >> 29));
+  // Remembered DMA costs by (instruction words, translation cache): at most kEntries,
+  // forgotten all at once when full.
+  class DmaCostMemo {
+   public:
+    const DmaCost* find(const uint32_t* w, int64_t tlb) const {
+      const auto it = costs_.find(key(w, tlb));
+      return it == costs_.end() ? nullptr : &it->second;
     }
+    void remember(const uint32_t* w, int64_t tlb, const DmaCost& c) {
+      if (costs_.size() >= kEntries) costs_.clear();
+      costs_.insert_or_assign(key(w, tlb), c);
+    }
+
+   private:
+    static constexpr size_t kEntries = size_t{1} << 16;
+    struct Key {
+      std::array<uint32_t, 8> words;
+      int64_t tlb;
+      bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+      size_t operator()(const Key& k) const {
+        uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
+        for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
+        return static_cast<size_t>(h ^ (h >> 29));
+      }
+    };
+    static Key key(const uint32_t* w, int64_t tlb) {
+      Key k{{}, tlb};
+      std::copy(w, w + 8, k.words.begin());
+      return k;
+    }
+    std::unordered_map<Key, DmaCost, KeyHash> costs_;
   };
-  static LoadKey load_key(const uint32_t* w, int64_t tlb) {
-    LoadKey k{{}, tlb};
-    std::copy(w, w + 8, k.words.begin());
-    return k;
-  }
 
   uint64_t cost(uint64_t engine_cycles) {
     cur_.cycles = static_cast<int64_t>(engine_cycles);
@@ -361,7 +383,7 @@ public:
   uint32_t n_;
   uint32_t latency_;
   bool memoize_;
-  std::unordered_map<LoadKey, LoadCost, LoadKeyHash> load_memo_;
+  DmaCostMemo load_memo_, store_memo_;
   int64_t ifu_tlb_ = kEmpty, ldq_tlb_ = kEmpty;
   int64_t stq_tlb_ = kEmpty;
   bool buf_valid_ = false;

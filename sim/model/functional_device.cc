@@ -521,7 +521,7 @@ class FunctionalDevice final : public Device {
     const uint32_t stride = w[5];
     uint64_t bytes = 0;
     // Rows for the cycle predictor only when it has not costed this very LOAD before.
-    const CycleModel::LoadCost* known = timing_.known_load(w.data());
+    const CycleModel::DmaCost* known = timing_.known_load(w.data());
     dma_rows_.clear();
     if (!known) dma_rows_.reserve(rows);
     // The tiles this LOAD may write lose their packed copies (also when it faults part way).
@@ -595,8 +595,6 @@ class FunctionalDevice final : public Device {
     const size_t sp_row_bytes = static_cast<size_t>(n_) * esize;
     const uint32_t stride = w[5];
     uint64_t bytes = 0;
-    dma_rows_.clear();
-    dma_rows_.reserve(rows);
     CoalescedCopy copy;
     PageCursor cursor;
     const std::byte* line = sp_row_ptr(sp, w[2]);
@@ -618,7 +616,6 @@ class FunctionalDevice final : public Device {
             }
             timing_.store_written(*phys0 + x * stride, row_bytes, false);
           }
-          append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
           continue;
         }
@@ -639,13 +636,23 @@ class FunctionalDevice final : public Device {
             }
           }
           bytes += row_bytes;
-          dma_rows_.push_back(DmaRow{false, va, row_bytes});
         }
       }
     }
     copy.flush();
     count(hw::Counter::kDmaWrBytes, bytes);
-    job_cycles_ += timing_.store(dma_rows_);
+    // The cost is looked up after the data path: a write into the page table has flushed
+    // STORE's translation cache by now, and the cost is computed with the flushed cache.
+    if (const CycleModel::DmaCost* known = timing_.known_store(w.data())) {
+      job_cycles_ += timing_.charge_store(*known);
+      return std::nullopt;
+    }
+    // A completed STORE's rows are its lines in order, whichever path each line took above.
+    dma_rows_.clear();
+    dma_rows_.reserve(rows);
+    for (uint32_t z = 0; z < Z; ++z)
+      for (uint32_t y = 0; y < Y; ++y) append_line_rows(w[1] + z * w[7] + y * w[6], stride, X, row_bytes);
+    job_cycles_ += timing_.store(dma_rows_, w.data());
     return std::nullopt;
   }
 

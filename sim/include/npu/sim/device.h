@@ -29,10 +29,10 @@ struct DeviceConfig {
   uint32_t array_dim = hw::kDefaultArrayDim;  // 8, 16 or 32
   uint32_t dram_latency_cycles = static_cast<uint32_t>(hw::kDramLatencyCycles);
   uint32_t dma_beat_bytes = static_cast<uint32_t>(hw::kDmaBeatBytes);
-  // Functional model only: its cycle predictor reuses the cost of a LOAD it has costed before
-  // (same instruction, same translation cache; exact, see sim/model/cycle_model.h). Off only
-  // to check that this changes no prediction.
-  bool memoize_load_costs = true;
+  // Functional model only: its cycle predictor reuses the cost of a LOAD or STORE it has
+  // costed before (same instruction, same translation cache; exact, see
+  // sim/model/cycle_model.h). Off only to check that this changes no prediction.
+  bool memoize_dma_costs = true;
 };
 
 // One executed instruction, for the instruction trace (off by default). The RTL reports
