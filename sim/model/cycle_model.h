@@ -61,6 +61,14 @@ public:
     if (buf_valid_ && pa < buf_pa_hi_ && uint64_t{pa} + len > buf_pa_lo_) buf_valid_ = false;
   }
 
+  // store_written() for the rows pa0 + x·stride (x < count) of `len` bytes, none of them in
+  // the page table: the fetch buffer can only be emptied, so the rows need looking at only
+  // when the line's span overlaps the fetched block.
+  void store_line_written(uint32_t pa0, uint32_t stride, uint32_t count, uint32_t len) {
+    if (!buf_valid_ || pa0 >= buf_pa_hi_ || uint64_t{pa0} + uint64_t{count - 1} * stride + len <= buf_pa_lo_) return;
+    for (uint32_t x = 0; x < count; ++x) store_written(pa0 + x * stride, len, false);
+  }
+
   // A ring entry (NOP, FENCE, or an EXEC up to its first fetch), including decode.
   uint64_t ring_entry() const { return latency_ + 7; }
 

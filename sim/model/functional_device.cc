@@ -480,15 +480,23 @@ class FunctionalDevice final : public Device {
     for (uint32_t x = 0; x < count; ++x) row[x] = DmaRow{false, va0 + x * stride, len};
   }
 
-  // One row of a scratchpad size the compiler knows: a few moves instead of a library call.
-  static void copy_row(std::byte* dst, const std::byte* src, uint32_t len) {
+  // `count` rows of `len` bytes, dst + x·dst_stride from src + x·src_stride, in order (a
+  // strided line between DRAM and a scratchpad). Rows of a scratchpad size are a few moves
+  // each instead of a library call.
+  template <uint32_t kLen>
+  static void copy_rows_of(std::byte* dst, size_t dst_stride, const std::byte* src, size_t src_stride,
+                           uint32_t count, uint32_t len) {
+    for (uint32_t x = 0; x < count; ++x, dst += dst_stride, src += src_stride) std::memcpy(dst, src, kLen ? kLen : len);
+  }
+  static void copy_rows(std::byte* dst, size_t dst_stride, const std::byte* src, size_t src_stride, uint32_t count,
+                        uint32_t len) {
     switch (len) {
-      case 8: std::memcpy(dst, src, 8); break;
-      case 16: std::memcpy(dst, src, 16); break;
-      case 32: std::memcpy(dst, src, 32); break;
-      case 64: std::memcpy(dst, src, 64); break;
-      case 128: std::memcpy(dst, src, 128); break;
-      default: std::memcpy(dst, src, len); break;
+      case 8: return copy_rows_of<8>(dst, dst_stride, src, src_stride, count, len);
+      case 16: return copy_rows_of<16>(dst, dst_stride, src, src_stride, count, len);
+      case 32: return copy_rows_of<32>(dst, dst_stride, src, src_stride, count, len);
+      case 64: return copy_rows_of<64>(dst, dst_stride, src, src_stride, count, len);
+      case 128: return copy_rows_of<128>(dst, dst_stride, src, src_stride, count, len);
+      default: return copy_rows_of<0>(dst, dst_stride, src, src_stride, count, len);
     }
   }
 
@@ -550,7 +558,7 @@ class FunctionalDevice final : public Device {
           } else if (row_bytes == sp_row_bytes) {
             // Strided full rows: each is its own copy (a LOAD's destination rows are disjoint
             // and it writes no DRAM, so the order against the pending run does not matter).
-            for (uint32_t x = 0; x < X; ++x) copy_row(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
+            copy_rows(dst, sp_row_bytes, src, stride, X, row_bytes);
           } else {
             for (uint32_t x = 0; x < X; ++x) {
               copy.add(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
@@ -606,16 +614,13 @@ class FunctionalDevice final : public Device {
         // before the next translation reads them.
         if (phys0 && !into_page_table(*phys0, uint64_t{X - 1} * stride + row_bytes)) {
           std::byte* dst = dram_.data() + *phys0;
-          const bool contiguous = stride == row_bytes && row_bytes == sp_row_bytes;
-          if (!contiguous) copy.flush();  // the rows below are copied directly, in order
-          for (uint32_t x = 0; x < X; ++x) {
-            if (contiguous) {
-              copy.add(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
-            } else {
-              copy_row(dst + static_cast<size_t>(x) * stride, line + x * sp_row_bytes, row_bytes);
-            }
-            timing_.store_written(*phys0 + x * stride, row_bytes, false);
+          if (stride == row_bytes && row_bytes == sp_row_bytes) {
+            copy.add(dst, line, size_t{X} * row_bytes);  // the line is one contiguous run
+          } else {
+            copy.flush();  // these rows are copied directly, in order
+            copy_rows(dst, stride, line, sp_row_bytes, X, row_bytes);
           }
+          timing_.store_line_written(*phys0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
           continue;
         }
