@@ -222,6 +222,30 @@ __attribute__((target(NPU_AVX512_TARGET))) void window_reduce_avx512(const int8_
   }
 }
 
+// DWCONV rows for n <= 16 with the widened tap weights and the requantisation held. kKw and
+// kKh are the window when the caller knows it (the loops then unroll fully), 0 to take it from
+// `win`. The int32 sum is exact (|Σ| < 2^31), so the tap order does not matter.
+template <uint32_t kKw, uint32_t kKh>
+__attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_held(const int8_t* x, const Window& win,
+                                                                 const __m512i* weights, const HeldRequant8& q0,
+                                                                 const HeldRequant8& q1, const HeldFinish& f,
+                                                                 int8_t* y, const RowWalk& rows, uint32_t n) {
+  const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;
+  const ptrdiff_t row_stride = win.row_stride;
+  const __mmask16 lanes = lanes16(n, 0);
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    __m512i sum = _mm512_setzero_si512();
+    for (uint32_t ky = 0; ky < kh; ++ky) {
+      const int8_t* xr = x + row.src + ky * row_stride;
+      for (uint32_t kx = 0; kx < kw; ++kx)
+        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr + kx * n)),
+                                                      weights[ky * kw + kx]));
+    }
+    requantize8(_mm512_castsi512_si256(sum), q0, f, y + row.dst, 0);
+    if (n > 8) requantize8(_mm512_extracti64x4_epi64(sum, 1), q1, f, y + row.dst, 8);
+  }
+}
+
 __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t* x, const Window& win,
                                                                    const int32_t* bias, const RequantParams& p,
                                                                    int8_t* y, const RowWalk& rows, uint32_t n) {
@@ -238,18 +262,10 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
     const HeldRequant8 q0 = hold_requant8(p, bias, 0);
     const HeldRequant8 q1 = n > 8 ? hold_requant8(p, bias, 8) : q0;
     const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
-    for (RowCursor row(rows); !row.done(); row.next()) {
-      __m512i sum = _mm512_setzero_si512();
-      const __m512i* w = weights;
-      for (uint32_t ky = 0; ky < win.kh; ++ky) {
-        const int8_t* xr = x + row.src + ky * win.row_stride;
-        for (uint32_t kx = 0; kx < win.kw; ++kx, xr += n, ++w)
-          sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr)), *w));
-      }
-      requantize8(_mm512_castsi512_si256(sum), q0, f, y + row.dst, 0);
-      if (n > 8) requantize8(_mm512_extracti64x4_epi64(sum, 1), q1, f, y + row.dst, 8);
-    }
-    return;
+    // The depthwise convolutions of CNNs are 3x3 and 5x5.
+    if (win.kw == 3 && win.kh == 3) return dwconv_rows_held<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
+    if (win.kw == 5 && win.kh == 5) return dwconv_rows_held<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
+    return dwconv_rows_held<0, 0>(x, win, weights, q0, q1, f, y, rows, n);
   }
   const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
   for (RowCursor row(rows); !row.done(); row.next())
