@@ -493,6 +493,23 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
                                .flags = kPopPrev})});
          EXPECT_EQ(b.r32(kDataVa + 0x200), b.r32(kDataVa)) << "the rewritten LOAD did not run";
        }},
+      {"strided store rewrites a later instruction of its own job", [n](Bench& b) {
+         b.setup_rings();
+         // As above, but the rewriting STORE moves 4 bytes per row with a 4-byte DRAM stride
+         // (a strided line, not one contiguous copy), so the rows land one by one inside the
+         // fetched block.
+         Instr ld = load({.va = kDataVa, .sp_row = 7, .x = 2, .xs = n, .flags = kPushNext});
+         for (int k = 0; k < 8; ++k) b.w32(kDataVa + 0x100 + 4 * k, ld.w[k]);
+         b.run_program({load({.va = kDataVa + 0x100, .sp_row = 20, .x = 8, .xs = 4, .row_elems = 4,
+                              .flags = kPushNext}),
+                        sync(1, kPopPrev | kPushNext),
+                        store({.va = kCmdVa + 3 * 32, .sp_row = 20, .x = 8, .xs = 4, .row_elems = 4,
+                               .flags = kPopPrev}),
+                        nop(), nop(kPopPrev | kPushNext),
+                        store({.va = kDataVa + 0x200, .sp_row = 7, .x = 2, .xs = n,
+                               .flags = kPopPrev})});
+         EXPECT_EQ(b.r32(kDataVa + 0x200), b.r32(kDataVa)) << "the rewritten LOAD did not run";
+       }},
       {"store remaps a page mid-job (ordered by a token path)", [n](Bench& b) {
          b.setup_rings();
          // A STORE writes a new PTE for data page 5 (pointing at data page 6), then a LOAD
