@@ -1,5 +1,6 @@
 #include "mac_kernels.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -152,6 +153,16 @@ bool cpu_has_avx512vnni() {
   return has;
 }
 
+bool cpu_has_avx_vnni() {
+  // CPUID.(EAX=7, ECX=1):EAX bit 4, read directly: clang 14's __builtin_cpu_supports does not
+  // know "avxvnni". The AVX2 check also covers the OS saving the ymm state.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 4) & 1u);
+  }();
+  return has;
+}
+
 }  // namespace
 
 std::string_view mac_kernel_name(MacKernel kernel) {
@@ -169,7 +180,7 @@ bool mac_kernel_usable(MacKernel kernel, uint32_t n) {
   switch (kernel) {
     case MacKernel::kPortable: return true;
     case MacKernel::kAvx2: return __builtin_cpu_supports("avx2");
-    case MacKernel::kAvxVnni: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    case MacKernel::kAvxVnni: return cpu_has_avx_vnni();
     case MacKernel::kAvx512Vnni: return cpu_has_avx512vnni();
   }
   return false;

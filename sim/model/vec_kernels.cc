@@ -3,8 +3,10 @@
 // GCC 12's AVX-512 intrinsics initialise their "undefined" vectors from themselves, which
 // -Wmaybe-uninitialized (or -Wuninitialized, once inlined into a loop) reports at every use
 // (GCC bug 105593); the warning says nothing here.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
