@@ -1101,14 +1101,22 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   // so that a dilated window row is again consecutive scratchpad rows; one instruction per
   // output column then (consecutive columns change phase). Vertical dilation is the window's
   // row step.
+  // A 3-D pool of a dense [N, C, D, H, W] value (one element per row, a plane per (n, c)
+  // pair) works per output depth slice: the window's valid input slices (fv of them) are
+  // loaded interleaved by image row (row = (y·fv + j)·W + x, one LOAD: z walks y, y walks the
+  // slices), so that for an AveragePool the rows × depth window is again kh·fv rows with the
+  // step of one image row: one VEC instruction and one rounding, as in 2-D. A MaxPool first
+  // reduces the fv slices to one plane (max is exact in any order), then pools it in 2-D
+  // (which also serves vertical dilation).
   const auto& x = in_shapes[0];
-  const bool one_d = x.size() == 3;
-  const int64_t Nb = x[0], C = one_d ? 1 : x[1], H = one_d ? x[1] : x[2], W = one_d ? x[2] : x[3];
-  const int64_t OH = one_d ? out_shape[1] : out_shape[2], OW = one_d ? out_shape[2] : out_shape[3];
-  const int64_t CB = (C + N - 1) / N, pixel = one_d ? 1 : CB * N;
-  const int64_t plane_in = one_d ? H * W : H * W * pixel, plane_out = one_d ? OH * OW : OH * OW * pixel;
-  if (H * W + OH * OW > act_rows || H * W > 65535)
-    return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
+  const size_t rank = x.size();
+  const bool one_d = rank == 3, three_d = rank == 5, dense_rows = rank != 4;
+  const int64_t Nb = three_d ? x[0] * x[1] : x[0], C = rank == 4 ? x[1] : 1;
+  const int64_t Dd = three_d ? x[2] : 1, ODd = three_d ? out_shape[2] : 1;
+  const int64_t H = one_d ? x[1] : x[rank - 2], W = x[rank - 1];
+  const int64_t OH = one_d ? out_shape[1] : out_shape[rank - 2], OW = out_shape[rank - 1];
+  const int64_t CB = (C + N - 1) / N, pixel = dense_rows ? 1 : CB * N;
+  const int64_t plane_in = Dd * H * W * pixel, plane_out = ODd * OH * OW * pixel;
   struct Taps {
     int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
     bool operator==(const Taps&) const = default;
@@ -1126,25 +1134,37 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       of->push_back(static_cast<int>(it - kinds->begin()));
     }
   };
-  std::vector<Taps> row_kinds, col_kinds;
-  std::vector<int> row_kind, col_kind;
+  std::vector<Taps> depth_kinds, row_kinds, col_kinds;
+  std::vector<int> depth_kind, row_kind, col_kind;
+  classes(ODd, L.sd, L.pad_f, L.pad_k, Dd, L.kd, L.dd, &depth_kinds, &depth_kind);
   classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
   classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
-  for (const auto* kinds : {&row_kinds, &col_kinds})
+  for (const auto* kinds : {&depth_kinds, &row_kinds, &col_kinds})
     for (const Taps& t : *kinds)
       if (t.hi <= t.lo)
         return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "' has a window without input pixels");
-  // Average pools: one parameter row per distinct divisor.
-  std::vector<int64_t> divisors;
-  auto divisor_of = [&](const Taps& r, const Taps& c) {
-    return L.count_include_pad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
-  };
   const bool avg = L.kind != Kind::kMaxPool;
+  int64_t fmax = 1;  // most input slices one output slice reads
+  for (const Taps& t : depth_kinds) fmax = std::max(fmax, t.hi - t.lo);
+  const int64_t reduced = !avg && fmax > 1 ? H * W : 0;  // MaxPool: the slices' maximum
+  const int64_t plane_rows = fmax * H * W + reduced;
+  if (plane_rows + OH * OW > act_rows || fmax * H * W > 65535)
+    return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
+  for (const Taps& r : row_kinds)
+    if (avg && (r.hi - r.lo) * fmax > 255)
+      return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': the window spans more than 255 rows × slices");
+  // Average pools: one parameter row per distinct divisor. The window is separable, so its
+  // tap count is the product of the per-axis counts.
+  std::vector<int64_t> divisors;
+  auto divisor_of = [&](const Taps& d, const Taps& r, const Taps& c) {
+    return L.count_include_pad ? d.padded * r.padded * c.padded : (d.hi - d.lo) * (r.hi - r.lo) * (c.hi - c.lo);
+  };
   if (avg) {
-    for (const Taps& r : row_kinds)
-      for (const Taps& c : col_kinds)
-        if (std::find(divisors.begin(), divisors.end(), divisor_of(r, c)) == divisors.end())
-          divisors.push_back(divisor_of(r, c));
+    for (const Taps& d : depth_kinds)
+      for (const Taps& r : row_kinds)
+        for (const Taps& c : col_kinds)
+          if (std::find(divisors.begin(), divisors.end(), divisor_of(d, r, c)) == divisors.end())
+            divisors.push_back(divisor_of(d, r, c));
     const uint64_t p_off = align_up(weights.size());
     for (int64_t d : divisors) {
       const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(d));
@@ -1158,9 +1178,9 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
   }
   const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
-  const uint32_t D = static_cast<uint32_t>(H * W);
-  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) from scratchpad row
-  // base[p], plane-major.
+  const uint32_t D = static_cast<uint32_t>(plane_rows);  // output plane rows start here
+  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) plane-major, from
+  // scratchpad row fv·base[p] (fv interleaved slices of H·cnt[p] rows each).
   const int64_t phases = std::min<int64_t>(L.dw, W);
   std::vector<int64_t> cnt(static_cast<size_t>(phases)), base(static_cast<size_t>(phases));
   for (int64_t p = 0, row = 0; p < phases; ++p) {
@@ -1169,53 +1189,86 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     row += H * cnt[static_cast<size_t>(p)];
   }
   for (int64_t b = 0; b < Nb; ++b)
-    for (int64_t cb = 0; cb < CB; ++cb) {
-      const auto elems = static_cast<uint32_t>(one_d ? 1 : std::min<int64_t>(N, C - cb * N));
-      for (int64_t p = 0; p < phases; ++p) {
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = static_cast<uint32_t>(base[static_cast<size_t>(p)]);
-        ld.row_elems = elems == N ? 0 : elems;
-        ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
-        ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
-        ld.y = static_cast<uint16_t>(H);
-        ld.y_stride = static_cast<uint32_t>(W * pixel);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * plane_in + p * pixel + cb * N));
-      }
-      for (int64_t r0 = 0; r0 < OH;) {
-        int64_t r1 = r0 + 1;
-        while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-        const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
-        for (int64_t c0 = 0; c0 < OW;) {
-          int64_t c1 = c0 + 1;
-          while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-          const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
-          const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
-          const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
-          const int64_t param = avg ? std::find(divisors.begin(), divisors.end(), divisor_of(rk, ck)) - divisors.begin() : 0;
-          isa::VecRequant v{.src = static_cast<uint16_t>(base[static_cast<size_t>(p)] + y * stride_rows + xx / L.dw),
-                            .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
-                            .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
-                            .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
-                            .src_so = static_cast<uint16_t>(L.sh * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
-                            .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
-          prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo), static_cast<uint32_t>(rk.hi - rk.lo),
-                                  static_cast<uint32_t>(L.dh * stride_rows)));
-          c0 = c1;
+    for (int64_t cb = 0; cb < CB; ++cb)
+      for (int64_t od = 0; od < ODd; ++od) {
+        const auto elems = static_cast<uint32_t>(dense_rows ? 1 : std::min<int64_t>(N, C - cb * N));
+        const Taps& dk = depth_kinds[static_cast<size_t>(depth_kind[static_cast<size_t>(od)])];
+        const int64_t fv = dk.hi - dk.lo, first_slice = od * L.sd - L.pad_f + dk.lo * L.dd;
+        for (int64_t p = 0; p < phases; ++p) {
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kAct;
+          ld.sp_base = static_cast<uint32_t>(fv * base[static_cast<size_t>(p)]);
+          ld.row_elems = elems == N ? 0 : elems;
+          ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
+          ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
+          if (fv == 1) {
+            ld.y = static_cast<uint16_t>(H);
+            ld.y_stride = static_cast<uint32_t>(W * pixel);
+          } else {
+            ld.z = static_cast<uint16_t>(H);
+            ld.z_stride = static_cast<uint32_t>(W * pixel);
+            ld.y = static_cast<uint16_t>(fv);
+            ld.y_stride = static_cast<uint32_t>(L.dd * H * W * pixel);
+          }
+          prog.load(ld, BK::Activations,
+                    static_cast<uint32_t>(in_off[0] + b * plane_in + first_slice * H * W * pixel + p * pixel + cb * N));
         }
-        r0 = r1;
+        // Where the 2-D windows read: the loaded plane(s), fv slices interleaved (AveragePool),
+        // or the MaxPool's reduced plane.
+        int64_t slices = fv, plane = 0;
+        if (!avg && fv > 1) {
+          for (int64_t p = 0; p < phases; ++p) {
+            const int64_t c = cnt[static_cast<size_t>(p)];
+            isa::VecRequant v{.src = static_cast<uint16_t>(fv * base[static_cast<size_t>(p)]),
+                              .dst = static_cast<uint16_t>(fmax * H * W + base[static_cast<size_t>(p)]),
+                              .param = 0, .r = static_cast<uint16_t>(c), .o = static_cast<uint16_t>(H),
+                              .zero_point = 0, .src_so = static_cast<uint16_t>(fv * c), .src_sr = 1,
+                              .dst_so = static_cast<uint16_t>(c), .dst_sr = 1};
+            prog.vec_words(vec_mode(v, mode, 0, 1, static_cast<uint32_t>(fv), static_cast<uint32_t>(c)));
+          }
+          slices = 1;
+          plane = fmax * H * W;
+        }
+        for (int64_t r0 = 0; r0 < OH;) {
+          int64_t r1 = r0 + 1;
+          while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+          const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
+          for (int64_t c0 = 0; c0 < OW;) {
+            int64_t c1 = c0 + 1;
+            while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+            const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
+            const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
+            const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
+            const int64_t param =
+                avg ? std::find(divisors.begin(), divisors.end(), divisor_of(dk, rk, ck)) - divisors.begin() : 0;
+            isa::VecRequant v{
+                .src = static_cast<uint16_t>(plane + slices * base[static_cast<size_t>(p)] + y * slices * stride_rows +
+                                             xx / L.dw),
+                .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
+                .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+                .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
+                .src_so = static_cast<uint16_t>(L.sh * slices * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
+                .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+            // Window rows: kh image rows (step dh rows), each the `slices` interleaved slices
+            // (AveragePool has no dilation, so with slices > 1 the step is one plane row).
+            prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo),
+                                    static_cast<uint32_t>((rk.hi - rk.lo) * slices),
+                                    static_cast<uint32_t>((slices > 1 ? 1 : L.dh) * stride_rows)));
+            c0 = c1;
+          }
+          r0 = r1;
+        }
+        isa::Store st;
+        st.sp = hw::Scratchpad::kAct;
+        st.sp_base = D;
+        st.row_elems = elems == N ? 0 : elems;
+        st.x = static_cast<uint16_t>(OW);
+        st.x_stride = static_cast<uint32_t>(pixel);
+        st.y = static_cast<uint16_t>(OH);
+        st.y_stride = static_cast<uint32_t>(OW * pixel);
+        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + od * OH * OW * pixel + cb * N));
       }
-      isa::Store st;
-      st.sp = hw::Scratchpad::kAct;
-      st.sp_base = D;
-      st.row_elems = elems == N ? 0 : elems;
-      st.x = static_cast<uint16_t>(OW);
-      st.x_stride = static_cast<uint32_t>(pixel);
-      st.y = static_cast<uint16_t>(OH);
-      st.y_stride = static_cast<uint32_t>(OW * pixel);
-      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + cb * N));
-    }
-  facts.scratchpad_bytes = static_cast<uint64_t>(H * W + OH * OW) * N + divisors.size() * N * 4;
+  facts.scratchpad_bytes = static_cast<uint64_t>(plane_rows + OH * OW) * N + divisors.size() * N * 4;
   return facts;
 }
 
@@ -1355,6 +1408,11 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
 // accumulator rows of the output pixels they land on (iy·s + ky·d − pad, ix·s + kx·d − pad),
 // clipped to the output. The accumulators start at zero; the input is symmetric (zero point
 // 0), so no border-dependent zero-point correction exists.
+// A 3-D ConvTranspose is the sum over kernel depth of 2-D ones: output slice od accumulates,
+// for every depth tap kd whose input slice id = (od + pad − kd·d) / s is whole and inside
+// the input, the 2-D taps of slice id with the weights of (kd, ky, kx); then REQUANT and
+// STORE of that slice (a slice no tap reaches is the bias alone). NDHWC input slices are
+// consecutive image rows, so the whole input loads as one image D·H rows high.
 static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                                uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                                Program& prog, const DynamicOperands& dyn) {
@@ -1362,7 +1420,7 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
-  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KD * L.KH * L.KW, taps_2d = L.KH * L.KW;
   const int64_t Cp = CB * N, Coutp = NB * N;
   const bool dynamic = L.weight_input >= 0;
   if (qx.zero_point != 0)
@@ -1405,9 +1463,10 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
   const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
   // ACT: input plane (CB blocks of H·W rows) then the output rows; ACC: parameters, then one
   // accumulator row per output pixel.
-  const int64_t in_rows = CB * L.H * L.W, out_rows = L.OH * L.OW;
+  const int64_t slice_rows = L.H * L.W, in_rows = CB * L.D * slice_rows, out_rows = L.OH * L.OW;
   const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
-  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.H * L.W > 65535 || out_rows > 65535)
+  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.D * slice_rows > 65535 || out_rows > 65535 ||
+      L.D * L.H > 65535)
     return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' does not fit the scratchpads");
   const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
@@ -1435,59 +1494,64 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
     ld.sp = hw::Scratchpad::kAct;
     ld.x = static_cast<uint16_t>(L.W);
     ld.x_stride = static_cast<uint32_t>(Cp);
-    ld.y = static_cast<uint16_t>(L.H);
+    ld.y = static_cast<uint16_t>(L.D * L.H);
     ld.y_stride = static_cast<uint32_t>(L.W * Cp);
     ld.z = static_cast<uint16_t>(CB);
     ld.z_stride = N;
-    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.H * L.W * Cp));
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.D * slice_rows * Cp));
     for (int64_t nb = 0; nb < NB; ++nb) {
       if (!weights_fit) load_weights(nb, 1);
-      isa::Load zero;  // the accumulators start at zero
-      zero.sp = hw::Scratchpad::kAcc;
-      zero.sp_base = Cacc;
-      zero.x = static_cast<uint16_t>(out_rows);
-      zero.x_stride = 0;
-      prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
       const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t ky = t / L.KW, kx = t % L.KW;
-        const int64_t oy_off = ky * L.dil_h - L.pad_t, ox_off = kx * L.dil_w - L.pad_l;
-        int64_t iy0, iy1, ix0, ix1;
-        reach(L.H, L.OH, L.stride_h, oy_off, &iy0, &iy1);
-        reach(L.W, L.OW, L.stride_w, ox_off, &ix0, &ix1);
-        if (iy1 < iy0 || ix1 < ix0) continue;  // this tap lands outside the output
-        isa::Gemm gm;
-        gm.clear = false;
-        gm.act = static_cast<uint16_t>(iy0 * L.W + ix0);
-        gm.wgt = static_cast<uint16_t>(wbase + t * CB);
-        gm.acc = static_cast<uint16_t>(Cacc + (iy0 * L.stride_h + oy_off) * L.OW + ix0 * L.stride_w + ox_off);
-        gm.o = static_cast<uint16_t>(iy1 - iy0 + 1);
-        gm.act_so = static_cast<uint16_t>(L.W);
-        gm.acc_so = static_cast<uint16_t>(L.stride_h * L.OW);
-        gm.i = static_cast<uint16_t>(CB);
-        gm.act_si = static_cast<uint16_t>(L.H * L.W);
-        gm.wgt_si = 1;
-        gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
-        gm.r = static_cast<uint16_t>(ix1 - ix0 + 1);
-        gm.act_sr = 1;
-        gm.acc_sr = static_cast<uint16_t>(L.stride_w);
-        prog.gemm(gm);
-        facts.macs += static_cast<uint64_t>((iy1 - iy0 + 1) * (ix1 - ix0 + 1) * CB) * N * N;
+      for (int64_t od = 0; od < L.OD; ++od) {
+        isa::Load zero;  // the accumulators start at zero
+        zero.sp = hw::Scratchpad::kAcc;
+        zero.sp_base = Cacc;
+        zero.x = static_cast<uint16_t>(out_rows);
+        zero.x_stride = 0;
+        prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
+          const int64_t from = od + L.pad_f - kd * L.dil_d;  // = id · stride_d
+          if (from < 0 || from % L.stride_d != 0 || from / L.stride_d >= L.D) continue;
+          const int64_t id = from / L.stride_d;
+          const int64_t oy_off = ky * L.dil_h - L.pad_t, ox_off = kx * L.dil_w - L.pad_l;
+          int64_t iy0, iy1, ix0, ix1;
+          reach(L.H, L.OH, L.stride_h, oy_off, &iy0, &iy1);
+          reach(L.W, L.OW, L.stride_w, ox_off, &ix0, &ix1);
+          if (iy1 < iy0 || ix1 < ix0) continue;  // this tap lands outside the output
+          isa::Gemm gm;
+          gm.clear = false;
+          gm.act = static_cast<uint16_t>(id * slice_rows + iy0 * L.W + ix0);
+          gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+          gm.acc = static_cast<uint16_t>(Cacc + (iy0 * L.stride_h + oy_off) * L.OW + ix0 * L.stride_w + ox_off);
+          gm.o = static_cast<uint16_t>(iy1 - iy0 + 1);
+          gm.act_so = static_cast<uint16_t>(L.W);
+          gm.acc_so = static_cast<uint16_t>(L.stride_h * L.OW);
+          gm.i = static_cast<uint16_t>(CB);
+          gm.act_si = static_cast<uint16_t>(L.D * slice_rows);
+          gm.wgt_si = 1;
+          gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
+          gm.r = static_cast<uint16_t>(ix1 - ix0 + 1);
+          gm.act_sr = 1;
+          gm.acc_sr = static_cast<uint16_t>(L.stride_w);
+          prog.gemm(gm);
+          facts.macs += static_cast<uint64_t>((iy1 - iy0 + 1) * (ix1 - ix0 + 1) * CB) * N * N;
+        }
+        isa::VecRequant vq;
+        vq.bias = true;
+        vq.src = static_cast<uint16_t>(Cacc);
+        vq.dst = static_cast<uint16_t>(A_out);
+        vq.param = static_cast<uint16_t>(3 * nb);
+        vq.r = static_cast<uint16_t>(out_rows);
+        vq.src_sr = 1;
+        vq.dst_sr = 1;
+        vq.zero_point = static_cast<int8_t>(qy.zero_point);
+        vq.clamp_lo = lo;
+        vq.clamp_hi = hi;
+        prog.vec(vq);
+        store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, L.OH, Coutp,
+                         static_cast<uint32_t>(out_off + ((b * L.OD + od) * out_rows) * Coutp + nb * N));
       }
-      isa::VecRequant vq;
-      vq.bias = true;
-      vq.src = static_cast<uint16_t>(Cacc);
-      vq.dst = static_cast<uint16_t>(A_out);
-      vq.param = static_cast<uint16_t>(3 * nb);
-      vq.r = static_cast<uint16_t>(out_rows);
-      vq.src_sr = 1;
-      vq.dst_sr = 1;
-      vq.zero_point = static_cast<int8_t>(qy.zero_point);
-      vq.clamp_lo = lo;
-      vq.clamp_hi = hi;
-      prog.vec(vq);
-      store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, L.OH, Coutp,
-                       static_cast<uint32_t>(out_off + b * out_rows * Coutp + nb * N));
     }
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(in_rows + out_rows) * N + static_cast<uint64_t>(Cacc + out_rows) * N * 4 +

@@ -298,18 +298,23 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
     return std::nullopt;
   // A 1-D ConvTranspose ([N,C,L]) is the 2-D one with H = 1 when its input is a graph input of
   // this node alone and its output a graph output nobody else reads: the compiler then stores
-  // both channels-last ([N][L][C padded]), the NHWC layout with H = 1.
-  const bool one_d = g.value(n.inputs[0]).shape.size() == 3;
+  // both channels-last ([N][L][C padded]), the NHWC layout with H = 1. A 3-D one
+  // ([N,C,D,H,W]) under the same condition is stored [N][D][H][W][C padded] and lowered as a
+  // sum over kernel depth of 2-D ones (lower_conv_transpose); its depth attributes are split
+  // off here and the rest is the 2-D case.
+  const size_t rank = g.value(n.inputs[0]).shape.size();
+  const bool one_d = rank == 3, three_d = rank == 5;
   auto as_2d = [&](std::vector<int64_t> s) {
     if (one_d && s.size() == 3) s.insert(s.begin() + 2, 1);
+    if (three_d && s.size() == 5) s.erase(s.begin() + 2);
     return s;
   };
   const auto x = as_2d(g.value(n.inputs[0]).shape);
   const auto w = as_2d(g.value(n.inputs[1]).shape);
   const auto y = as_2d(g.value(n.outputs[0]).shape);
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[0] != x[1] || y[0] != x[0] || y[1] != w[1]) return std::nullopt;
-  if (one_d && (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) ||
-                !consumers(g, n.outputs[0]).empty()))
+  if ((one_d || three_d) && (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) ||
+                             !consumers(g, n.outputs[0]).empty()))
     return std::nullopt;
   const bool dynamic = !g.is_constant(n.inputs[1]);
   if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
@@ -329,10 +334,25 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.OH = y[2];
   L.OW = y[3];
   // Attributes of a 1-D node gain the H entry (kernel 1, stride 1, no padding).
+  // Attributes of a 3-D node lose their depth entry (kept in `depth`: for pads the begin
+  // pad, then the end pad).
+  std::map<std::string, std::vector<int64_t>> depth;
   auto attr_2d = [&](const std::string& key, std::vector<int64_t> fallback, int64_t h_value) {
     auto it = n.attrs.find(key);
     if (it == n.attrs.end()) return fallback;
     std::vector<int64_t> v = it->second.ints;
+    if (three_d) {
+      if (key == "output_shape" && v.size() == 5) v.erase(v.begin(), v.begin() + 2);
+      if (key == "pads" && v.size() == 6) {
+        depth[key] = {v[0], v[3]};
+        return std::vector<int64_t>{v[1], v[2], v[4], v[5]};
+      }
+      if (key != "pads" && v.size() == 3) {
+        depth[key] = {v[0]};
+        return std::vector<int64_t>{v[1], v[2]};
+      }
+      return std::vector<int64_t>{};  // rejected below
+    }
     if (!one_d) return v;
     if (v.size() == 1) return std::vector<int64_t>{h_value, v[0]};
     if (v.size() == 2 && key == "pads") return std::vector<int64_t>{0, v[0], 0, v[1]};
@@ -369,6 +389,31 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
       return std::nullopt;
     }
   }
+  if (three_d) {
+    // The depth axis by the same rules as H and W.
+    const auto& xs = g.value(n.inputs[0]).shape;
+    const auto& ws = g.value(n.inputs[1]).shape;
+    const auto& ys = g.value(n.outputs[0]).shape;
+    auto depth_attr = [&](const std::string& key, std::vector<int64_t> fallback) {
+      auto it = depth.find(key);
+      return it == depth.end() ? fallback : it->second;
+    };
+    L.three_d = true;
+    L.D = xs[2];
+    L.KD = ws[2];
+    L.OD = ys[2];
+    if (depth_attr("kernel_shape", {L.KD})[0] != L.KD) return std::nullopt;
+    L.stride_d = depth_attr("strides", {1})[0];
+    L.dil_d = depth_attr("dilations", {1})[0];
+    if (L.stride_d < 1 || L.dil_d < 1) return std::nullopt;
+    const int64_t full = L.stride_d * (L.D - 1) + depth_attr("output_padding", {0})[0] + (L.KD - 1) * L.dil_d + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, full - L.OD);
+      L.pad_f = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else if (auto_pad == "NOTSET") {
+      L.pad_f = depth_attr("pads", {0, 0})[0];
+    }
+  }
   L.stride_h = st[0];
   L.stride_w = st[1];
   L.dil_h = dil[0];
@@ -377,7 +422,7 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.pad_l = begin[1];
   // Scratchpad bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows...):
   // one input plane and the output plane's accumulators must fit.
-  if (L.OH * L.OW > 1024 || L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
+  if (L.OH * L.OW > 1024 || L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
     return std::nullopt;
   if (dynamic) {
     L.weight_input = n.inputs[1];
@@ -544,9 +589,12 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     int64_t ein = 1, eout = 1;
     for (int64_t d : in) ein *= d;
     for (int64_t d : out) eout *= d;
-    if (ein != eout || ein <= 0) return std::nullopt;
+    if (ein != eout || ein < 0) return std::nullopt;
     const bool in4 = in.size() == 4, out4 = out.size() == 4;
     L.kind = EltLayer::Kind::kView;
+    // An empty tensor (a zero dimension) has no bytes in any layout: the reshape moves
+    // nothing and is a view whatever the ranks.
+    if (ein == 0) return L;
     if (in4 || out4) {
       const auto& four = in4 ? in : out;
       const auto& other = in4 ? out : in;
@@ -660,11 +708,12 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.kw = sh[3];
     return L;
   } else if (op == "MaxPool" || op == "AveragePool") {
-    // 2-D pools of NHWC values and 1-D pools of dense [N, C, L] values; pads, SAME/VALID
-    // auto_pad and ceil_mode (the output shape says which windows exist).
+    // 2-D pools of NHWC values, 1-D pools of dense [N, C, L] and 3-D pools of dense
+    // [N, C, D, H, W] values; pads, SAME/VALID auto_pad and ceil_mode (the output shape says
+    // which windows exist).
     const auto& x = g.value(n.inputs[0]).shape;
     const auto& y = g.value(n.outputs[0]).shape;
-    if ((x.size() != 4 && x.size() != 3) || y.size() != x.size() || n.outputs.size() != 1) return std::nullopt;
+    if (x.size() < 3 || x.size() > 5 || y.size() != x.size() || n.outputs.size() != 1) return std::nullopt;
     const size_t rank = x.size() - 2;
     const auto k = ints_attr(n, "kernel_shape", {});
     const auto st = ints_attr(n, "strides", std::vector<int64_t>(rank, 1));
@@ -695,11 +744,35 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
         if (lo >= k[d] || start + lo * dil[d] >= in) return std::nullopt;
       }
     }
-    if (x.size() == 4 ? x[2] * x[3] + y[2] * y[3] > (1 << 13) : x[1] * x[2] + y[1] * y[2] > (1 << 13))
-      return std::nullopt;  // one plane and its output must fit the ACT scratchpad (N = 32: 8192 rows)
+    // One plane and its output must fit the ACT scratchpad (N = 32: 8192 rows). A 3-D pool
+    // holds the window's depth slices of one input plane interleaved (lower_elt_layer), plus
+    // for MaxPool their depth maximum; an AveragePool's window over (depth, rows) is one VEC
+    // window of at most 255 rows.
+    const int64_t depth_taps = rank == 3 ? std::min(k[0], x[2]) : 1;
+    const int64_t plane_rows = x.size() == 3 ? x[1] * x[2] + y[1] * y[2]
+                                             : x[x.size() - 2] * x.back() * (depth_taps + (rank == 3 ? 1 : 0)) +
+                                                   y[y.size() - 2] * y.back();
+    if (plane_rows > (1 << 13)) return std::nullopt;
+    if (rank == 3 && op == "AveragePool" && k[1] * depth_taps > 255) return std::nullopt;
     L.kind = op == "MaxPool" ? EltLayer::Kind::kMaxPool : EltLayer::Kind::kAvgPool;
     L.count_include_pad = op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0;
-    if (rank == 2) {
+    if (rank == 3) {
+      L.kd = k[0];
+      L.sd = st[0];
+      L.pad_f = pads[0];
+      L.pad_k = pads[3];
+      L.dd = dil[0];
+      L.kh = k[1];
+      L.kw = k[2];
+      L.sh = st[1];
+      L.sw = st[2];
+      L.pad_t = pads[1];
+      L.pad_l = pads[2];
+      L.pad_b = pads[4];
+      L.pad_r = pads[5];
+      L.dh = dil[1];
+      L.dw = dil[2];
+    } else if (rank == 2) {
       L.kh = k[0];
       L.kw = k[1];
       L.sh = st[0];

@@ -60,6 +60,10 @@ struct ConvLayer {
   bool transposed = false;
   int64_t dil_h = 1, dil_w = 1;  // ConvTranspose only
   bool one_d = false;            // ConvTranspose of [N,C,L] values (H = 1, stored channels-last)
+  // ConvTranspose of [N,C,D,H,W] values (stored channels-last, [N][D][H][W][C padded]): the
+  // depth axis's size, kernel, stride, dilation and begin pad; 2-D layers keep D = OD = KD = 1.
+  bool three_d = false;
+  int64_t D = 1, OD = 1, KD = 1, stride_d = 1, dil_d = 1, pad_f = 0;
   int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
@@ -108,6 +112,9 @@ struct EltLayer {
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;  // pools: never materialised (see lower_elt_layer)
   bool count_include_pad = false;          // AveragePool
   int64_t dh = 1, dw = 1;                  // MaxPool dilations
+  // 3-D pools of dense [N, C, D, H, W] values: the depth window (kernel, stride, pads,
+  // dilation); 1-D and 2-D pools keep kd = 1.
+  int64_t kd = 1, sd = 1, pad_f = 0, pad_k = 0, dd = 1;
 };
 
 using NpuLayer = std::variant<FcLayer, ConvLayer, EltLayer>;
