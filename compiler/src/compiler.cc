@@ -695,7 +695,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
         return d;
       };
-      if (const auto* fc = std::get_if<FcLayer>(&op)) {
+      int64_t out_elements = 1;
+      for (int64_t d : g.value(out).shape) out_elements *= d;
+      if (out_elements == 0) {
+        // An empty output (a zero dimension): nothing to compute or move, so no instructions
+        // (a lowering would emit loops of count 0, which the ISA forbids).
+      } else if (const auto* fc = std::get_if<FcLayer>(&op)) {
         NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[fc->input]),
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
@@ -738,6 +743,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
               dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
               axis_offset += shape[static_cast<size_t>(e.axis)];
             }
+            if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
             NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
                                                           static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
                                                           weights, seg.prog));
