@@ -26,6 +26,8 @@ pool3d_avg_ceil.onnx  AveragePool 3-D [3,2,2], strides [2,2,2], pads [1,0,1,1,1,
                  ceil_mode on [1,2,8,7,9]
 deconv3d.onnx    3-D ConvTranspose [1,20,3,4,5] -> [1,6,7,9,10] (strides 2, pads [1,0,1,0,1,0],
                  output_padding [1,1,1], constant W [20,6,3,3,2] and bias)
+deconv3d_dynamic.onnx  3-D ConvTranspose [1,20,3,4,5] -> [1,6,4,7,8] with W [20,6,2,3,3] a graph input,
+                 strides [1,2,1], dilations [2,1,2], pads [0,1,0,1,1,1]
 empty_reshape.onnx  Reshape of an empty [0,3,4] tensor to [3,4,0] (allowzero), then Relu
 quantize_axis.onnx  QuantizeLinear [2,3,4,5] -> uint8, per-axis (axis 1) scales and zero points
 dequantize_axis.onnx  DequantizeLinear int8 [2,3,4,5] -> float, per-axis (axis -1) scales and zero points
@@ -286,6 +288,18 @@ def deconv3d(rng):
                              producer_name="npu make_models.py")
 
 
+def deconv3d_dynamic():
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv3d_dynamic", strides=[1, 2, 1],
+                          dilations=[2, 1, 2], pads=[0, 1, 0, 1, 1, 1])],
+        "deconv3d_dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 3, 4, 5]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [20, 6, 2, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 7, 8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def empty_reshape():
     graph = helper.make_graph(
         [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape", allowzero=1),
@@ -384,6 +398,7 @@ def main():
                 count_include_pad=1, ceil_mode=1),
          os.path.join(out, "pool3d_avg_ceil.onnx"))
     save(deconv3d(np.random.default_rng(14)), os.path.join(out, "deconv3d.onnx"))
+    save(deconv3d_dynamic(), os.path.join(out, "deconv3d_dynamic.onnx"))
     save(empty_reshape(), os.path.join(out, "empty_reshape.onnx"))
     save(quantize_axis(), os.path.join(out, "quantize_axis.onnx"))
     save(dequantize_axis(), os.path.join(out, "dequantize_axis.onnx"))
