@@ -28,6 +28,10 @@ deconv3d.onnx    3-D ConvTranspose [1,20,3,4,5] -> [1,6,7,9,10] (strides 2, pads
                  output_padding [1,1,1], constant W [20,6,3,3,2] and bias)
 deconv3d_dynamic.onnx  3-D ConvTranspose [1,20,3,4,5] -> [1,6,4,7,8] with W [20,6,2,3,3] a graph input,
                  strides [1,2,1], dilations [2,1,2], pads [0,1,0,1,1,1]
+conv3d.onnx      3-D Conv [1,5,6,7,8] -> [1,7,3,6,4] (W [7,5,3,2,3] constant, bias, strides [2,1,2],
+                 pads [1,0,1,1,1,0], dilations [1,2,1])
+conv3d_dynamic.onnx  3-D Conv [1,20,4,5,6] -> [1,18,4,5,6] with W [18,20,3,3,3] a graph input,
+                 auto_pad SAME_UPPER
 empty_reshape.onnx  Reshape of an empty [0,3,4] tensor to [3,4,0] (allowzero), then Relu
 quantize_axis.onnx  QuantizeLinear [2,3,4,5] -> uint8, per-axis (axis 1) scales and zero points
 dequantize_axis.onnx  DequantizeLinear int8 [2,3,4,5] -> float, per-axis (axis -1) scales and zero points
@@ -300,6 +304,31 @@ def deconv3d_dynamic():
                              producer_name="npu make_models.py")
 
 
+def conv3d(rng):
+    w = rng.normal(0, 0.2, (7, 5, 3, 2, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, (7,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv3d", strides=[2, 1, 2],
+                          pads=[1, 0, 1, 1, 1, 0], dilations=[1, 2, 1])],
+        "conv3d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 6, 7, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, 3, 6, 4])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def conv3d_dynamic():
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv3d_dynamic", auto_pad="SAME_UPPER")],
+        "conv3d_dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 4, 5, 6]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [18, 20, 3, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 18, 4, 5, 6])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def empty_reshape():
     graph = helper.make_graph(
         [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape", allowzero=1),
@@ -399,6 +428,8 @@ def main():
          os.path.join(out, "pool3d_avg_ceil.onnx"))
     save(deconv3d(np.random.default_rng(14)), os.path.join(out, "deconv3d.onnx"))
     save(deconv3d_dynamic(), os.path.join(out, "deconv3d_dynamic.onnx"))
+    save(conv3d(np.random.default_rng(15)), os.path.join(out, "conv3d.onnx"))
+    save(conv3d_dynamic(), os.path.join(out, "conv3d_dynamic.onnx"))
     save(empty_reshape(), os.path.join(out, "empty_reshape.onnx"))
     save(quantize_axis(), os.path.join(out, "quantize_axis.onnx"))
     save(dequantize_axis(), os.path.join(out, "dequantize_axis.onnx"))

@@ -346,7 +346,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       if (const auto* c = std::get_if<ConvLayer>(&op)) {
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
         // ConvTranspose: the zero-point correction would depend on the output position.
-        if (c->transposed) zero_point_zero.insert(c->input);
+        // 3-D Conv skips padding taps the same way (lower_tap_gemm_conv).
+        if (c->transposed || c->three_d) zero_point_zero.insert(c->input);
         if (c->weight_input >= 0) {  // unknown weights: no zero-point correction is possible
           zero_point_zero.insert(c->input);
           zero_point_zero.insert(c->weight_input);
@@ -460,6 +461,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         else if (c->transposed && c->three_d)  // [C][Cout][KD][KH][KW] stored [KD][KH][KW][C][Cout]
           layout[c->weight_input] = {c->Cout, 1, c->KH * c->KW * c->C * c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         else if (c->transposed) layout[c->weight_input] = {c->Cout, 1, c->KW * c->C * c->Cout, c->C * c->Cout};
+        else if (c->three_d)  // [Cout][C][KD][KH][KW] stored [KD][KH][KW][C][Cout]
+          layout[c->weight_input] = {1, c->Cout, c->KH * c->KW * c->C * c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         else layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         if (c->bias_input >= 0) {
           layout[c->bias_input] = {1};

@@ -289,9 +289,9 @@ static void load_dynamic_conv_tiles(int64_t C, int64_t Cout, int64_t taps, int64
     }
 }
 
-static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
-                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                               Program& prog, const DynamicOperands& dyn);
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                              uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                              Program& prog, const DynamicOperands& dyn);
 
 // A dynamic conv bias (int32 [Cout]) replaces the bias row of each output block's parameter
 // rows (block nb at ACC row param_base + 3·nb).
@@ -322,7 +322,7 @@ static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_fi
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn) {
-  if (L.transposed) return lower_conv_transpose(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
+  if (L.transposed || L.three_d) return lower_tap_gemm_conv(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
@@ -1403,19 +1403,23 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
   return facts;
 }
 
-// ConvTranspose as GEMMs with overlapping accumulation: for every tap (ky, kx) one GEMM
-// multiplies all input pixels by the tap's weights and adds the products into the
-// accumulator rows of the output pixels they land on (iy·s + ky·d − pad, ix·s + kx·d − pad),
-// clipped to the output. The accumulators start at zero; the input is symmetric (zero point
+// ConvTranspose (and 3-D Conv) as one GEMM per tap over whole rectangles of pixels. For
+// ConvTranspose every tap (ky, kx) multiplies all input pixels by the tap's weights and
+// adds the products into the accumulator rows of the output pixels they land on (iy·s +
+// ky·d − pad, ix·s + kx·d − pad; act stride 1, acc stride s), clipped to the output, so
+// overlapping taps accumulate. A Conv's tap instead reads the input pixel oy·s + ky·d − pad
+// of every output pixel it reaches (act stride s, acc stride 1); taps in the padding are
+// skipped. Either way the accumulators start at zero and the input is symmetric (zero point
 // 0), so no border-dependent zero-point correction exists.
-// A 3-D ConvTranspose is the sum over kernel depth of 2-D ones: output slice od accumulates,
-// for every depth tap kd whose input slice id = (od + pad − kd·d) / s is whole and inside
-// the input, the 2-D taps of slice id with the weights of (kd, ky, kx); then REQUANT and
-// STORE of that slice (a slice no tap reaches is the bias alone). NDHWC input slices are
-// consecutive image rows, so the whole input loads as one image D·H rows high.
-static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
-                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                               Program& prog, const DynamicOperands& dyn) {
+// A 3-D layer is the sum over kernel depth of 2-D ones: output slice od accumulates, for
+// every depth tap kd whose input slice (ConvTranspose: id = (od + pad − kd·d) / s when whole;
+// Conv: id = od·s + kd·d − pad) is inside the input, the 2-D taps of slice id with the
+// weights of (kd, ky, kx); then REQUANT and STORE of that slice (a ConvTranspose slice no
+// tap reaches is the bias alone). NDHWC input slices are consecutive image rows, so the
+// whole input loads as one image D·H rows high.
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                              uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                              Program& prog, const DynamicOperands& dyn) {
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
@@ -1423,16 +1427,19 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KD * L.KH * L.KW, taps_2d = L.KH * L.KW;
   const int64_t Cp = CB * N, Coutp = NB * N;
   const bool dynamic = L.weight_input >= 0;
-  if (qx.zero_point != 0)
-    return make_error(StatusCode::kInternal, "ConvTranspose '" + L.name + "' needs a symmetric input");
-  // Per-output-channel scales over (c, tap) of W [C][Cout][KH][KW].
+  const std::string what = (L.transposed ? "ConvTranspose '" : "Conv '") + L.name + "'";
+  if (qx.zero_point != 0) return make_error(StatusCode::kInternal, what + " needs a symmetric input");
+  // W is [C][Cout][taps] (ConvTranspose) or [Cout][C][taps] (Conv).
+  auto weight = [&](int64_t c, int64_t m, int64_t t) {
+    return L.weights[static_cast<size_t>((L.transposed ? c * L.Cout + m : m * L.C + c) * taps + t)];
+  };
+  // Per-output-channel scales over (c, tap).
   std::vector<float> sw(static_cast<size_t>(L.Cout), dyn.qw.scale);
   if (!dynamic)
     for (int64_t m = 0; m < L.Cout; ++m) {
       float mx = 0;
       for (int64_t c = 0; c < L.C; ++c)
-        for (int64_t t = 0; t < taps; ++t)
-          mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)]));
+        for (int64_t t = 0; t < taps; ++t) mx = std::max(mx, std::fabs(weight(c, m, t)));
       sw[static_cast<size_t>(m)] = mx > 0 ? mx / 127.0f : 1.0f;
     }
   const uint64_t tile_bytes = uint64_t{N} * N;
@@ -1446,7 +1453,7 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
         for (int64_t t = 0; t < taps; ++t)
           weights[w_off + static_cast<uint64_t>(((m / N) * taps + t) * CB + c / N) * tile_bytes +
                   static_cast<uint64_t>(c % N) * N + static_cast<uint64_t>(m % N)] =
-              static_cast<uint8_t>(quantize_weight(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)], sw[static_cast<size_t>(m)], false));
+              static_cast<uint8_t>(quantize_weight(weight(c, m, t), sw[static_cast<size_t>(m)], false));
   }
   const uint64_t p_off = align_up(weights.size());
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
@@ -1467,10 +1474,10 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
   const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
   if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.D * slice_rows > 65535 || out_rows > 65535 ||
       L.D * L.H > 65535)
-    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' does not fit the scratchpads");
+    return make_error(StatusCode::kUnsupported, what + " does not fit the scratchpads");
   const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
-    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' has more weights per output block than the weight scratchpad holds");
+    return make_error(StatusCode::kUnsupported, what + " has more weights per output block than the weight scratchpad holds");
   load_acc_rows(prog, 0, Cacc, N, static_cast<uint32_t>(p_off));
   if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, 0, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
@@ -1481,11 +1488,12 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
     load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, NB);
-  // The input pixels each tap reaches inside the output: [first, last] per axis.
-  auto reach = [](int64_t in, int64_t out, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
-    // in position i lands on i·stride + offset; keep 0 <= that < out.
+  // The positions p in [0, count) a tap walks whose partner p·stride + offset lies in
+  // [0, limit): [first, last] per axis. ConvTranspose walks input pixels (partners: output
+  // pixels), Conv output pixels (partners: input pixels).
+  auto reach = [](int64_t count, int64_t limit, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
     *first = offset >= 0 ? 0 : ceil_div(-offset, stride);
-    *last = std::min(in - 1, out - 1 - offset < 0 ? -1 : (out - 1 - offset) / stride);
+    *last = std::min(count - 1, limit - 1 - offset < 0 ? -1 : (limit - 1 - offset) / stride);
   };
   LayerFacts facts;
   const uint32_t A_out = static_cast<uint32_t>(in_rows);
@@ -1511,31 +1519,37 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
         prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
         for (int64_t t = 0; t < taps; ++t) {
           const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
-          const int64_t from = od + L.pad_f - kd * L.dil_d;  // = id · stride_d
-          if (from < 0 || from % L.stride_d != 0 || from / L.stride_d >= L.D) continue;
-          const int64_t id = from / L.stride_d;
-          const int64_t oy_off = ky * L.dil_h - L.pad_t, ox_off = kx * L.dil_w - L.pad_l;
-          int64_t iy0, iy1, ix0, ix1;
-          reach(L.H, L.OH, L.stride_h, oy_off, &iy0, &iy1);
-          reach(L.W, L.OW, L.stride_w, ox_off, &ix0, &ix1);
-          if (iy1 < iy0 || ix1 < ix0) continue;  // this tap lands outside the output
+          // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.
+          const int64_t from = L.transposed ? od + L.pad_f - kd * L.dil_d : od * L.stride_d + kd * L.dil_d - L.pad_f;
+          if (from < 0 || (L.transposed && from % L.stride_d != 0)) continue;
+          const int64_t id = L.transposed ? from / L.stride_d : from;
+          if (id >= L.D) continue;
+          const int64_t y_off = ky * L.dil_h - L.pad_t, x_off = kx * L.dil_w - L.pad_l;
+          // The walked pixels [y0, y1] × [x0, x1] (input pixels for ConvTranspose, output
+          // pixels for Conv) and where they and their partners start.
+          int64_t y0, y1, x0, x1;
+          reach(L.transposed ? L.H : L.OH, L.transposed ? L.OH : L.H, L.stride_h, y_off, &y0, &y1);
+          reach(L.transposed ? L.W : L.OW, L.transposed ? L.OW : L.W, L.stride_w, x_off, &x0, &x1);
+          if (y1 < y0 || x1 < x0) continue;  // this tap meets no pixel pair
+          const int64_t partner = (y0 * L.stride_h + y_off) * (L.transposed ? L.OW : L.W) + x0 * L.stride_w + x_off;
+          const int64_t walked = y0 * (L.transposed ? L.W : L.OW) + x0;
           isa::Gemm gm;
           gm.clear = false;
-          gm.act = static_cast<uint16_t>(id * slice_rows + iy0 * L.W + ix0);
+          gm.act = static_cast<uint16_t>(id * slice_rows + (L.transposed ? walked : partner));
           gm.wgt = static_cast<uint16_t>(wbase + t * CB);
-          gm.acc = static_cast<uint16_t>(Cacc + (iy0 * L.stride_h + oy_off) * L.OW + ix0 * L.stride_w + ox_off);
-          gm.o = static_cast<uint16_t>(iy1 - iy0 + 1);
-          gm.act_so = static_cast<uint16_t>(L.W);
-          gm.acc_so = static_cast<uint16_t>(L.stride_h * L.OW);
+          gm.acc = static_cast<uint16_t>(Cacc + (L.transposed ? partner : walked));
+          gm.o = static_cast<uint16_t>(y1 - y0 + 1);
+          gm.act_so = static_cast<uint16_t>(L.transposed ? L.W : L.stride_h * L.W);
+          gm.acc_so = static_cast<uint16_t>(L.transposed ? L.stride_h * L.OW : L.OW);
           gm.i = static_cast<uint16_t>(CB);
           gm.act_si = static_cast<uint16_t>(L.D * slice_rows);
           gm.wgt_si = 1;
           gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
-          gm.r = static_cast<uint16_t>(ix1 - ix0 + 1);
-          gm.act_sr = 1;
-          gm.acc_sr = static_cast<uint16_t>(L.stride_w);
+          gm.r = static_cast<uint16_t>(x1 - x0 + 1);
+          gm.act_sr = static_cast<uint16_t>(L.transposed ? 1 : L.stride_w);
+          gm.acc_sr = static_cast<uint16_t>(L.transposed ? L.stride_w : 1);
           prog.gemm(gm);
-          facts.macs += static_cast<uint64_t>((iy1 - iy0 + 1) * (ix1 - ix0 + 1) * CB) * N * N;
+          facts.macs += static_cast<uint64_t>((y1 - y0 + 1) * (x1 - x0 + 1) * CB) * N * N;
         }
         isa::VecRequant vq;
         vq.bias = true;

@@ -290,6 +290,113 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   return L;
 }
 
+// The rest of a layer lower_tap_gemm_conv lowers (ConvTranspose, 3-D Conv): the scratchpad
+// bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows: the input volume
+// and one output slice's accumulators must fit, and the 16-bit row strides of the GEMMs),
+// then W (constant, or a graph input of this node alone: dynamic) and the bias (constant,
+// or with a dynamic W a graph input of this node alone: int32 at the scale s_x·s_w, which
+// needs the per-tensor s_w of a dynamic W). False when the NPU cannot take it.
+bool take_tap_gemm_operands(const Graph& g, size_t ni, ConvLayer& L) {
+  const Node& n = g.nodes[ni];
+  if (L.OH * L.OW > 1024 || L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 ||
+      L.stride_h * (L.transposed ? L.OW : L.W) > 65535)
+    return false;
+  if (!g.is_constant(n.inputs[1])) {
+    L.weight_input = n.inputs[1];
+  } else {
+    const Tensor wt = to_float(*g.value(n.inputs[1]).constant);
+    L.weights.assign(wt.as<float>().begin(), wt.as<float>().end());
+  }
+  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const int b = n.inputs[2];
+    if (g.value(b).shape != std::vector<int64_t>{L.Cout}) return false;
+    if (g.is_constant(b)) {
+      const Tensor t = to_float(*g.value(b).constant);
+      L.bias.assign(t.as<float>().begin(), t.as<float>().end());
+    } else if (L.weight_input >= 0 && sole_graph_input(g, b, ni)) {
+      L.bias_input = b;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A 3-D Conv ([N,C,D,H,W], group 1) with constant or dynamic W [Cout][C][KD][KH][KW] and
+// bias, strides, dilations, explicit or SAME/VALID pads: the sum over kernel depth of 2-D
+// ones, lowered like ConvTranspose (lower.h): one GEMM per tap over the output pixels its
+// input pixels reach, padding taps skipped, so the input is symmetric. Like the 3-D
+// ConvTranspose its input must be a graph input of this node alone and its output a graph
+// output nobody else reads (both stored [N][D][H][W][C padded]).
+std::optional<ConvLayer> match_conv_3d(const Graph& g, size_t ni) {
+  const Node& n = g.nodes[ni];
+  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.size() != 1 ||
+      n.attr_int("group", 1) != 1)
+    return std::nullopt;
+  const auto& x = g.value(n.inputs[0]).shape;
+  const auto& w = g.value(n.inputs[1]).shape;
+  const auto& y = g.value(n.outputs[0]).shape;
+  if (x.size() != 5 || w.size() != 5 || y.size() != 5 || w[1] != x[1] || y[0] != x[0] || y[1] != w[0]) return std::nullopt;
+  if (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) || !consumers(g, n.outputs[0]).empty())
+    return std::nullopt;
+  const bool dynamic = !g.is_constant(n.inputs[1]);
+  if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
+  const auto k = ints_attr(n, "kernel_shape", {w[2], w[3], w[4]});
+  const auto st = ints_attr(n, "strides", {1, 1, 1});
+  const auto dil = ints_attr(n, "dilations", {1, 1, 1});
+  auto pads = ints_attr(n, "pads", {0, 0, 0, 0, 0, 0});
+  if (k != std::vector<int64_t>{w[2], w[3], w[4]} || st.size() != 3 || dil.size() != 3 || pads.size() != 6) return std::nullopt;
+  auto ap = n.attrs.find("auto_pad");
+  const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
+  for (size_t d = 0; d < 3; ++d) {
+    if (st[d] < 1 || dil[d] < 1) return std::nullopt;
+    // The output size says how much padding SAME_* added in total (the odd one last for
+    // UPPER, first for LOWER).
+    const int64_t total = std::max<int64_t>(0, (y[2 + d] - 1) * st[d] + (k[d] - 1) * dil[d] + 1 - x[2 + d]);
+    if (auto_pad == "VALID") {
+      pads[d] = pads[d + 3] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[d + 3] = total - pads[d];
+    } else if (auto_pad != "NOTSET") {
+      return std::nullopt;
+    }
+    if ((x[2 + d] + pads[d] + pads[d + 3] - (k[d] - 1) * dil[d] - 1) / st[d] + 1 != y[2 + d]) return std::nullopt;
+  }
+  ConvLayer L;
+  L.name = n.name;
+  L.three_d = true;
+  L.input = n.inputs[0];
+  L.output = n.outputs[0];
+  L.batch = x[0];
+  L.C = x[1];
+  L.D = x[2];
+  L.H = x[3];
+  L.W = x[4];
+  L.Cout = w[0];
+  L.KD = w[2];
+  L.KH = w[3];
+  L.KW = w[4];
+  L.OD = y[2];
+  L.OH = y[3];
+  L.OW = y[4];
+  L.stride_d = st[0];
+  L.stride_h = st[1];
+  L.stride_w = st[2];
+  L.dil_d = dil[0];
+  L.dil_h = dil[1];
+  L.dil_w = dil[2];
+  L.pad_f = pads[0];
+  L.pad_t = pads[1];
+  L.pad_l = pads[2];
+  L.pad_k = pads[3];
+  L.pad_b = pads[4];
+  L.pad_r = pads[5];
+  if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
+  return L;
+}
+
 // ConvTranspose (2-D, group 1) with constant or dynamic W [C][Cout][KH][KW] and bias.
 std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   const Node& n = g.nodes[ni];
@@ -300,7 +407,7 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   // this node alone and its output a graph output nobody else reads: the compiler then stores
   // both channels-last ([N][L][C padded]), the NHWC layout with H = 1. A 3-D one
   // ([N,C,D,H,W]) under the same condition is stored [N][D][H][W][C padded] and lowered as a
-  // sum over kernel depth of 2-D ones (lower_conv_transpose); its depth attributes are split
+  // sum over kernel depth of 2-D ones (lower_tap_gemm_conv); its depth attributes are split
   // off here and the rest is the 2-D case.
   const size_t rank = g.value(n.inputs[0]).shape.size();
   const bool one_d = rank == 3, three_d = rank == 5;
@@ -420,29 +527,7 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.dil_w = dil[1];
   L.pad_t = begin[0];
   L.pad_l = begin[1];
-  // Scratchpad bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows...):
-  // one input plane and the output plane's accumulators must fit.
-  if (L.OH * L.OW > 1024 || L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
-    return std::nullopt;
-  if (dynamic) {
-    L.weight_input = n.inputs[1];
-  } else {
-    const Tensor wt = to_float(*g.value(n.inputs[1]).constant);
-    L.weights.assign(wt.as<float>().begin(), wt.as<float>().end());
-  }
-  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-    const int b = n.inputs[2];
-    if (g.value(b).shape != std::vector<int64_t>{L.Cout}) return std::nullopt;
-    if (g.is_constant(b)) {
-      const Tensor t = to_float(*g.value(b).constant);
-      L.bias.assign(t.as<float>().begin(), t.as<float>().end());
-    } else if (dynamic && sole_graph_input(g, b, ni)) {
-      L.bias_input = b;  // int32 with the scale s_x·s_w: needs the per-tensor s_w of a dynamic W
-    } else {
-      return std::nullopt;
-    }
-  }
+  if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
   return L;
 }
 
@@ -851,6 +936,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const V
     const std::set<size_t> used_before = used;
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
+    else if (auto conv3 = match_conv_3d(g, ni)) layer = std::move(*conv3);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
     else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);

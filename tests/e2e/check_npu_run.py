@@ -20,28 +20,37 @@ import onnx
 from onnx import numpy_helper
 
 
-def conv2d(x, w, b, attrs):
-    """NCHW convolution with groups, strides and pads (dilation 1), in float64."""
-    sh, sw = attrs.get("strides", [1, 1])
-    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+def conv(x, w, b, attrs):
+    """Convolution of N-D spatial inputs (NCHW, NCDHW) with groups, strides, dilations and
+    explicit or SAME/VALID pads, in float64."""
+    r = x.ndim - 2
+    st = list(attrs.get("strides", [1] * r))
+    dil = list(attrs.get("dilations", [1] * r))
+    pads = list(attrs.get("pads", [0] * (2 * r)))
     group = attrs.get("group", 1)
-    n, c, h, wd = x.shape
-    co, cig, kh, kw = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    oh = (h + pt + pb - kh) // sh + 1
-    ow = (wd + pl + pr - kw) // sw + 1
-    y = np.zeros((n, co, oh, ow))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    ins, ks = x.shape[2:], w.shape[2:]
+    if auto_pad == "VALID":
+        pads = [0] * (2 * r)
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        for i in range(r):
+            total = max(0, (-(-ins[i] // st[i]) - 1) * st[i] + (ks[i] - 1) * dil[i] + 1 - ins[i])
+            small = total // 2
+            pads[i], pads[r + i] = (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple((pads[i], pads[r + i]) for i in range(r)))
+    outs = [(ins[i] + pads[i] + pads[r + i] - (ks[i] - 1) * dil[i] - 1) // st[i] + 1 for i in range(r)]
+    n, co, cig = x.shape[0], w.shape[0], w.shape[1]
+    y = np.zeros((n, co) + tuple(outs))
     cog = co // group
     for g in range(group):
         xs = xp[:, g * cig:(g + 1) * cig]
         ws = w[g * cog:(g + 1) * cog].astype(np.float64)
-        for ky in range(kh):
-            for kx in range(kw):
-                patch = xs[:, :, ky:ky + sh * oh:sh, kx:kx + sw * ow:sw]
-                y[:, g * cog:(g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, ws[:, :, ky, kx])
-    if b is not None:
-        y += b.reshape(1, -1, 1, 1)
-    return y
+        for k in itertools.product(*(range(kk) for kk in ks)):
+            where = tuple(slice(k[i] * dil[i], k[i] * dil[i] + st[i] * outs[i], st[i]) for i in range(r))
+            patch = xs[(slice(None), slice(None)) + where]
+            y[:, g * cog:(g + 1) * cog] += np.einsum("nc...,oc->no...", patch, ws[(slice(None), slice(None)) + k])
+    return y + (b.reshape((1, -1) + (1,) * r) if b is not None else 0)
 
 
 def conv_transpose(x, w, b, attrs):
@@ -137,7 +146,7 @@ def numpy_reference(model_path, inputs):
         elif node.op_type == "Clip":
             y = np.clip(ins[0], ins[1] if len(ins) > 1 else -np.inf, ins[2] if len(ins) > 2 else np.inf)
         elif node.op_type == "Conv":
-            y = conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
+            y = conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
         else:
             raise SystemExit(f"reference does not know {node.op_type}")
         env[node.output[0]] = y.astype(np.float32)
