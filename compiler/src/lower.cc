@@ -13,6 +13,14 @@ uint64_t align_up(uint64_t v, uint64_t a = kAlign) { return (v + a - 1) / a * a;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void put_u32(std::vector<uint8_t>& blob, uint64_t at, uint32_t v) { std::memcpy(blob.data() + at, &v, 4); }
 
+// A multiplier of a zero-point correction (−zero point, −128..128) as int8 addends whose sum
+// is exact: none for 0, itself when it fits, else two halves (128 = 64 + 64).
+std::vector<int32_t> int8_parts(int32_t v) {
+  if (v == 0) return {};
+  if (v >= -128 && v <= 127) return {v};
+  return {v / 2, v - v / 2};
+}
+
 }  // namespace
 
 std::vector<float> fc_weight_scales(const FcLayer& L) {
@@ -54,6 +62,17 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   const bool dynamic = L.weight_input >= 0;
   const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
   const uint64_t tile_bytes = uint64_t{N} * N;
+  if (L.int32_output && (L.relu || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "layer '" + L.name + "': an int32 output takes no fused Relu or run-time bias");
+  // Zero points of a dynamic B and its x (both codes, any zero point):
+  //   Σ_k (x_k − zx)(b_kn − zw) = Σ_k x_k·b_kn + α·Σ_k b_kn + β·Σ_k x_k + K·α·β,  α = −zx, β = −zw.
+  // α·Σ_k b_kn is a GEMM of constant rows (α in the K valid lanes) against B's own tiles, β·Σ_k x_k
+  // a GEMM of x against a tile of β everywhere (x's lanes beyond K are zero), both accumulating
+  // onto the product; K·α·β joins the constant bias. α, β of 128 run as two int8 halves.
+  // Constant weights need none of this: their column sums fold zx into the bias.
+  const std::vector<int32_t> alpha_parts = dynamic ? int8_parts(-qx.zero_point) : std::vector<int32_t>{};
+  const std::vector<int32_t> beta_parts = dynamic ? int8_parts(-dyn.qw.zero_point) : std::vector<int32_t>{};
+  const int64_t zero_point_product = dynamic ? int64_t{qx.zero_point} * dyn.qw.zero_point : 0;
   // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
   // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
   std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
@@ -89,7 +108,8 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(j)];
     // The NPU multiplies raw x_q; the input zero point's contribution is folded into the bias
     // (a dynamic B has a symmetric x: no fold needed).
-    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum;
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum +
+                           L.K * zero_point_product;
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
     const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
@@ -99,20 +119,51 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
 
-  // Scratchpad plan: ACT [input Mt*KB | output Mt], ACC [acc Mt | params 3*NB], WGT tiles.
-  const bool weights_fit = KB * NB <= wgt_tiles;
-  if (KB > wgt_tiles || 3 * NB >= acc_rows)
-    return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
-                                                    std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
+  // Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
+  // 3*NB], WGT [B tiles | bias ones tile | β tiles].
   // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
   const bool spread = L.bias_input >= 0 && L.bias_scalar;
-  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0)) / (KB + 1), acc_rows - 3 * NB, 65535});
+  const int64_t extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
+  const int64_t alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
+  const bool weights_fit = KB * NB + extra_tiles <= wgt_tiles;
+  if (KB + extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + alpha_rows + KB + 1 > act_rows)
+    return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
+                                                    std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
+  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
   const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
   const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KB * NB : KB);
+  const uint32_t Z = S + (spread ? 1 : 0), TB = T + (spread ? 1 : 0);
   using BK = image::BufferKind;
+  if (!alpha_parts.empty()) {
+    // Rows (part p, block kb): α_p in the block's valid K lanes (B's tile rows beyond K are stale).
+    const uint64_t rows = align_up(weights.size());
+    weights.resize(rows + static_cast<uint64_t>(alpha_rows) * N, 0);
+    for (size_t p = 0; p < alpha_parts.size(); ++p)
+      for (int64_t kb = 0; kb < KB; ++kb)
+        for (int64_t k = 0; k < std::min<int64_t>(N, L.K - kb * N); ++k)
+          weights[rows + (p * static_cast<uint64_t>(KB) + static_cast<uint64_t>(kb)) * N + static_cast<uint64_t>(k)] =
+              static_cast<uint8_t>(static_cast<int8_t>(alpha_parts[p]));
+    isa::Load al;
+    al.sp = hw::Scratchpad::kAct;
+    al.sp_base = Z;
+    al.x = static_cast<uint16_t>(alpha_rows);
+    al.x_stride = N;
+    prog.load(al, BK::Weights, static_cast<uint32_t>(rows));
+  }
+  if (!beta_parts.empty()) {
+    const uint64_t tiles = align_up(weights.size());
+    weights.resize(tiles + beta_parts.size() * tile_bytes, 0);
+    for (size_t p = 0; p < beta_parts.size(); ++p)
+      std::fill_n(weights.begin() + static_cast<std::ptrdiff_t>(tiles + p * tile_bytes), tile_bytes,
+                  static_cast<uint8_t>(static_cast<int8_t>(beta_parts[p])));
+    isa::Load bl;
+    bl.sp = hw::Scratchpad::kWgt;
+    bl.sp_base = TB * N;
+    bl.x = static_cast<uint16_t>(beta_parts.size() * N);
+    bl.x_stride = N;
+    prog.load(bl, BK::Weights, static_cast<uint32_t>(tiles));
+  }
   if (spread) {
-    if (T >= wgt_tiles)
-      return make_error(StatusCode::kUnsupported, "layer '" + L.name + "': no weight tile left for its one-element bias");
     const uint64_t tile = align_up(weights.size());
     weights.resize(tile + tile_bytes, 0);
     const int32_t row_value = std::min(dyn.bias_spread, 127);
@@ -159,7 +210,8 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   };
   for (int64_t batch = 0; batch < L.batches; ++batch) {
     const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
-    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N);
+    const uint64_t out_elem = L.int32_output ? 4 : 1;
+    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
     if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
     for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
       const int64_t mt = std::min(Mt, L.M - m0);
@@ -199,6 +251,15 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
           sg.acc_sr = 1;
           sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
           prog.gemm(sg);
+        } else if (L.int32_output) {
+          // No requantisation follows: the accumulators start from the constant bias row
+          // (zero-point terms included), repeated by the X stride 0.
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kAcc;
+          ld.sp_base = C;
+          ld.x = static_cast<uint16_t>(mt);
+          ld.x_stride = 0;
+          prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
         } else if (preload_bias) {
           // The accumulators start from the int32 bias rows (one row for every m when the bias
           // is a vector); the GEMM then accumulates onto them.
@@ -212,7 +273,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
                     static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
         }
         isa::Gemm gm;
-        gm.clear = !preload_bias;
+        gm.clear = !preload_bias && !L.int32_output;
         gm.act = static_cast<uint16_t>(A);
         gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KB : 0);
         gm.acc = static_cast<uint16_t>(C);
@@ -223,6 +284,33 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         gm.wgt_si = 1;
         gm.acc_sr = 1;
         prog.gemm(gm);
+        for (size_t p = 0; p < alpha_parts.size(); ++p) {
+          // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
+          isa::Gemm ag = gm;
+          ag.clear = false;
+          ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
+          ag.act_si = 1;
+          ag.act_sr = 0;
+          prog.gemm(ag);
+        }
+        for (size_t p = 0; p < beta_parts.size(); ++p) {
+          // β·Σ_k x_mk: x against the β tile of part p, the same tile for every K block.
+          isa::Gemm bg = gm;
+          bg.clear = false;
+          bg.wgt = static_cast<uint16_t>(TB + p);
+          bg.wgt_si = 0;
+          prog.gemm(bg);
+        }
+        if (L.int32_output) {
+          isa::Store st;
+          st.sp = hw::Scratchpad::kAcc;
+          st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+          st.sp_base = C;
+          st.x = static_cast<uint16_t>(mt);
+          st.x_stride = static_cast<uint32_t>(L.N * 4);
+          prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + static_cast<uint64_t>(m0 * L.N + nb * N) * 4));
+          continue;
+        }
         isa::VecRequant vq;
         vq.bias = true;
         vq.src = static_cast<uint16_t>(C);
@@ -246,9 +334,11 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     }
   }
   LayerFacts facts;
-  facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N;
-  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1)) * N + static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
-                           static_cast<uint64_t>(weights_fit ? KB * NB : KB) * tile_bytes;
+  facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N *
+               (1 + alpha_parts.size() + beta_parts.size());
+  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (spread ? 1 : 0) + alpha_rows) * N +
+                           static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
+                           static_cast<uint64_t>((weights_fit ? KB * NB : KB) + extra_tiles) * tile_bytes;
   return facts;
 }
 
@@ -333,6 +423,10 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const bool dynamic = L.weight_input >= 0;
   const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
                                         : conv_weight_scales(L);
+  // int32 output (ConvInteger): the accumulators start from the bias (border regions
+  // included) loaded from the weights and leave through an ACC STORE, no requantisation.
+  if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
 
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
@@ -357,8 +451,12 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
       for (int64_t t = 0; t < taps; ++t) {
-        const int8_t q = quantize_weight(L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)], s,
-                                         !L.weight_scales.empty());
+        const float w = L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)];
+        const int8_t q = quantize_weight(w, s, !L.weight_scales.empty());
+        // Integer weights are exact codes only inside int8 (qdq.cc only rewrites those).
+        if (L.int32_output && std::nearbyint(w / s) != static_cast<float>(q))
+          return make_error(StatusCode::kInternal, "conv '" + L.name + "': weight " + std::to_string(w) +
+                                                       " is not an int8 code at its scale; its int32 output would be wrong");
         wsum[static_cast<size_t>(co)] += q;
         if (border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
         uint64_t at;
@@ -546,10 +644,29 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
           facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
         } else {
           if (!weights_fit) load_weights(nb, 1);
+          if (L.int32_output) {
+            // Each accumulator row starts from its region's bias row (X stride 0 repeats it);
+            // rows of one rectangle are consecutive only across whole output rows.
+            auto preload = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+              const uint32_t bias_row = static_cast<uint32_t>(p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
+              const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
+              const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
+              for (int64_t k = 0; k < runs; ++k) {
+                isa::Load ld;
+                ld.sp = hw::Scratchpad::kAcc;
+                ld.sp_base = static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0);
+                ld.x = static_cast<uint16_t>(run_rows);
+                ld.x_stride = 0;
+                prog.load(ld, BK::Weights, bias_row);
+              }
+            };
+            if (border_bias) for_each_region(oy0, oh, preload);
+            else preload(oy0, oy0 + oh, 0, L.OW, 0);
+          }
           const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
           for (int64_t t = 0; t < taps; ++t) {
             isa::Gemm gm;
-            gm.clear = t == 0;
+            gm.clear = t == 0 && !L.int32_output;
             gm.act = static_cast<uint16_t>(A + (t / L.KW) * Wp + (t % L.KW));
             gm.wgt = static_cast<uint16_t>(wbase + t * CB);
             gm.acc = static_cast<uint16_t>(C0);
@@ -565,6 +682,19 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             prog.gemm(gm);
           }
           facts.macs += static_cast<uint64_t>(oh * L.OW * taps * CB) * N * N;
+          if (L.int32_output) {
+            isa::Store st;
+            st.sp = hw::Scratchpad::kAcc;
+            st.row_elems = static_cast<uint32_t>(cout_n);
+            st.sp_base = C0;
+            st.x = static_cast<uint16_t>(L.OW);
+            st.x_stride = static_cast<uint32_t>(Coutp * 4);
+            st.y = static_cast<uint16_t>(oh);
+            st.y_stride = static_cast<uint32_t>(L.OW * Coutp * 4);
+            prog.store(st, BK::Activations,
+                       static_cast<uint32_t>(out_off + static_cast<uint64_t>(((b * L.OH + oy0) * L.OW) * Coutp + nb * N) * 4));
+            continue;
+          }
           isa::VecRequant vq;
           vq.bias = true;
           vq.src = static_cast<uint16_t>(vec_src);
