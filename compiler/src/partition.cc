@@ -748,9 +748,10 @@ std::string npu_layer_name(const NpuLayer& layer) {
   return std::visit([](const auto& l) { return l.name; }, layer);
 }
 std::string npu_layer_op(const NpuLayer& layer) {
-  if (const auto* f = std::get_if<FcLayer>(&layer)) return f->op;
+  // int32 outputs come only from the integer operators' rewrite (qdq.h: expand_integer_ops).
+  if (const auto* f = std::get_if<FcLayer>(&layer)) return f->int32_output ? "MatMulInteger" : f->op;
   if (const auto* c = std::get_if<ConvLayer>(&layer))
-    return c->transposed ? "ConvTranspose" : c->depthwise ? "DepthwiseConv" : "Conv";
+    return c->int32_output ? "ConvInteger" : c->transposed ? "ConvTranspose" : c->depthwise ? "DepthwiseConv" : "Conv";
   return std::get<EltLayer>(layer).op;
 }
 
