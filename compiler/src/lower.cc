@@ -21,6 +21,18 @@ std::vector<int32_t> int8_parts(int32_t v) {
   return {v / 2, v - v / 2};
 }
 
+// Integer weights (an int32-output layer's declared scale-1 codes, w − w_zp up to ±255) as
+// `sets` int8 weight sets whose sum is exact: how many sets the widest value needs...
+int32_t int8_sets_for(int64_t v) {
+  return static_cast<int32_t>(v > 127 ? ceil_div(v, 127) : v < -128 ? ceil_div(-v, 128) : 1);
+}
+// ...and set `p`'s share of v: v / sets, the remainder spread one by one (each share stays
+// in −128..127 because |v| <= 127·sets, or >= −128·sets).
+int8_t int8_share(int64_t v, int64_t sets, int64_t p) {
+  const int64_t base = v / sets, rem = v - base * sets;
+  return static_cast<int8_t>(base + (p < (rem < 0 ? -rem : rem) ? (rem < 0 ? -1 : 1) : 0));
+}
+
 }  // namespace
 
 std::vector<float> fc_weight_scales(const FcLayer& L) {
@@ -76,29 +88,43 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
   // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
   std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
-  std::vector<int8_t> wq;
+  std::vector<int32_t> wq;
   uint64_t tiles_off = 0;
+  // Constant integer weights of an int32 output (declared scale 1) beyond int8 run as `sets`
+  // int8 weight sets whose GEMMs accumulate (lower_conv_layer does the same per tap).
+  int64_t sets = 1;
   if (!dynamic) {
     const std::vector<float> scales = fc_weight_scales(L);
     wq.resize(static_cast<size_t>(L.K * L.N));
     for (int64_t j = 0; j < L.N; ++j) {
       sw[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)];
-      for (int64_t k = 0; k < L.K; ++k)
-        wq[static_cast<size_t>(k * L.N + j)] = quantize_weight(L.weights[static_cast<size_t>(k * L.N + j)],
-                                                               scales[static_cast<size_t>(j)], !L.weight_scales.empty());
+      for (int64_t k = 0; k < L.K; ++k) {
+        const float w = L.weights[static_cast<size_t>(k * L.N + j)], scale = scales[static_cast<size_t>(j)];
+        int32_t& q = wq[static_cast<size_t>(k * L.N + j)];
+        q = quantize_weight(w, scale, !L.weight_scales.empty());
+        if (!L.int32_output) continue;
+        const float v = w / scale;
+        if (v != std::nearbyint(v) || std::fabs(v) > 65536.0f)
+          return make_error(StatusCode::kInternal, "layer '" + L.name + "': weight " + std::to_string(w) +
+                                                       " is not an integer code at its scale; its int32 output would be wrong");
+        q = static_cast<int32_t>(v);
+        sets = std::max<int64_t>(sets, int8_sets_for(q));
+      }
     }
     tiles_off = align_up(weights.size());
-    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes, 0);
+    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB * sets) * tile_bytes, 0);
     for (int64_t nb = 0; nb < NB; ++nb)
-      for (int64_t kb = 0; kb < KB; ++kb)
-        for (uint32_t k = 0; k < N; ++k)
-          for (uint32_t c = 0; c < N; ++c) {
-            const int64_t kk = kb * N + k, jj = nb * N + c;
-            if (kk < L.K && jj < L.N)
-              weights[tiles_off + static_cast<uint64_t>(nb * KB + kb) * tile_bytes + k * N + c] =
-                  static_cast<uint8_t>(wq[static_cast<size_t>(kk * L.N + jj)]);
-          }
+      for (int64_t p = 0; p < sets; ++p)
+        for (int64_t kb = 0; kb < KB; ++kb)
+          for (uint32_t k = 0; k < N; ++k)
+            for (uint32_t c = 0; c < N; ++c) {
+              const int64_t kk = kb * N + k, jj = nb * N + c;
+              if (kk < L.K && jj < L.N)
+                weights[tiles_off + static_cast<uint64_t>((nb * sets + p) * KB + kb) * tile_bytes + k * N + c] =
+                    static_cast<uint8_t>(int8_share(wq[static_cast<size_t>(kk * L.N + jj)], sets, p));
+            }
   }
+  const int64_t KBW = KB * sets;  // weight tiles per output block
   const uint64_t params_off = align_up(weights.size());
   weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   for (int64_t j = 0; j < L.N; ++j) {
@@ -125,13 +151,13 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   const bool spread = L.bias_input >= 0 && L.bias_scalar;
   const int64_t extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
   const int64_t alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
-  const bool weights_fit = KB * NB + extra_tiles <= wgt_tiles;
-  if (KB + extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + alpha_rows + KB + 1 > act_rows)
+  const bool weights_fit = KBW * NB + extra_tiles <= wgt_tiles;
+  if (KBW + extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + alpha_rows + KB + 1 > act_rows)
     return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
                                                     std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
   const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
   const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
-  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KB * NB : KB);
+  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KBW * NB : KBW);
   const uint32_t Z = S + (spread ? 1 : 0), TB = T + (spread ? 1 : 0);
   using BK = image::BufferKind;
   if (!alpha_parts.empty()) {
@@ -188,11 +214,11 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
       isa::Load ld;
       ld.sp = hw::Scratchpad::kWgt;
       ld.sp_base = 0;
-      ld.x = static_cast<uint16_t>(KB * N);
+      ld.x = static_cast<uint16_t>(KBW * N);
       ld.x_stride = N;
       ld.y = static_cast<uint16_t>(nb_count);
-      ld.y_stride = static_cast<uint32_t>(KB * tile_bytes);
-      prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KB) * tile_bytes));
+      ld.y_stride = static_cast<uint32_t>(KBW * tile_bytes);
+      prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KBW) * tile_bytes));
       return;
     }
     // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
@@ -275,7 +301,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         isa::Gemm gm;
         gm.clear = !preload_bias && !L.int32_output;
         gm.act = static_cast<uint16_t>(A);
-        gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KB : 0);
+        gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KBW : 0);
         gm.acc = static_cast<uint16_t>(C);
         gm.r = static_cast<uint16_t>(mt);
         gm.i = static_cast<uint16_t>(KB);
@@ -284,6 +310,12 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         gm.wgt_si = 1;
         gm.acc_sr = 1;
         prog.gemm(gm);
+        for (int64_t p = 1; p < sets; ++p) {  // the other integer weight sets
+          isa::Gemm pg = gm;
+          pg.clear = false;
+          pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
+          prog.gemm(pg);
+        }
         for (size_t p = 0; p < alpha_parts.size(); ++p) {
           // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
           isa::Gemm ag = gm;
@@ -335,10 +367,13 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   }
   LayerFacts facts;
   facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N *
-               (1 + alpha_parts.size() + beta_parts.size());
+               (static_cast<uint64_t>(sets) + alpha_parts.size() + beta_parts.size());
+  if (sets > 1)
+    facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
+                 std::to_string(sets) + "x the GEMMs)";
   facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (spread ? 1 : 0) + alpha_rows) * N +
                            static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
-                           static_cast<uint64_t>((weights_fit ? KB * NB : KB) + extra_tiles) * tile_bytes;
+                           static_cast<uint64_t>((weights_fit ? KBW * NB : KBW) + extra_tiles) * tile_bytes;
   return facts;
 }
 
@@ -434,9 +469,22 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const uint64_t tile_bytes = uint64_t{N} * N;
   // A dynamic W needs no tiles here, only one zero row (rows of padded input channels are
   // cleared from it: the input's padding lanes may hold stale bytes).
+  // An int32 output has exact integer weights (declared scale 1, w − w_zp): values beyond
+  // int8 run as `sets` weight sets whose GEMMs accumulate, like extra taps over the same input
+  // rows. Every other conv has one set of int8 codes.
+  int64_t sets = 1;
+  if (L.int32_output)
+    for (size_t i = 0; i < L.weights.size(); ++i) {
+      const float v = L.weights[i] / sw[i / (L.weights.size() / static_cast<size_t>(L.Cout))];
+      if (v != std::nearbyint(v) || std::fabs(v) > 65536.0f)
+        return make_error(StatusCode::kInternal, "conv '" + L.name + "': weight " + std::to_string(L.weights[i]) +
+                                                     " is not an integer code at its scale; its int32 output would be wrong");
+      sets = std::max<int64_t>(sets, int8_sets_for(static_cast<int64_t>(v)));
+    }
+  const int64_t wtaps = taps * sets;  // weight tiles per (output block, input block)
   const uint64_t w_bytes = dynamic       ? N
                            : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
-                                         : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
+                                         : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes;
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
@@ -445,29 +493,27 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
   const bool border_bias = L.depthwise || (padded && qx.zero_point != 0);
   const int64_t cin_per_out = L.depthwise ? 1 : L.C;
-  std::vector<int8_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  std::vector<int32_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
   // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
   for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
       for (int64_t t = 0; t < taps; ++t) {
         const float w = L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)];
-        const int8_t q = quantize_weight(w, s, !L.weight_scales.empty());
-        // Integer weights are exact codes only inside int8 (qdq.cc only rewrites those).
-        if (L.int32_output && std::nearbyint(w / s) != static_cast<float>(q))
-          return make_error(StatusCode::kInternal, "conv '" + L.name + "': weight " + std::to_string(w) +
-                                                       " is not an int8 code at its scale; its int32 output would be wrong");
+        const int32_t q = L.int32_output ? static_cast<int32_t>(std::nearbyint(w / s))
+                                         : quantize_weight(w, s, !L.weight_scales.empty());
         wsum[static_cast<size_t>(co)] += q;
         if (border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
-        uint64_t at;
         if (L.depthwise) {
-          at = w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N);
-        } else {
-          const int64_t nb = co / N, cb = ci / N;
-          at = w_off + static_cast<uint64_t>((nb * taps + t) * CB + cb) * tile_bytes +
-               static_cast<uint64_t>(ci % N) * N + static_cast<uint64_t>(co % N);
+          weights[w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N)] =
+              static_cast<uint8_t>(q);
+          continue;
         }
-        weights[at] = static_cast<uint8_t>(q);
+        const int64_t nb = co / N, cb = ci / N;
+        for (int64_t p = 0; p < sets; ++p)  // set p is weight tap p·taps + t
+          weights[w_off + static_cast<uint64_t>((nb * wtaps + p * taps + t) * CB + cb) * tile_bytes +
+                  static_cast<uint64_t>(ci % N) * N + static_cast<uint64_t>(co % N)] =
+              static_cast<uint8_t>(int8_share(q, sets, p));
       }
   }
   // Border biases: the DMA pads with 0, but the real zero is the input zero point. Output
@@ -574,8 +620,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     copies = 2;
   }
   const int64_t in_tile_rows = CB * in_rows_for(OHt) * Wp;
-  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
-  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(taps * CB) * N > wgt_rows)
+  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
+  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
   if (!weights_fit && L.depthwise)
     return make_error(StatusCode::kUnsupported, "depthwise conv '" + L.name + "' has too many taps for the weight scratchpad");
@@ -586,7 +632,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
       load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
       return;
     }
-    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(taps * CB) * N;
+    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(wtaps * CB) * N;
     load_weight_rows(w_off, rows_per_nb, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
@@ -663,12 +709,13 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             if (border_bias) for_each_region(oy0, oh, preload);
             else preload(oy0, oy0 + oh, 0, L.OW, 0);
           }
-          const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
-          for (int64_t t = 0; t < taps; ++t) {
+          const int64_t wbase = (weights_fit ? nb : 0) * wtaps * CB;
+          for (int64_t wt = 0; wt < wtaps; ++wt) {
+            const int64_t t = wt % taps;  // weight tap wt reads the input rows of tap t
             isa::Gemm gm;
-            gm.clear = t == 0 && !L.int32_output;
+            gm.clear = wt == 0 && !L.int32_output;
             gm.act = static_cast<uint16_t>(A + (t / L.KW) * Wp + (t % L.KW));
-            gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+            gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
             gm.acc = static_cast<uint16_t>(C0);
             gm.o = static_cast<uint16_t>(oh);
             gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
@@ -681,7 +728,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             gm.acc_sr = 1;
             prog.gemm(gm);
           }
-          facts.macs += static_cast<uint64_t>(oh * L.OW * taps * CB) * N * N;
+          facts.macs += static_cast<uint64_t>(oh * L.OW * wtaps * CB) * N * N;
           if (L.int32_output) {
             isa::Store st;
             st.sp = hw::Scratchpad::kAcc;
@@ -731,7 +778,10 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(copies * (CB * in_rows_for(OHt) * Wp + OHt * L.OW)) * N +
                            static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
-                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes);
+                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes);
+  if (sets > 1)
+    facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
+                 std::to_string(sets) + "x the GEMMs)";
   return facts;
 }
 

@@ -232,7 +232,8 @@ Status expand_integer_ops(Graph& g, int* expanded, std::vector<std::string>* not
       continue;
     }
     // Constant w/B: the float weights w - zero point (per output channel), which the NPU
-    // layer takes with the declared scale 1 as its exact int8 codes when they fit.
+    // layer takes with the declared scale 1 as exact integer codes (beyond int8, -255..255,
+    // as several int8 weight sets: lower.cc).
     const bool w_constant = g.is_constant(w);
     const auto& ws = g.value(w).shape;
     const int64_t channels = conv ? (ws.empty() ? 0 : ws[0]) : (ws.empty() ? 0 : ws.back());
@@ -254,17 +255,10 @@ Status expand_integer_ops(Graph& g, int* expanded, std::vector<std::string>* not
       const Tensor zv = wzp >= 0 ? to_float(*g.value(wzp).constant) : Tensor::zeros(DType::kF32, {1});
       Tensor shifted = Tensor::zeros(DType::kF32, ws);
       const int64_t count = wv.element_count(), per_channel = conv ? count / std::max<int64_t>(channels, 1) : 1;
-      bool fits = true;
       for (int64_t i = 0; i < count; ++i) {
         const int64_t c = zv.element_count() == 1 ? 0 : conv ? i / per_channel : i % channels;
-        const float v = wv.as<float>()[static_cast<size_t>(i)] - zv.as<float>()[static_cast<size_t>(c)];
-        fits = fits && v >= -128.0f && v <= 127.0f;
-        shifted.as<float>()[static_cast<size_t>(i)] = v;
-      }
-      if (!fits) {
-        keep(std::string(conv ? "w" : "B") + " minus its zero point leaves the int8 range (an exact split into two " +
-             "int8 weight sets is not implemented)");
-        continue;
+        shifted.as<float>()[static_cast<size_t>(i)] =
+            wv.as<float>()[static_cast<size_t>(i)] - zv.as<float>()[static_cast<size_t>(c)];
       }
       w_f = new_value(g, base + "_w_minus_zero_point", DType::kF32, ws, std::move(shifted));
       g.value(w_f).quant = DeclaredQuant{{1.0f}, {0}, -1};

@@ -36,9 +36,9 @@ Status expand_qlinear(Graph& g, int* expanded, bool runtime_b = false);
 //    output channel, declared scale 1).
 // The int32 output Y is then written by the MatMul/Conv itself and bound as an int32 graph
 // output (Value::io_codes = kI32, declared scale 1, zero point 0): the NPU stores its int32
-// accumulators. A constant operand whose values minus zero point do not fit int8, a per-row
-// or per-column zero point of a run-time operand, or other dtypes are left as they are (the
-// operator then runs on the host) and named in *notes. The accumulators are exact integers;
+// accumulators (constant weights beyond int8 as several int8 weight sets). A per-row or
+// per-column zero point of a run-time operand, a run-time ConvInteger w, or other dtypes are
+// left as they are (the operator then runs on the host) and named in *notes. The accumulators are exact integers;
 // the compiler checks that the layer holds Y at scale 1 (else it compiles again without
 // binding, which also leaves these operators untouched).
 Status expand_integer_ops(Graph& g, int* expanded, std::vector<std::string>* notes);

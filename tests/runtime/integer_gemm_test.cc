@@ -240,8 +240,8 @@ TEST_F(IntegerGemm, ConvIntegerWithInt8OperandsAndNoPadding) {
   conv_integer_case({DType::kI8, DType::kI8, 17, 33, 7, 8, 2, 1, {0, 0, 0, 0}, -5, {3}, "conv_int8_valid"});
 }
 
-TEST_F(IntegerGemm, ConvIntegerWhoseShiftedWeightsLeaveInt8StaysOnTheHostAndIsStillRight) {
-  // w up to 255 with zero point 0: w - w_zp does not fit int8, so the NPU would be wrong.
+TEST_F(IntegerGemm, ConvIntegerWhoseShiftedWeightsLeaveInt8RunsAsSeveralWeightSets) {
+  // uint8 w up to 255 with zero point 0: w - w_zp needs three int8 weight sets (255 = 3·85).
   std::mt19937 rng(5);
   ModelBuilder mb;
   Tensor x = random_codes(DType::kU8, {1, 3, 5, 5}, rng);
@@ -253,7 +253,7 @@ TEST_F(IntegerGemm, ConvIntegerWhoseShiftedWeightsLeaveInt8StaysOnTheHostAndIsSt
   mb.node("ConvInteger", {"x", "w"}, "y");
   size_t host_steps = 0;
   const Tensor y = IntegerGemm::run(mb.save("conv_wide_weights.onnx"), {x}, &host_steps);
-  EXPECT_EQ(host_steps, 1u);
+  EXPECT_EQ(host_steps, 0u);
   std::vector<int32_t> expected(36, 0);
   for (int64_t co = 0; co < 4; ++co)
     for (int64_t oy = 0; oy < 3; ++oy)
@@ -282,8 +282,7 @@ void matmul_integer_case(const MatMulCase& c) {
   const int64_t M = c.a_shape[c.a_shape.size() - 2];
   const int64_t batches = c.a_shape.size() == 3 ? c.a_shape[0] : 1;
   Tensor a = random_codes(c.at, c.a_shape, rng);
-  // A constant B must stay within 128 of its zero point (int8 codes after the shift).
-  Tensor b = c.b_constant ? random_codes(c.bt, c.b_shape, rng, c.bzp - 128, c.bzp + 127) : random_codes(c.bt, c.b_shape, rng);
+  Tensor b = random_codes(c.bt, c.b_shape, rng);
   ModelBuilder mb;
   std::vector<int64_t> y_shape = c.a_shape;
   y_shape.back() = N;
@@ -327,7 +326,30 @@ TEST_F(IntegerGemm, MatMulIntegerWithRunTimeBAndNonZeroZeroPoints) {
 }
 
 TEST_F(IntegerGemm, MatMulIntegerWithConstantB) {
+  // B - b_zp spans -140..115 (two int8 weight sets) and -10..245 (three).
   matmul_integer_case({DType::kU8, DType::kU8, {33, 40}, {40, 18}, 100, 140, true, "mmi_constant_b"});
+  matmul_integer_case({DType::kU8, DType::kU8, {20, 70}, {70, 35}, 3, 10, true, "mmi_constant_b_wide"});
+}
+
+TEST_F(IntegerGemm, MatMulIntegerWithAPerRowZeroPointStaysOnTheHostAndIsStillRight) {
+  // A per-row a_zero_point has no single device zero point: the host computes it.
+  std::mt19937 rng(9);
+  Tensor a = random_codes(DType::kU8, {4, 6}, rng), b = random_codes(DType::kU8, {6, 5}, rng);
+  Tensor azp = random_codes(DType::kU8, {4}, rng);
+  ModelBuilder mb;
+  mb.input("A", DType::kU8, {4, 6});
+  mb.input("B", DType::kU8, {6, 5});
+  mb.output("Y", DType::kI32, {4, 5});
+  mb.initializer("a_zero_point", azp);
+  mb.node("MatMulInteger", {"A", "B", "a_zero_point"}, "Y");
+  size_t host_steps = 0;
+  const Tensor y = run(mb.save("mmi_per_row_zp.onnx"), {a, b}, &host_steps);
+  EXPECT_EQ(host_steps, 1u);
+  std::vector<int32_t> expected(20, 0);
+  for (size_t m = 0; m < 4; ++m)
+    for (size_t n = 0; n < 5; ++n)
+      for (size_t k = 0; k < 6; ++k) expected[m * 5 + n] += (code(a, m * 6 + k) - code(azp, m)) * code(b, k * 5 + n);
+  expect_int32(y, expected, {4, 5});
 }
 
 TEST_F(IntegerGemm, QLinearMatMulWithRunTimeBRequantisesLikeOnnx) {
