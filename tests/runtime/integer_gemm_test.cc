@@ -230,6 +230,12 @@ TEST_F(IntegerGemm, ConvInteger40ChannelsOn20x20WithPaddingAndPerChannelWeightZe
   conv_integer_case({DType::kU8, DType::kU8, 40, 40, 20, 20, 3, 1, {1, 1, 1, 1}, 131, wzp, "conv40_pad1_perchannel"});
 }
 
+TEST_F(IntegerGemm, ConvIntegerOn64x64TilesTheOutputRowsWithBorderBiasesInEveryTile) {
+  // 64x64 with 40 input channels does not fit the scratchpads at once: several output-row
+  // tiles (double-buffered), each with its own top/bottom border rectangles.
+  conv_integer_case({DType::kU8, DType::kI8, 40, 24, 64, 64, 3, 1, {1, 1, 1, 1}, 77, {-3}, "conv40_64x64_tiles"});
+}
+
 TEST_F(IntegerGemm, ConvIntegerStridedAsymmetricPaddingAndZeroPointZero) {
   // x_zero_point 0 (uint8): x - x_zp = code + 128 needs the two-half correction of the border
   // biases; w without zero point.
@@ -318,6 +324,11 @@ void matmul_integer_case(const MatMulCase& c) {
 TEST_F(IntegerGemm, MatMulInteger70x50x30WithRunTimeBAndZeroPointsZero) {
   // Zero points 0 of uint8: both corrections multiply by 128, two int8 halves each.
   matmul_integer_case({DType::kU8, DType::kU8, {70, 50}, {50, 30}, 0, 0, false, "mmi_70x50x30_zp0"});
+}
+
+TEST_F(IntegerGemm, MatMulIntegerTallAIsTiledOverM) {
+  // 5000 rows do not fit the ACT/ACC scratchpads at once: several M tiles, each corrected.
+  matmul_integer_case({DType::kU8, DType::kU8, {5000, 50}, {50, 30}, 0, 1, false, "mmi_tall"});
 }
 
 TEST_F(IntegerGemm, MatMulIntegerWithRunTimeBAndNonZeroZeroPoints) {
