@@ -13,6 +13,16 @@ uint64_t align_up(uint64_t v, uint64_t a = kAlign) { return (v + a - 1) / a * a;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void put_u32(std::vector<uint8_t>& blob, uint64_t at, uint32_t v) { std::memcpy(blob.data() + at, &v, 4); }
 
+// `rows` consecutive scratchpad rows of `n` bytes from consecutive DRAM rows.
+isa::Load rows_load(hw::Scratchpad sp, uint32_t base, uint32_t rows, uint32_t n) {
+  isa::Load ld;
+  ld.sp = sp;
+  ld.sp_base = base;
+  ld.x = static_cast<uint16_t>(rows);
+  ld.x_stride = n;
+  return ld;
+}
+
 // A multiplier of a zero-point correction (−zero point, −128..128) as int8 addends whose sum
 // is exact: none for 0, itself when it fits, else two halves (128 = 64 + 64).
 std::vector<int32_t> int8_parts(int32_t v) {
@@ -169,12 +179,8 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         for (int64_t k = 0; k < std::min<int64_t>(N, L.K - kb * N); ++k)
           weights[rows + (p * static_cast<uint64_t>(KB) + static_cast<uint64_t>(kb)) * N + static_cast<uint64_t>(k)] =
               static_cast<uint8_t>(static_cast<int8_t>(alpha_parts[p]));
-    isa::Load al;
-    al.sp = hw::Scratchpad::kAct;
-    al.sp_base = Z;
-    al.x = static_cast<uint16_t>(alpha_rows);
-    al.x_stride = N;
-    prog.load(al, BK::Weights, static_cast<uint32_t>(rows));
+    prog.load(rows_load(hw::Scratchpad::kAct, Z, static_cast<uint32_t>(alpha_rows), N), BK::Weights,
+              static_cast<uint32_t>(rows));
   }
   if (!beta_parts.empty()) {
     const uint64_t tiles = align_up(weights.size());
@@ -182,12 +188,8 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     for (size_t p = 0; p < beta_parts.size(); ++p)
       std::fill_n(weights.begin() + static_cast<std::ptrdiff_t>(tiles + p * tile_bytes), tile_bytes,
                   static_cast<uint8_t>(static_cast<int8_t>(beta_parts[p])));
-    isa::Load bl;
-    bl.sp = hw::Scratchpad::kWgt;
-    bl.sp_base = TB * N;
-    bl.x = static_cast<uint16_t>(beta_parts.size() * N);
-    bl.x_stride = N;
-    prog.load(bl, BK::Weights, static_cast<uint32_t>(tiles));
+    prog.load(rows_load(hw::Scratchpad::kWgt, TB * N, static_cast<uint32_t>(beta_parts.size() * N), N), BK::Weights,
+              static_cast<uint32_t>(tiles));
   }
   if (spread) {
     const uint64_t tile = align_up(weights.size());
@@ -842,15 +844,6 @@ isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t 
   w[6] |= aux << 16;
   w[7] = (kw & 0xFF) | ((kh & 0xFF) << 8) | (wys << 16);
   return w;
-}
-
-isa::Load rows_load(hw::Scratchpad sp, uint32_t base, uint32_t rows, uint32_t n) {
-  isa::Load ld;
-  ld.sp = sp;
-  ld.sp_base = base;
-  ld.x = static_cast<uint16_t>(rows);
-  ld.x_stride = n;
-  return ld;
 }
 
 }  // namespace

@@ -16,14 +16,10 @@
 
 #include "npu/compiler/compiler.h"
 #include "npu/runtime/api.h"
+#include "test_device.h"
 
 namespace npu::runtime {
 namespace {
-
-std::string test_device() {
-  const char* d = std::getenv("NPU_TEST_DEVICE");
-  return d && *d ? d : "sim";
-}
 
 int onnx_type(DType t) {
   switch (t) {
@@ -113,10 +109,7 @@ Tensor scalar_code(DType t, int v) {
 class IntegerGemm : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    RuntimeOptions o;
-    o.device = test_device();
-    o.scheduler.num_contexts = 1;
-    auto rt = Runtime::open(o);
+    auto rt = test::open_test_runtime();
     ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
     runtime_ = std::move(rt).value();
   }
