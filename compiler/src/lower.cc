@@ -23,24 +23,24 @@ isa::Load rows_load(hw::Scratchpad sp, uint32_t base, uint32_t rows, uint32_t n)
   return ld;
 }
 
-// A multiplier of a zero-point correction (−zero point, −128..128) as int8 addends whose sum
-// is exact: none for 0, itself when it fits, else two halves (128 = 64 + 64).
-std::vector<int32_t> int8_parts(int32_t v) {
-  if (v == 0) return {};
-  if (v >= -128 && v <= 127) return {v};
-  return {v / 2, v - v / 2};
-}
-
-// Integer weights (an int32-output layer's declared scale-1 codes, w − w_zp up to ±255) as
-// `sets` int8 weight sets whose sum is exact: how many sets the widest value needs...
+// Integer weights (an int32-output layer's declared scale-1 codes, w − w_zp up to ±255) and
+// zero-point multipliers (−zero point, up to 128) as int8 shares whose sum is exact: how
+// many shares the widest value needs...
 int32_t int8_sets_for(int64_t v) {
   return static_cast<int32_t>(v > 127 ? ceil_div(v, 127) : v < -128 ? ceil_div(-v, 128) : 1);
 }
-// ...and set `p`'s share of v: v / sets, the remainder spread one by one (each share stays
-// in −128..127 because |v| <= 127·sets, or >= −128·sets).
+// ...and share `p` of v: v / sets, the remainder spread one by one (each share stays in
+// −128..127 because |v| <= 127·sets, or >= −128·sets).
 int8_t int8_share(int64_t v, int64_t sets, int64_t p) {
   const int64_t base = v / sets, rem = v - base * sets;
   return static_cast<int8_t>(base + (p < (rem < 0 ? -rem : rem) ? (rem < 0 ? -1 : 1) : 0));
+}
+// All shares of a zero-point multiplier (none for 0; 128 = 64 + 64).
+std::vector<int32_t> int8_parts(int32_t v) {
+  std::vector<int32_t> parts;
+  const int32_t sets = v == 0 ? 0 : int8_sets_for(v);
+  for (int32_t p = 0; p < sets; ++p) parts.push_back(int8_share(v, sets, p));
+  return parts;
 }
 
 }  // namespace
