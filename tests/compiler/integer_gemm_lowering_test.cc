@@ -2,7 +2,7 @@
 // the functional model at every array dim, against a plain int32 reference: a dynamic-B FC
 // with zero points on x and B (0 included: the two-half corrections), K and N with partial
 // blocks, batches; a convolution with padding (border biases), stride, weights up to ±255
-// (several int8 weight sets) and an input zero point.
+// (several int8 weight sets), an input zero point and a batch of 2.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -31,10 +31,11 @@ TEST_P(IntegerGemmLowering, DynamicBWithZeroPointsStoresExactInt32Accumulators) 
     int32_t zx, zw;
   };
   // zero points as int8 codes: -128 is uint8 zero point 0 (corrections of 128).
-  for (const Case& c : {Case{1, 70, 50, 30, -128, -128}, Case{2, 9, 37, 20, 5, -7}, Case{1, 33, 8, 3, 0, 100},
-                        Case{1, 4, 65, 40, -100, 0}}) {
-    SCOPED_TRACE("N=" + std::to_string(N) + " M=" + std::to_string(c.M) + " K=" + std::to_string(c.K) +
-                 " zx=" + std::to_string(c.zx) + " zw=" + std::to_string(c.zw));
+  for (const Case& c : {Case{1, 70, 50, 30, -128, -128}, Case{2, 9, 37, 20, 5, -7},
+                        Case{1, 33, 8, 3, 0, 100}, Case{1, 4, 65, 40, -100, 0}}) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " M=" + std::to_string(c.M) +
+                 " K=" + std::to_string(c.K) + " zx=" + std::to_string(c.zx) +
+                 " zw=" + std::to_string(c.zw));
     std::mt19937 rng(static_cast<uint32_t>(c.M * 7 + c.K));
     std::uniform_int_distribution<int> code(-128, 127);
     FcLayer L;
@@ -48,7 +49,8 @@ TEST_P(IntegerGemmLowering, DynamicBWithZeroPointsStoresExactInt32Accumulators) 
     L.bias.assign(static_cast<size_t>(c.Ncols), 0.0f);
     L.int32_output = true;
     const uint64_t x_bytes = static_cast<uint64_t>(c.batches * c.M * c.K);
-    const uint64_t b_off = (x_bytes + 63) / 64 * 64, b_bytes = static_cast<uint64_t>(c.batches * c.K * c.Ncols);
+    const uint64_t b_off = (x_bytes + 63) / 64 * 64,
+                   b_bytes = static_cast<uint64_t>(c.batches * c.K * c.Ncols);
     const uint64_t y_off = (b_off + b_bytes + N + 63) / 64 * 64;
     std::vector<int8_t> act(y_off + static_cast<uint64_t>(c.batches * c.M * c.Ncols) * 4, 0);
     for (uint64_t i = 0; i < x_bytes; ++i) act[i] = static_cast<int8_t>(code(rng));
@@ -62,7 +64,8 @@ TEST_P(IntegerGemmLowering, DynamicBWithZeroPointsStoresExactInt32Accumulators) 
     dyn.w_batch_stride = static_cast<uint32_t>(c.K * c.Ncols);
     std::vector<uint8_t> weights;
     Program prog;
-    auto facts = lower_fc_layer(L, QParams{1.0f, c.zx}, QParams{1.0f, 0}, N, 0, static_cast<uint32_t>(y_off), weights, prog, dyn);
+    auto facts = lower_fc_layer(L, QParams{1.0f, c.zx}, QParams{1.0f, 0}, N, 0,
+                                static_cast<uint32_t>(y_off), weights, prog, dyn);
     ASSERT_TRUE(facts.is_ok()) << facts.status().to_string();
     const std::vector<int8_t> out = run_on_bare_metal(prog, weights, act, N);
     int64_t bad = 0;
@@ -72,9 +75,14 @@ TEST_P(IntegerGemmLowering, DynamicBWithZeroPointsStoresExactInt32Accumulators) 
           int64_t acc = 0;
           for (int64_t k = 0; k < c.K; ++k)
             acc += static_cast<int64_t>(act[static_cast<size_t>((b * c.M + m) * c.K + k)] - c.zx) *
-                   (act[static_cast<size_t>(b_off + static_cast<uint64_t>((b * c.K + k) * c.Ncols + n))] - c.zw);
-          const int32_t got = read_i32(out, y_off + static_cast<uint64_t>((b * c.M + m) * c.Ncols + n) * 4);
-          if (got != acc && bad++ < 3) ADD_FAILURE() << "y[" << b << "][" << m << "][" << n << "] = " << got << ", expected " << acc;
+                   (act[static_cast<size_t>(b_off +
+                                            static_cast<uint64_t>((b * c.K + k) * c.Ncols + n))] -
+                    c.zw);
+          const int32_t got =
+              read_i32(out, y_off + static_cast<uint64_t>((b * c.M + m) * c.Ncols + n) * 4);
+          if (got != acc && bad++ < 3)
+            ADD_FAILURE() << "y[" << b << "][" << m << "][" << n << "] = " << got << ", expected "
+                          << acc;
         }
     EXPECT_EQ(bad, 0);
   }
@@ -83,18 +91,21 @@ TEST_P(IntegerGemmLowering, DynamicBWithZeroPointsStoresExactInt32Accumulators) 
 TEST_P(IntegerGemmLowering, ConvWithPaddingAndWideIntegerWeightsStoresExactInt32Accumulators) {
   const uint32_t N = GetParam();
   struct Case {
-    int64_t C, Cout, H, W, K, stride, pt, pl, pb, pr;
+    int64_t batch, C, Cout, H, W, K, stride, pt, pl, pb, pr;
     int32_t zx;
     int wmax;  // weights in [-wmax, wmax]: beyond 127 several int8 weight sets
   };
-  for (const Case& c : {Case{20, 12, 9, 11, 3, 1, 1, 1, 1, 1, 77, 255}, Case{3, 40, 8, 7, 3, 2, 2, 0, 1, 2, -128, 127},
-                        Case{9, 5, 6, 6, 2, 1, 0, 0, 0, 0, 3, 200}}) {
-    SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(c.C) + " Cout=" + std::to_string(c.Cout) +
-                 " zx=" + std::to_string(c.zx) + " wmax=" + std::to_string(c.wmax));
+  for (const Case& c : {Case{1, 20, 12, 9, 11, 3, 1, 1, 1, 1, 1, 77, 255},
+                        Case{2, 3, 40, 8, 7, 3, 2, 2, 0, 1, 2, -128, 127},
+                        Case{2, 9, 5, 6, 6, 2, 1, 0, 0, 0, 0, 3, 200}}) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(c.C) +
+                 " Cout=" + std::to_string(c.Cout) + " zx=" + std::to_string(c.zx) +
+                 " wmax=" + std::to_string(c.wmax));
     std::mt19937 rng(static_cast<uint32_t>(c.C * 11 + c.Cout));
     std::uniform_int_distribution<int> code(-128, 127), wcode(-c.wmax, c.wmax);
     ConvLayer L;
     L.name = "conv";
+    L.batch = c.batch;
     L.C = c.C;
     L.H = c.H;
     L.W = c.W;
@@ -111,34 +122,44 @@ TEST_P(IntegerGemmLowering, ConvWithPaddingAndWideIntegerWeightsStoresExactInt32
     L.bias.assign(static_cast<size_t>(c.Cout), 0.0f);
     L.int32_output = true;
     const int64_t Cp = padded_channels(c.C, N), Coutp = padded_channels(c.Cout, N);
-    const uint64_t in_bytes = static_cast<uint64_t>(c.H * c.W * Cp), y_off = (in_bytes + 63) / 64 * 64;
-    std::vector<int8_t> act(y_off + static_cast<uint64_t>(L.OH * L.OW * Coutp) * 4, 0);
-    for (int64_t p = 0; p < c.H * c.W; ++p)
-      for (int64_t ci = 0; ci < c.C; ++ci) act[static_cast<size_t>(p * Cp + ci)] = static_cast<int8_t>(code(rng));
+    const uint64_t in_bytes = static_cast<uint64_t>(c.batch * c.H * c.W * Cp),
+                   y_off = (in_bytes + 63) / 64 * 64;
+    std::vector<int8_t> act(y_off + static_cast<uint64_t>(c.batch * L.OH * L.OW * Coutp) * 4, 0);
+    for (int64_t p = 0; p < c.batch * c.H * c.W; ++p)
+      for (int64_t ci = 0; ci < c.C; ++ci)
+        act[static_cast<size_t>(p * Cp + ci)] = static_cast<int8_t>(code(rng));
     std::vector<uint8_t> weights;
     Program prog;
-    auto facts = lower_conv_layer(L, QParams{1.0f, c.zx}, QParams{1.0f, 0}, N, 0, static_cast<uint32_t>(y_off), weights, prog);
+    auto facts = lower_conv_layer(L, QParams{1.0f, c.zx}, QParams{1.0f, 0}, N, 0,
+                                  static_cast<uint32_t>(y_off), weights, prog);
     ASSERT_TRUE(facts.is_ok()) << facts.status().to_string();
     if (c.wmax > 127) {
       EXPECT_NE(facts->note.find("int8 weight sets"), std::string::npos) << facts->note;
     }
     const std::vector<int8_t> out = run_on_bare_metal(prog, weights, act, N);
     int64_t bad = 0;
-    for (int64_t oy = 0; oy < L.OH; ++oy)
-      for (int64_t ox = 0; ox < L.OW; ++ox)
-        for (int64_t co = 0; co < c.Cout; ++co) {
-          int64_t acc = 0;  // padding is the input zero point: it contributes nothing
-          for (int64_t ky = 0; ky < c.K; ++ky)
-            for (int64_t kx = 0; kx < c.K; ++kx) {
-              const int64_t iy = oy * c.stride - c.pt + ky, ix = ox * c.stride - c.pl + kx;
-              if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
-              for (int64_t ci = 0; ci < c.C; ++ci)
-                acc += static_cast<int64_t>(act[static_cast<size_t>((iy * c.W + ix) * Cp + ci)] - c.zx) *
-                       static_cast<int64_t>(L.weights[static_cast<size_t>(((co * c.C + ci) * c.K + ky) * c.K + kx)]);
-            }
-          const int32_t got = read_i32(out, y_off + static_cast<uint64_t>((oy * L.OW + ox) * Coutp + co) * 4);
-          if (got != acc && bad++ < 3) ADD_FAILURE() << "y[" << oy << "][" << ox << "][" << co << "] = " << got << ", expected " << acc;
-        }
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t oy = 0; oy < L.OH; ++oy)
+        for (int64_t ox = 0; ox < L.OW; ++ox)
+          for (int64_t co = 0; co < c.Cout; ++co) {
+            int64_t acc = 0;  // padding is the input zero point: it contributes nothing
+            for (int64_t ky = 0; ky < c.K; ++ky)
+              for (int64_t kx = 0; kx < c.K; ++kx) {
+                const int64_t iy = oy * c.stride - c.pt + ky, ix = ox * c.stride - c.pl + kx;
+                if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
+                for (int64_t ci = 0; ci < c.C; ++ci)
+                  acc +=
+                      static_cast<int64_t>(
+                          act[static_cast<size_t>(((b * c.H + iy) * c.W + ix) * Cp + ci)] - c.zx) *
+                      static_cast<int64_t>(
+                          L.weights[static_cast<size_t>(((co * c.C + ci) * c.K + ky) * c.K + kx)]);
+              }
+            const int32_t got = read_i32(
+                out, y_off + static_cast<uint64_t>(((b * L.OH + oy) * L.OW + ox) * Coutp + co) * 4);
+            if (got != acc && bad++ < 3)
+              ADD_FAILURE() << "y[" << b << "][" << oy << "][" << ox << "][" << co << "] = " << got
+                            << ", expected " << acc;
+          }
     EXPECT_EQ(bad, 0);
   }
 }
@@ -156,7 +177,8 @@ TEST(IntegerGemmLoweringErrors, AnInt32ConvWithNonIntegerWeightsIsRefusedNotRoun
   Program prog;
   auto facts = lower_conv_layer(L, QParams{1.0f, 0}, QParams{1.0f, 0}, 16, 0, 4096, weights, prog);
   ASSERT_FALSE(facts.is_ok());
-  EXPECT_NE(facts.status().message().find("not an integer code"), std::string::npos) << facts.status().message();
+  EXPECT_NE(facts.status().message().find("not an integer code"), std::string::npos)
+      << facts.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(ArrayDims, IntegerGemmLowering, ::testing::Values(8u, 16u, 32u));

@@ -23,10 +23,14 @@ namespace {
 
 int onnx_type(DType t) {
   switch (t) {
-    case DType::kU8: return onnx::TensorProto::UINT8;
-    case DType::kI8: return onnx::TensorProto::INT8;
-    case DType::kI32: return onnx::TensorProto::INT32;
-    default: return onnx::TensorProto::FLOAT;
+    case DType::kU8:
+      return onnx::TensorProto::UINT8;
+    case DType::kI8:
+      return onnx::TensorProto::INT8;
+    case DType::kI32:
+      return onnx::TensorProto::INT32;
+    default:
+      return onnx::TensorProto::FLOAT;
   }
 }
 
@@ -54,7 +58,8 @@ class ModelBuilder {
     for (int64_t d : t.shape) init->add_dims(d);
     init->set_raw_data(t.data.data(), t.data.size());
   }
-  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::string& out) {
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in,
+                        const std::string& out) {
     auto* n = graph_->add_node();
     n->set_op_type(op);
     n->set_name(op + "_node");
@@ -69,14 +74,16 @@ class ModelBuilder {
     for (int64_t x : v) a->add_ints(x);
   }
   std::string save(const std::string& file) const {
-    const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + file);
+    const auto path =
+        std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + file);
     std::ofstream f(path, std::ios::binary);
     model_.SerializeToOstream(&f);
     return path.string();
   }
 
  private:
-  static void describe(onnx::ValueInfoProto* v, const std::string& name, DType t, const std::vector<int64_t>& shape) {
+  static void describe(onnx::ValueInfoProto* v, const std::string& name, DType t,
+                       const std::vector<int64_t>& shape) {
     v->set_name(name);
     auto* tt = v->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(onnx_type(t));
@@ -89,10 +96,12 @@ class ModelBuilder {
 
 // Codes as integers, whatever their dtype.
 int32_t code(const Tensor& t, size_t i) {
-  return t.dtype == DType::kU8 ? static_cast<int32_t>(t.data[i]) : static_cast<int32_t>(t.as<int8_t>()[i]);
+  return t.dtype == DType::kU8 ? static_cast<int32_t>(t.data[i])
+                               : static_cast<int32_t>(t.as<int8_t>()[i]);
 }
 
-Tensor random_codes(DType t, std::vector<int64_t> shape, std::mt19937& rng, int lo = -1000, int hi = 1000) {
+Tensor random_codes(DType t, std::vector<int64_t> shape, std::mt19937& rng, int lo = -1000,
+                    int hi = 1000) {
   Tensor x = Tensor::zeros(t, std::move(shape));
   const int dlo = t == DType::kU8 ? 0 : -128, dhi = t == DType::kU8 ? 255 : 127;
   std::uniform_int_distribution<int> d(std::max(lo, dlo), std::min(hi, dhi));
@@ -117,7 +126,8 @@ class IntegerGemm : public ::testing::Test {
 
   // Compiles `path` (calibrating on `inputs`), runs it once and returns its first output;
   // *host_steps says how many operators ran on the host.
-  static Tensor run(const std::string& path, const std::vector<Tensor>& inputs, size_t* host_steps) {
+  static Tensor run(const std::string& path, const std::vector<Tensor>& inputs,
+                    size_t* host_steps) {
     compiler::CompileOptions co;
     co.array_dim = runtime_->device(0)->info().array_dim;
     co.calibration = {inputs};
@@ -137,14 +147,16 @@ class IntegerGemm : public ::testing::Test {
     return out.is_ok() ? out->tensors[0] : Tensor{};
   }
 
-  static void expect_int32(const Tensor& got, const std::vector<int32_t>& expected, const std::vector<int64_t>& shape) {
+  static void expect_int32(const Tensor& got, const std::vector<int32_t>& expected,
+                           const std::vector<int64_t>& shape) {
     ASSERT_EQ(got.dtype, DType::kI32);
     ASSERT_EQ(got.shape, shape);
     const auto y = got.as<int32_t>();
     ASSERT_EQ(y.size(), expected.size());
     size_t bad = 0;
     for (size_t i = 0; i < y.size(); ++i)
-      if (y[i] != expected[i] && bad++ < 5) ADD_FAILURE() << "element " << i << ": expected " << expected[i] << ", got " << y[i];
+      if (y[i] != expected[i] && bad++ < 5)
+        ADD_FAILURE() << "element " << i << ": expected " << expected[i] << ", got " << y[i];
     EXPECT_EQ(bad, 0u) << "elements differ";
   }
 
@@ -171,7 +183,9 @@ void conv_integer_case(const ConvCase& c, size_t expected_host_steps = 0) {
   // Weights within 128 of their channel's zero point: w - w_zp is an int8 code.
   Tensor w = Tensor::zeros(c.wt, {c.Cout, c.C, c.K, c.K});
   const int64_t per = c.C * c.K * c.K;
-  auto wzp_of = [&](int64_t co) { return c.wzp.empty() ? 0 : c.wzp[c.wzp.size() == 1 ? 0 : static_cast<size_t>(co)]; };
+  auto wzp_of = [&](int64_t co) {
+    return c.wzp.empty() ? 0 : c.wzp[c.wzp.size() == 1 ? 0 : static_cast<size_t>(co)];
+  };
   for (int64_t co = 0; co < c.Cout; ++co) {
     const int lo = wzp_of(co) - 128, hi = wzp_of(co) + 127;
     Tensor ch = random_codes(c.wt, {per}, rng, lo, hi);
@@ -206,7 +220,8 @@ void conv_integer_case(const ConvCase& c, size_t expected_host_steps = 0) {
         for (int64_t ci = 0; ci < c.C; ++ci)
           for (int64_t ky = 0; ky < c.K; ++ky)
             for (int64_t kx = 0; kx < c.K; ++kx) {
-              const int64_t iy = oy * c.stride + ky - c.pads[0], ix = ox * c.stride + kx - c.pads[1];
+              const int64_t iy = oy * c.stride + ky - c.pads[0],
+                            ix = ox * c.stride + kx - c.pads[1];
               if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
               const auto xi = static_cast<size_t>((ci * c.H + iy) * c.W + ix);
               const auto wi = static_cast<size_t>(((co * c.C + ci) * c.K + ky) * c.K + kx);
@@ -220,23 +235,37 @@ void conv_integer_case(const ConvCase& c, size_t expected_host_steps = 0) {
 TEST_F(IntegerGemm, ConvInteger40ChannelsOn20x20WithPaddingAndPerChannelWeightZeroPoints) {
   std::vector<int> wzp(40);
   for (size_t i = 0; i < wzp.size(); ++i) wzp[i] = 90 + static_cast<int>(i) * 2;
-  conv_integer_case({DType::kU8, DType::kU8, 40, 40, 20, 20, 3, 1, {1, 1, 1, 1}, 131, wzp, "conv40_pad1_perchannel"});
+  conv_integer_case({DType::kU8,
+                     DType::kU8,
+                     40,
+                     40,
+                     20,
+                     20,
+                     3,
+                     1,
+                     {1, 1, 1, 1},
+                     131,
+                     wzp,
+                     "conv40_pad1_perchannel"});
 }
 
 TEST_F(IntegerGemm, ConvIntegerOn64x64TilesTheOutputRowsWithBorderBiasesInEveryTile) {
   // 64x64 with 40 input channels does not fit the scratchpads at once: several output-row
   // tiles (double-buffered), each with its own top/bottom border rectangles.
-  conv_integer_case({DType::kU8, DType::kI8, 40, 24, 64, 64, 3, 1, {1, 1, 1, 1}, 77, {-3}, "conv40_64x64_tiles"});
+  conv_integer_case(
+      {DType::kU8, DType::kI8, 40, 24, 64, 64, 3, 1, {1, 1, 1, 1}, 77, {-3}, "conv40_64x64_tiles"});
 }
 
 TEST_F(IntegerGemm, ConvIntegerStridedAsymmetricPaddingAndZeroPointZero) {
   // x_zero_point 0 (uint8): x - x_zp = code + 128 needs the two-half correction of the border
   // biases; w without zero point.
-  conv_integer_case({DType::kU8, DType::kU8, 5, 20, 11, 9, 3, 2, {2, 0, 1, 2}, 0, {}, "conv_stride2_zp0"});
+  conv_integer_case(
+      {DType::kU8, DType::kU8, 5, 20, 11, 9, 3, 2, {2, 0, 1, 2}, 0, {}, "conv_stride2_zp0"});
 }
 
 TEST_F(IntegerGemm, ConvIntegerWithInt8OperandsAndNoPadding) {
-  conv_integer_case({DType::kI8, DType::kI8, 17, 33, 7, 8, 2, 1, {0, 0, 0, 0}, -5, {3}, "conv_int8_valid"});
+  conv_integer_case(
+      {DType::kI8, DType::kI8, 17, 33, 7, 8, 2, 1, {0, 0, 0, 0}, -5, {3}, "conv_int8_valid"});
 }
 
 TEST_F(IntegerGemm, ConvIntegerWhoseShiftedWeightsLeaveInt8RunsAsSeveralWeightSets) {
@@ -316,7 +345,8 @@ void matmul_integer_case(const MatMulCase& c) {
 
 TEST_F(IntegerGemm, MatMulInteger70x50x30WithRunTimeBAndZeroPointsZero) {
   // Zero points 0 of uint8: both corrections multiply by 128, two int8 halves each.
-  matmul_integer_case({DType::kU8, DType::kU8, {70, 50}, {50, 30}, 0, 0, false, "mmi_70x50x30_zp0"});
+  matmul_integer_case(
+      {DType::kU8, DType::kU8, {70, 50}, {50, 30}, 0, 0, false, "mmi_70x50x30_zp0"});
 }
 
 TEST_F(IntegerGemm, MatMulIntegerTallAIsTiledOverM) {
@@ -325,14 +355,21 @@ TEST_F(IntegerGemm, MatMulIntegerTallAIsTiledOverM) {
 }
 
 TEST_F(IntegerGemm, MatMulIntegerWithRunTimeBAndNonZeroZeroPoints) {
-  matmul_integer_case({DType::kU8, DType::kU8, {70, 50}, {50, 30}, 12, 200, false, "mmi_70x50x30_zp"});
-  matmul_integer_case({DType::kI8, DType::kI8, {3, 9, 37}, {3, 37, 20}, -7, 5, false, "mmi_batched_int8"});
+  matmul_integer_case(
+      {DType::kU8, DType::kU8, {70, 50}, {50, 30}, 12, 200, false, "mmi_70x50x30_zp"});
+  matmul_integer_case(
+      {DType::kI8, DType::kI8, {3, 9, 37}, {3, 37, 20}, -7, 5, false, "mmi_batched_int8"});
+  // One B for every batch of A.
+  matmul_integer_case(
+      {DType::kU8, DType::kU8, {2, 5, 37}, {37, 20}, 130, 90, false, "mmi_shared_b"});
 }
 
 TEST_F(IntegerGemm, MatMulIntegerWithConstantB) {
   // B - b_zp spans -140..115 (two int8 weight sets) and -10..245 (three).
-  matmul_integer_case({DType::kU8, DType::kU8, {33, 40}, {40, 18}, 100, 140, true, "mmi_constant_b"});
-  matmul_integer_case({DType::kU8, DType::kU8, {20, 70}, {70, 35}, 3, 10, true, "mmi_constant_b_wide"});
+  matmul_integer_case(
+      {DType::kU8, DType::kU8, {33, 40}, {40, 18}, 100, 140, true, "mmi_constant_b"});
+  matmul_integer_case(
+      {DType::kU8, DType::kU8, {20, 70}, {70, 35}, 3, 10, true, "mmi_constant_b_wide"});
 }
 
 TEST_F(IntegerGemm, MatMulIntegerWithAPerRowZeroPointStaysOnTheHostAndIsStillRight) {
@@ -352,48 +389,64 @@ TEST_F(IntegerGemm, MatMulIntegerWithAPerRowZeroPointStaysOnTheHostAndIsStillRig
   std::vector<int32_t> expected(20, 0);
   for (size_t m = 0; m < 4; ++m)
     for (size_t n = 0; n < 5; ++n)
-      for (size_t k = 0; k < 6; ++k) expected[m * 5 + n] += (code(a, m * 6 + k) - code(azp, m)) * code(b, k * 5 + n);
+      for (size_t k = 0; k < 6; ++k)
+        expected[m * 5 + n] += (code(a, m * 6 + k) - code(azp, m)) * code(b, k * 5 + n);
   expect_int32(y, expected, {4, 5});
 }
 
-TEST_F(IntegerGemm, QLinearMatMulWithRunTimeBRequantisesLikeOnnx) {
+// QLinearMatMul with B a graph input: y = saturate(round(acc · a_scale·b_scale / y_scale) + y_zp),
+// acc = Σ_k (a − a_zp)(b − b_zp), for codes of type t (uint8 or int8 throughout).
+void qlinear_matmul_case(DType t, int azp, int bzp, int yzp, const std::string& name) {
+  SCOPED_TRACE(name);
   std::mt19937 rng(11);
   const int64_t M = 70, K = 50, N = 30;
   const float as = 0.0066f, bs = 0.00705f, ys = 0.0107f;
-  const int azp = 113, bzp = 114, yzp = 118;
-  Tensor a = random_codes(DType::kU8, {M, K}, rng), b = random_codes(DType::kU8, {K, N}, rng);
+  Tensor a = random_codes(t, {M, K}, rng), b = random_codes(t, {K, N}, rng);
   auto f32 = [](float v) {
-    Tensor t = Tensor::zeros(DType::kF32, {});
-    t.as<float>()[0] = v;
-    return t;
+    Tensor s = Tensor::zeros(DType::kF32, {});
+    s.as<float>()[0] = v;
+    return s;
   };
   ModelBuilder mb;
-  mb.input("a", DType::kU8, {M, K});
-  mb.input("b", DType::kU8, {K, N});
-  mb.output("y", DType::kU8, {M, N});
+  mb.input("a", t, {M, K});
+  mb.input("b", t, {K, N});
+  mb.output("y", t, {M, N});
   mb.initializer("a_scale", f32(as));
-  mb.initializer("a_zero_point", scalar_code(DType::kU8, azp));
+  mb.initializer("a_zero_point", scalar_code(t, azp));
   mb.initializer("b_scale", f32(bs));
-  mb.initializer("b_zero_point", scalar_code(DType::kU8, bzp));
+  mb.initializer("b_zero_point", scalar_code(t, bzp));
   mb.initializer("y_scale", f32(ys));
-  mb.initializer("y_zero_point", scalar_code(DType::kU8, yzp));
-  mb.node("QLinearMatMul", {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"}, "y");
+  mb.initializer("y_zero_point", scalar_code(t, yzp));
+  mb.node(
+      "QLinearMatMul",
+      {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"},
+      "y");
   size_t host_steps = 99;
-  const Tensor y = run(mb.save("qlinearmatmul.onnx"), {a, b}, &host_steps);
+  const Tensor y = IntegerGemm::run(mb.save(name + ".onnx"), {a, b}, &host_steps);
   EXPECT_EQ(host_steps, 0u);
-  ASSERT_EQ(y.dtype, DType::kU8);
+  ASSERT_EQ(y.dtype, t);
+  const double lo = t == DType::kU8 ? 0 : -128, hi = t == DType::kU8 ? 255 : 127;
   size_t bad = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       int64_t acc = 0;
       for (int64_t k = 0; k < K; ++k)
-        acc += static_cast<int64_t>(code(a, static_cast<size_t>(m * K + k)) - azp) * (code(b, static_cast<size_t>(k * N + n)) - bzp);
-      const double q = std::nearbyint(static_cast<double>(acc) * (static_cast<double>(as) * bs) / ys) + yzp;
-      const auto expected = static_cast<int>(std::clamp(q, 0.0, 255.0));
-      const int got = y.data[static_cast<size_t>(m * N + n)];
-      if (got != expected && bad++ < 5) ADD_FAILURE() << "y[" << m << "][" << n << "]: expected " << expected << ", got " << got;
+        acc += static_cast<int64_t>(code(a, static_cast<size_t>(m * K + k)) - azp) *
+               (code(b, static_cast<size_t>(k * N + n)) - bzp);
+      const double q =
+          std::nearbyint(static_cast<double>(acc) * (static_cast<double>(as) * bs) / ys) + yzp;
+      const auto expected = static_cast<int>(std::clamp(q, lo, hi));
+      const int got = code(y, static_cast<size_t>(m * N + n));
+      if (got != expected && bad++ < 5)
+        ADD_FAILURE() << "y[" << m << "][" << n << "]: expected " << expected << ", got " << got;
     }
   EXPECT_EQ(bad, 0u);
+}
+
+TEST_F(IntegerGemm, QLinearMatMulWithRunTimeBRequantisesLikeOnnx) {
+  qlinear_matmul_case(DType::kU8, 113, 114, 118, "qlmm_uint8");
+  qlinear_matmul_case(DType::kU8, 0, 255, 3, "qlmm_uint8_extreme_zero_points");
+  qlinear_matmul_case(DType::kI8, -3, 5, -10, "qlmm_int8");
 }
 
 }  // namespace
