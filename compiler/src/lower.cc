@@ -210,6 +210,24 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     prog.load(cl, BK::Activations, dyn.bias_off);
   }
   load_acc_rows(prog, P, 3 * NB, N, static_cast<uint32_t>(params_off));
+  // With a requantisation, α·Σ_k b_kn is the same for every row: it joins block nb's bias
+  // row (REQUANT adds it to every row) by one GEMM row per B (reloaded with the constant
+  // bias first), not a GEMM over all rows. An int32 output has no bias row to carry it.
+  const bool alpha_in_bias = !L.int32_output && !alpha_parts.empty();
+  auto alpha_into_bias = [&](int64_t nb, uint32_t wgt_tile) {
+    load_acc_rows(prog, static_cast<uint32_t>(P + 3 * nb), 1, N,
+                  static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+    for (size_t p = 0; p < alpha_parts.size(); ++p) {
+      isa::Gemm ag;
+      ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
+      ag.wgt = static_cast<uint16_t>(wgt_tile);
+      ag.acc = static_cast<uint16_t>(P + 3 * nb);
+      ag.i = static_cast<uint16_t>(KB);
+      ag.act_si = 1;
+      ag.wgt_si = 1;
+      prog.gemm(ag);
+    }
+  };
   // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
   auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
     if (!dynamic) {
@@ -241,6 +259,8 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     const uint64_t out_elem = L.int32_output ? 4 : 1;
     const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
     if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
+    if (weights_fit && alpha_in_bias)
+      for (int64_t nb = 0; nb < NB; ++nb) alpha_into_bias(nb, static_cast<uint32_t>(nb * KBW));
     for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
       const int64_t mt = std::min(Mt, L.M - m0);
       const int64_t full_kb = L.K / N, tail = L.K % N;
@@ -265,6 +285,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
       }
       for (int64_t nb = 0; nb < NB; ++nb) {
         if (!weights_fit) load_weights(batch, nb, 1);
+        if (!weights_fit && alpha_in_bias) alpha_into_bias(nb, 0);
         const bool preload_bias = L.bias_input >= 0;
         if (spread) {
           // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
@@ -318,7 +339,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
           pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
           prog.gemm(pg);
         }
-        for (size_t p = 0; p < alpha_parts.size(); ++p) {
+        for (size_t p = 0; p < (alpha_in_bias ? 0 : alpha_parts.size()); ++p) {
           // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
           isa::Gemm ag = gm;
           ag.clear = false;
@@ -368,8 +389,12 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     }
   }
   LayerFacts facts;
+  const int64_t m_tiles = ceil_div(L.M, Mt);
   facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N *
-               (static_cast<uint64_t>(sets) + alpha_parts.size() + beta_parts.size());
+                   (static_cast<uint64_t>(sets) + (alpha_in_bias ? 0 : alpha_parts.size()) + beta_parts.size()) +
+               (alpha_in_bias ? static_cast<uint64_t>(L.batches * (weights_fit ? 1 : m_tiles) * KB * NB) * N * N *
+                                    alpha_parts.size()
+                              : 0);
   if (sets > 1)
     facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
                  std::to_string(sets) + "x the GEMMs)";

@@ -395,22 +395,42 @@ TEST_F(IntegerGemm, MatMulIntegerWithAPerRowZeroPointStaysOnTheHostAndIsStillRig
 }
 
 // QLinearMatMul with B a graph input: y = saturate(round(acc · a_scale·b_scale / y_scale) + y_zp),
-// acc = Σ_k (a − a_zp)(b − b_zp), for codes of type t (uint8 or int8 throughout).
-void qlinear_matmul_case(DType t, int azp, int bzp, int yzp, const std::string& name) {
+// acc = Σ_k (a − a_zp)(b − b_zp), for codes of type t (uint8 or int8 throughout); y_scale and
+// y_zero_point map the accumulators' range onto the codes, so that the outputs do not all
+// saturate (the test checks that too). With batches > 1, a [batches, M, K], b [batches, K, N].
+void qlinear_matmul_case(DType t, int azp, int bzp, const std::string& name, int64_t M = 70,
+                         int64_t K = 50, int64_t N = 30, int64_t batches = 1) {
   SCOPED_TRACE(name);
   std::mt19937 rng(11);
-  const int64_t M = 70, K = 50, N = 30;
-  const float as = 0.0066f, bs = 0.00705f, ys = 0.0107f;
-  Tensor a = random_codes(t, {M, K}, rng), b = random_codes(t, {K, N}, rng);
+  const float as = 0.0066f, bs = 0.00705f;
+  auto shape = [&](int64_t r, int64_t c) {
+    return batches > 1 ? std::vector<int64_t>{batches, r, c} : std::vector<int64_t>{r, c};
+  };
+  Tensor a = random_codes(t, shape(M, K), rng), b = random_codes(t, shape(K, N), rng);
+  std::vector<int64_t> acc(static_cast<size_t>(batches * M * N), 0);
+  for (int64_t bt = 0; bt < batches; ++bt)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+          acc[static_cast<size_t>((bt * M + m) * N + n)] +=
+              static_cast<int64_t>(code(a, static_cast<size_t>((bt * M + m) * K + k)) - azp) *
+              (code(b, static_cast<size_t>((bt * K + k) * N + n)) - bzp);
+  // The range [min(acc, 0), max(acc, 0)] over 250 steps: the real 0 (y_zp) is a code.
+  const int64_t acc_lo = std::min<int64_t>(0, *std::min_element(acc.begin(), acc.end()));
+  const int64_t acc_hi = std::max<int64_t>(0, *std::max_element(acc.begin(), acc.end()));
+  const double lo = t == DType::kU8 ? 0 : -128, hi = t == DType::kU8 ? 255 : 127;
+  const auto ys = static_cast<float>(static_cast<double>(acc_hi - acc_lo) * as * bs / 250.0);
+  const int yzp = static_cast<int>(lo) + 2 -
+                  static_cast<int>(std::lround(static_cast<double>(acc_lo) * as * bs / ys));
   auto f32 = [](float v) {
     Tensor s = Tensor::zeros(DType::kF32, {});
     s.as<float>()[0] = v;
     return s;
   };
   ModelBuilder mb;
-  mb.input("a", t, {M, K});
-  mb.input("b", t, {K, N});
-  mb.output("y", t, {M, N});
+  mb.input("a", t, shape(M, K));
+  mb.input("b", t, shape(K, N));
+  mb.output("y", t, shape(M, N));
   mb.initializer("a_scale", f32(as));
   mb.initializer("a_zero_point", scalar_code(t, azp));
   mb.initializer("b_scale", f32(bs));
@@ -425,28 +445,28 @@ void qlinear_matmul_case(DType t, int azp, int bzp, int yzp, const std::string& 
   const Tensor y = IntegerGemm::run(mb.save(name + ".onnx"), {a, b}, &host_steps);
   EXPECT_EQ(host_steps, 0u);
   ASSERT_EQ(y.dtype, t);
-  const double lo = t == DType::kU8 ? 0 : -128, hi = t == DType::kU8 ? 255 : 127;
-  size_t bad = 0;
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      int64_t acc = 0;
-      for (int64_t k = 0; k < K; ++k)
-        acc += static_cast<int64_t>(code(a, static_cast<size_t>(m * K + k)) - azp) *
-               (code(b, static_cast<size_t>(k * N + n)) - bzp);
-      const double q =
-          std::nearbyint(static_cast<double>(acc) * (static_cast<double>(as) * bs) / ys) + yzp;
-      const auto expected = static_cast<int>(std::clamp(q, lo, hi));
-      const int got = code(y, static_cast<size_t>(m * N + n));
-      if (got != expected && bad++ < 5)
-        ADD_FAILURE() << "y[" << m << "][" << n << "]: expected " << expected << ", got " << got;
-    }
+  size_t bad = 0, saturated = 0;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const double q =
+        std::nearbyint(static_cast<double>(acc[i]) * (static_cast<double>(as) * bs) / ys) + yzp;
+    const auto expected = static_cast<int>(std::clamp(q, lo, hi));
+    saturated += q <= lo || q >= hi;
+    const int got = code(y, i);
+    if (got != expected && bad++ < 5)
+      ADD_FAILURE() << "y[" << i << "]: expected " << expected << ", got " << got;
+  }
   EXPECT_EQ(bad, 0u);
+  EXPECT_LT(saturated, acc.size() / 20) << "the case tests little: most outputs saturate";
 }
 
 TEST_F(IntegerGemm, QLinearMatMulWithRunTimeBRequantisesLikeOnnx) {
-  qlinear_matmul_case(DType::kU8, 113, 114, 118, "qlmm_uint8");
-  qlinear_matmul_case(DType::kU8, 0, 255, 3, "qlmm_uint8_extreme_zero_points");
-  qlinear_matmul_case(DType::kI8, -3, 5, -10, "qlmm_int8");
+  qlinear_matmul_case(DType::kU8, 113, 114, "qlmm_uint8");
+  qlinear_matmul_case(DType::kU8, 0, 255, "qlmm_uint8_extreme_zero_points");
+  qlinear_matmul_case(DType::kI8, -3, 5, "qlmm_int8");
+  // B's 38x38 tiles do not all fit the weight scratchpad: loaded per output block.
+  qlinear_matmul_case(DType::kU8, 0, 100, "qlmm_large_b", 40, 600, 600);
+  // A B per batch: the bias rows that carry α·Σ_k b_kn are rebuilt for every B.
+  qlinear_matmul_case(DType::kU8, 40, 200, "qlmm_batched", 20, 37, 24, 3);
 }
 
 }  // namespace
