@@ -301,7 +301,7 @@ Status bind_integer_io(Graph& g, int* bound) {
       continue;
     }
     // Operators that are exact on the codes themselves, each writing a graph output nobody reads.
-    std::vector<int> bound_bounds;
+    std::vector<int> bound_operands;  // run-time Clip bounds and Add/Sub/Mul second operands
     bool exact_on_codes = true;
     for (int r : readers) {
       const Node& n = g.nodes[static_cast<size_t>(r)];
@@ -318,7 +318,7 @@ Status bind_integer_io(Graph& g, int* bound) {
         if (b != x) {
           exact_on_codes = b >= 0 && is_input(b) && !g.is_constant(b) && g.value(b).dtype == g.value(x).dtype &&
                            readers_of(g, b).size() == 1;
-          bound_bounds.push_back(b);
+          bound_operands.push_back(b);
         }
         if (!exact_on_codes) break;
         continue;
@@ -329,7 +329,7 @@ Status bind_integer_io(Graph& g, int* bound) {
         // A run-time Clip bound: quantised like x (the partitioner's rule), so it must be
         // codes of x's dtype that only this node reads.
         exact_on_codes = is_input(b) && g.value(b).dtype == g.value(x).dtype && readers_of(g, b).size() == 1;
-        bound_bounds.push_back(b);
+        bound_operands.push_back(b);
       }
       if (!exact_on_codes) break;
     }
@@ -349,7 +349,7 @@ Status bind_integer_io(Graph& g, int* bound) {
         }
       bind(n.outputs[0], unit);
     }
-    for (int b : bound_bounds) bind(b, unit);
+    for (int b : bound_operands) bind(b, unit);
     bind(x, unit);
   }
   // A lone QuantizeLinear (float graph input -> codes graph output) or DequantizeLinear
