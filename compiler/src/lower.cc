@@ -1048,12 +1048,14 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
           store_rows(A, n, out_off + at);
         }
     };
-    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P.
+    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P;
+    // `wrap`: the result's low byte instead of the clamp (whose bounds are then 0).
     auto vec_binary = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
-                          const QParams& out) {
-      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = static_cast<uint16_t>(P),
-                        .r = static_cast<uint16_t>(rows), .zero_point = static_cast<int8_t>(out.zero_point),
-                        .src_sr = 1, .dst_sr = 1};
+                          const QParams& out, bool wrap = false) {
+      isa::VecRequant v{.wrap = wrap, .src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                        .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows),
+                        .zero_point = static_cast<int8_t>(out.zero_point), .src_sr = 1, .dst_sr = 1,
+                        .clamp_lo = static_cast<int8_t>(wrap ? 0 : -128), .clamp_hi = static_cast<int8_t>(wrap ? 0 : 127)};
       prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
     };
     // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
@@ -1095,6 +1097,20 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
                           .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
         prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
         vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qy);
+      });
+      return facts;
+    }
+    if (L.wrap) {
+      // ONNX integer Add/Sub/Mul on codes of scale 1 (bind_integer_io): with multipliers ±1
+      // and no shift, t = (a − za) ± (b − zb) or (a − za)·(b − zb) is the exact integer
+      // result (a code minus its zero point is the user's integer), and the wrapped low byte
+      // of t + zp is the result's code modulo 2^8, as ONNX wraps.
+      if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f)
+        return make_error(StatusCode::kInternal, "integer " + L.op + " '" + L.name + "' needs codes of scale 1");
+      const bool add = L.kind == Kind::kAdd;
+      load_params(put_scalar_params(weights, N, 1, add ? (L.b_sign < 0 ? -1 : 1) : 0, 0, qx.zero_point, qb.zero_point), 1);
+      run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
+        vec_binary(add ? hw::VecMode::kAdd : hw::VecMode::kMul, 0, A, B, A, rows, qy, true);
       });
       return facts;
     }

@@ -650,6 +650,7 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.inputs = {n.inputs[0], n.inputs[1]};
     L.kind = op == "Mul" ? EltLayer::Kind::kMul : op == "Div" ? EltLayer::Kind::kDiv : EltLayer::Kind::kAdd;
     L.b_sign = op == "Sub" ? -1.0f : 1.0f;
+    L.wrap = n.integer_wrap;
     if (a == b) return L;
     if (a.size() == 4 && b.size() == 4 && b[0] == a[0] && b[1] == a[1] && b[2] == 1 && b[3] == 1) {
       L.broadcast_channels = true;

@@ -422,21 +422,35 @@ Status bind_integer_io(Graph& g, int* bound) {
       continue;
     }
     // Operators that are exact on the codes themselves, each writing a graph output nobody reads.
-    std::vector<int> bound_bounds;
+    std::vector<int> bound_operands;  // run-time Clip bounds and Add/Sub/Mul second operands
     bool exact_on_codes = true;
     for (int r : readers) {
       const Node& n = g.nodes[static_cast<size_t>(r)];
-      const bool op_ok = (n.op == "MaxPool" && n.outputs.size() == 1) || n.op == "Relu" || n.op == "Clip";
-      exact_on_codes = exact_on_codes && op_ok && n.inputs[0] == x && n.outputs.size() == 1 &&
+      const bool arithmetic = (n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2;
+      const bool op_ok = (n.op == "MaxPool" && n.outputs.size() == 1) || n.op == "Relu" || n.op == "Clip" || arithmetic;
+      const bool reads_x = arithmetic ? std::count(n.inputs.begin(), n.inputs.end(), x) > 0 : n.inputs[0] == x;
+      exact_on_codes = exact_on_codes && op_ok && reads_x && n.outputs.size() == 1 &&
                        g.value(n.outputs[0]).dtype == g.value(x).dtype && is_output(g, n.outputs[0]) &&
                        readers_of(g, n.outputs[0]).empty();
+      if (exact_on_codes && arithmetic) {
+        // Integer Add/Sub/Mul (wrapping modulo 2^8, exact on codes with the VEC wrap bit): the
+        // other operand must be run-time codes of the same dtype that only this node reads.
+        const int b = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
+        if (b != x) {
+          exact_on_codes = b >= 0 && is_input(b) && !g.is_constant(b) && g.value(b).dtype == g.value(x).dtype &&
+                           readers_of(g, b).size() == 1;
+          bound_operands.push_back(b);
+        }
+        if (!exact_on_codes) break;
+        continue;
+      }
       for (size_t k = 1; exact_on_codes && k < n.inputs.size(); ++k) {
         const int b = n.inputs[k];
         if (b < 0 || g.is_constant(b)) continue;
         // A run-time Clip bound: quantised like x (the partitioner's rule), so it must be
         // codes of x's dtype that only this node reads.
         exact_on_codes = is_input(b) && g.value(b).dtype == g.value(x).dtype && readers_of(g, b).size() == 1;
-        bound_bounds.push_back(b);
+        bound_operands.push_back(b);
       }
       if (!exact_on_codes) break;
     }
@@ -446,6 +460,7 @@ Status bind_integer_io(Graph& g, int* bound) {
     unit.zero_point = {g.value(x).dtype == DType::kU8 ? -128 : 0};
     for (int r : readers) {
       Node& n = g.nodes[static_cast<size_t>(r)];
+      n.integer_wrap = n.op == "Add" || n.op == "Sub" || n.op == "Mul";
       for (size_t k = 1; k < n.inputs.size(); ++k)
         if (n.inputs[k] >= 0 && g.is_constant(n.inputs[k])) {
           // Constant bounds as floats: the partitioner reads float scalars.
@@ -455,7 +470,7 @@ Status bind_integer_io(Graph& g, int* bound) {
         }
       bind(n.outputs[0], unit);
     }
-    for (int b : bound_bounds) bind(b, unit);
+    for (int b : bound_operands) bind(b, unit);
     bind(x, unit);
   }
   // A lone QuantizeLinear (float graph input -> codes graph output) or DequantizeLinear

@@ -307,7 +307,7 @@ TEST(BindIntegerIo, CodesOperatorsRunAtScaleOneAndMixedReadersAreLeftAlone) {
     if (mixed) {
       const int a = value(g, "a", {1, 1, 4, 4});
       g.value(a).dtype = DType::kU8;
-      g.nodes.push_back(node("Add", "add", {x, x}, {a}));
+      g.nodes.push_back(node("Div", "div", {x, x}, {a}));  // truncating: not exact on codes
       g.outputs.push_back(a);
     }
     int bound = -1;
@@ -323,6 +323,63 @@ TEST(BindIntegerIo, CodesOperatorsRunAtScaleOneAndMixedReadersAreLeftAlone) {
       ASSERT_TRUE(g.value(v).quant.has_value());
       EXPECT_EQ(g.value(v).quant->scale, std::vector<float>{1.0f});
       EXPECT_EQ(g.value(v).quant->zero_point, std::vector<int32_t>{-128});
+    }
+  }
+}
+
+// ONNX integer Add/Sub/Mul (wrapping modulo 256) bind both operands and the result at scale 1
+// with the code's own zero and are marked integer_wrap (lowered with the VEC wrap bit); one
+// with a constant operand, an operand another node also reads, or Div stays integer.
+TEST(BindIntegerIo, IntegerArithmeticBindsItsOperandsAndIsMarkedWrapping) {
+  for (DType t : {DType::kU8, DType::kI8}) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      // 0: two inputs; 1: a constant b; 2: b also read by a node not exact on codes.
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(std::string(op) + (t == DType::kU8 ? " uint8" : " int8") + " variant " + std::to_string(variant));
+        Graph g;
+        g.opset = 14;
+        const int a = value(g, "a", {2, 3});
+        g.value(a).dtype = t;
+        g.inputs.push_back(a);
+        int b;
+        if (variant == 1) {
+          b = constant(g, "b", scalar_u8(3));
+          g.value(b).dtype = t;
+        } else {
+          b = value(g, "b", {2, 3});
+          g.value(b).dtype = t;
+          g.inputs.push_back(b);
+        }
+        const int y = value(g, "y", {2, 3});
+        g.value(y).dtype = t;
+        g.nodes.push_back(node(op, "arith", {a, b}, {y}));
+        g.outputs.push_back(y);
+        if (variant == 2) {
+          const int z = value(g, "z", {2, 3});
+          g.value(z).dtype = t;
+          g.nodes.push_back(node("Div", "div", {b, b}, {z}));  // not exact on codes
+          g.outputs.push_back(z);
+        }
+        int bound = -1;
+        ASSERT_TRUE(bind_integer_io(g, &bound).is_ok());
+        const bool expect_bound = variant == 0 && std::string(op) != "Div";
+        EXPECT_EQ(g.nodes[0].integer_wrap, expect_bound);
+        if (!expect_bound) {
+          EXPECT_EQ(g.value(a).dtype, t);
+          EXPECT_FALSE(g.value(a).io_codes.has_value());
+          EXPECT_FALSE(g.value(y).io_codes.has_value());
+          continue;
+        }
+        EXPECT_EQ(bound, 3);
+        for (int v : {a, b, y}) {
+          EXPECT_EQ(g.value(v).dtype, DType::kF32);
+          ASSERT_TRUE(g.value(v).io_codes.has_value());
+          EXPECT_EQ(*g.value(v).io_codes, t);
+          ASSERT_TRUE(g.value(v).quant.has_value());
+          EXPECT_EQ(g.value(v).quant->scale, std::vector<float>{1.0f});
+          EXPECT_EQ(g.value(v).quant->zero_point, std::vector<int32_t>{t == DType::kU8 ? -128 : 0});
+        }
+      }
     }
   }
 }
