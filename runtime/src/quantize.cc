@@ -86,12 +86,11 @@ bool is_float(DType d) { return d == DType::kF32; }
 // For |zero_point| <= 2^20 the clamp happens in float on [-128 - zp, 127 - zp] (integers a
 // float holds exactly), which equals clamping round(x / scale) + zp, and the branch-free loop
 // vectorises (this file is built with -fno-trapping-math, which allows the selects).
-void quantize_int8_run(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
-                       int8_t* __restrict out) {
-  if (zero_point < -(1 << 20) || zero_point > (1 << 20)) {
-    for (int64_t k = 0; k < count; ++k) out[k] = quantize_int8(x[k], scale, zero_point);
-    return;
-  }
+// The loop is compiled twice, for x86-64 and for AVX-512 (16 lanes; the division is the
+// bottleneck), and chosen at run time; both compute the same bits (IEEE division, same selects).
+__attribute__((always_inline)) inline void quantize_int8_run_body(const float* __restrict x, int64_t count,
+                                                                  float scale, int32_t zero_point,
+                                                                  int8_t* __restrict out) {
   const float lo = static_cast<float>(-128 - zero_point), hi = static_cast<float>(127 - zero_point);
   const float nan_q = static_cast<float>(std::clamp(zero_point, -128, 127) - zero_point);  // NaN -> zp
   for (int64_t k = 0; k < count; ++k) {
@@ -99,6 +98,43 @@ void quantize_int8_run(const float* __restrict x, int64_t count, float scale, in
     q = q != q ? nan_q : q;
     q = std::min(std::max(q, lo), hi);
     out[k] = static_cast<int8_t>(static_cast<int32_t>(q) + zero_point);
+  }
+}
+void quantize_int8_run_base(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
+                            int8_t* __restrict out) {
+  quantize_int8_run_body(x, count, scale, zero_point, out);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_int8_run_avx512(
+    const float* __restrict x, int64_t count, float scale, int32_t zero_point, int8_t* __restrict out) {
+  quantize_int8_run_body(x, count, scale, zero_point, out);
+}
+
+void quantize_int8_run(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
+                       int8_t* __restrict out) {
+  if (zero_point < -(1 << 20) || zero_point > (1 << 20)) {
+    for (int64_t k = 0; k < count; ++k) out[k] = quantize_int8(x[k], scale, zero_point);
+    return;
+  }
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (avx512) return quantize_int8_run_avx512(x, count, scale, zero_point, out);
+  quantize_int8_run_base(x, count, scale, zero_point, out);
+}
+
+// y[k·stride] = chunk[k] for k < count. Channels-last views of NCHW inputs with few channels
+// (dense NHWC with C = 2..4, as tap-folding convolutions read their input) scatter each row
+// with stride C: the stride is a constant in those loops.
+template <int64_t kStride>
+void scatter_bytes_of(const int8_t* chunk, int64_t count, int64_t stride, std::byte* y) {
+  const int64_t s = kStride ? kStride : stride;
+  for (int64_t k = 0; k < count; ++k) y[k * s] = static_cast<std::byte>(chunk[k]);
+}
+void scatter_bytes(const int8_t* chunk, int64_t count, int64_t stride, std::byte* y) {
+  switch (stride) {
+    case 2: return scatter_bytes_of<2>(chunk, count, stride, y);
+    case 3: return scatter_bytes_of<3>(chunk, count, stride, y);
+    case 4: return scatter_bytes_of<4>(chunk, count, stride, y);
+    default: return scatter_bytes_of<0>(chunk, count, stride, y);
   }
 }
 
@@ -193,7 +229,7 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
         for (int64_t k0 = 0; k0 < count; k0 += 256) {
           const int64_t len = std::min<int64_t>(256, count - k0);
           quantize_int8_run(x + k0, len, scale_at(q, si), zp_at(q, si), chunk);
-          for (int64_t k = 0; k < len; ++k) y[(k0 + k) * stride] = static_cast<std::byte>(chunk[k]);
+          scatter_bytes(chunk, len, stride, y + k0 * stride);
         }
       });
     } else if (info.device_dtype == DType::kI32) {
