@@ -134,6 +134,17 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         dwconv_rows(VecKernel::kPortable, xs.data(), window, b, rq, want.data(), walk, n);
         dwconv_rows(kernel, xs.data(), window, b, rq, got.data(), walk, n);
         ASSERT_EQ(got, want) << "DWCONV " << kw << "x" << kh;
+        // The same window with an identity requantisation and a bias that cancels the sum up
+        // to a small remainder: the output is that remainder, so a sum off by a little shows
+        // (random multipliers and shifts mostly saturate the int8 output).
+        std::vector<int32_t> sum(n), unit_mult(n, 1), no_shift(n, 0), cancel(n);
+        window_reduce(VecKernel::kPortable, WindowOp::kMac, xs.data(), row_stride, kw, kh, ws.data(), n, sum.data());
+        for (uint32_t c = 0; c < n; ++c) cancel[c] = static_cast<int32_t>(rnd.below(201)) - 100 - sum[c];
+        const RequantParams identity{unit_mult.data(), no_shift.data(), 0, -128, 127};
+        std::vector<int8_t> exact_want(n), exact_got(n);
+        dwconv_rows(VecKernel::kPortable, xs.data(), window, cancel.data(), identity, exact_want.data(), RowWalk{}, n);
+        dwconv_rows(kernel, xs.data(), window, cancel.data(), identity, exact_got.data(), RowWalk{}, n);
+        ASSERT_EQ(exact_got, exact_want) << "DWCONV " << kw << "x" << kh << ", cancelled sum";
       }
     }
   }
