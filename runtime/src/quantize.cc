@@ -1,6 +1,8 @@
 // Quantising inputs into, and dequantising outputs out of, strided device views.
 #include "npu/runtime/quantize.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,21 +123,33 @@ void quantize_int8_run(const float* __restrict x, int64_t count, float scale, in
   quantize_int8_run_base(x, count, scale, zero_point, out);
 }
 
-// y[k·stride] = chunk[k] for k < count. Channels-last views of NCHW inputs with few channels
-// (dense NHWC with C = 2..4, as tap-folding convolutions read their input) scatter each row
-// with stride C: the stride is a constant in those loops.
-template <int64_t kStride>
-void scatter_bytes_of(const int8_t* chunk, int64_t count, int64_t stride, std::byte* y) {
-  const int64_t s = kStride ? kStride : stride;
-  for (int64_t k = 0; k < count; ++k) y[k * s] = static_cast<std::byte>(chunk[k]);
-}
-void scatter_bytes(const int8_t* chunk, int64_t count, int64_t stride, std::byte* y) {
-  switch (stride) {
-    case 2: return scatter_bytes_of<2>(chunk, count, stride, y);
-    case 3: return scatter_bytes_of<3>(chunk, count, stride, y);
-    case 4: return scatter_bytes_of<4>(chunk, count, stride, y);
-    default: return scatter_bytes_of<0>(chunk, count, stride, y);
+// y[k·stride] = chunk[k] for k < count, leaving the bytes between untouched. Channels-last
+// views of NCHW inputs with few channels (dense NHWC with C = 2..4, as tap-folding
+// convolutions read their input) scatter every row with stride C. With AVX-512 VBMI2 a block of
+// elements is expanded to every stride-th byte of a zmm and stored under that byte mask.
+__attribute__((target("avx512f,avx512bw,avx512vbmi2"))) void scatter_bytes_vbmi2(const int8_t* chunk, int64_t count,
+                                                                               int64_t stride, std::byte* y) {
+  const int64_t per_block = 63 / stride + 1;  // elements whose bytes lie in one 64-byte window
+  auto positions = [&](int64_t elements) {
+    __mmask64 m = 0;
+    for (int64_t j = 0; j < elements; ++j) m |= __mmask64{1} << (j * stride);
+    return m;
+  };
+  const __mmask64 block = positions(per_block);
+  int64_t k = 0;
+  for (; k + per_block <= count; k += per_block)
+    _mm512_mask_storeu_epi8(y + k * stride, block, _mm512_maskz_expandloadu_epi8(block, chunk + k));
+  if (k < count) {
+    const __mmask64 tail = positions(count - k);
+    _mm512_mask_storeu_epi8(y + k * stride, tail, _mm512_maskz_expandloadu_epi8(tail, chunk + k));
   }
+}
+
+void scatter_bytes(const int8_t* chunk, int64_t count, int64_t stride, std::byte* y) {
+  static const bool vbmi2 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512vbmi2");
+  if (vbmi2 && stride >= 2 && stride <= 32) return scatter_bytes_vbmi2(chunk, count, stride, y);
+  for (int64_t k = 0; k < count; ++k) y[k * stride] = static_cast<std::byte>(chunk[k]);
 }
 
 // quantize_int8, inlined into the quantisation loops.

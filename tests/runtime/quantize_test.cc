@@ -153,6 +153,11 @@ TEST(Quantize, IntoMatchesQuantizeInt8ElementByElement) {
           ASSERT_EQ(static_cast<int8_t>(act[static_cast<size_t>(i * col_stride)]), quantize_int8(v[static_cast<size_t>(i)], scale, zp))
               << "element " << i << " = " << v[static_cast<size_t>(i)] << ", zp " << zp << ", scale " << scale
               << ", stride " << col_stride;
+        for (size_t j = 0; j < act.size(); ++j) {  // the bytes between the elements stay cleared
+          if (j % static_cast<size_t>(col_stride) != 0) {
+            ASSERT_EQ(act[j], std::byte{0}) << "byte " << j << ", stride " << col_stride;
+          }
+        }
       }
     }
   }
