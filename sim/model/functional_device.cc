@@ -323,7 +323,7 @@ class FunctionalDevice final : public Device {
       isa::Words w;
       std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
       job_cycles_ += timing_.instruction(va, chunks.phys[0], uint64_t{cmd_va} + cmd_bytes, dram_.size(), w.data());
-      if (auto f = execute(w, va)) return f;
+      if (const Fault f = execute(w, va); f.code != ErrorCode::kNone) return f;
       count(hw::Counter::kInstrs, 1);
       if (trace_) {
         TraceEvent ev;
@@ -346,7 +346,10 @@ class FunctionalDevice final : public Device {
     return true;
   }
 
-  std::optional<Fault> execute(const isa::Words& w, uint32_t va) {
+  // Returns the instruction's fault, ErrorCode::kNone if it completed. (A plain Fault, not an
+  // optional: GCC assembles the optional of every path in memory and reloads it wider than it
+  // stored it, a store-forwarding stall on every instruction.)
+  Fault execute(const isa::Words& w, uint32_t va) {
     const Fault illegal{ErrorCode::kIllegalInstruction, va};
     const uint32_t opcode = w[0] & 0xFF;
     const bool pop_prev = w[0] & (1u << 8), pop_next = w[0] & (1u << 9);
@@ -409,13 +412,13 @@ class FunctionalDevice final : public Device {
       case hw::Opcode::kVec: fault = do_vec(w); break;
       default: break;  // NOP and SYNC: tokens only
     }
-    if (fault) return fault;
+    if (fault) return *fault;
     // Pushes take effect after the instruction: an overflow is reported with its effects visible.
     if (push_prev && tokens_[prev_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, prev_out};
     if (push_next && tokens_[next_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, next_out};
     if (push_prev) ++tokens_[prev_out];
     if (push_next) ++tokens_[next_out];
-    return std::nullopt;
+    return Fault{ErrorCode::kNone, 0};
   }
 
   uint32_t sp_rows(uint32_t sp) const {
