@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "npu/sim/device.h"
@@ -196,16 +195,39 @@ public:
   }
 
   // Remembered DMA costs by (instruction words, translation cache): at most kEntries,
-  // forgotten all at once when full.
+  // forgotten all at once when full. An open-addressing table (linear probing, at most half
+  // full, its size a power of two): a lookup is one hash and, almost always, one slot. A
+  // pointer from find() stays valid until the next remember().
   class DmaCostMemo {
    public:
     const DmaCost* find(const uint32_t* w, int64_t tlb) const {
-      const auto it = costs_.find(key(w, tlb));
-      return it == costs_.end() ? nullptr : &it->second;
+      if (slots_.empty()) return nullptr;
+      const Key k = key(w, tlb);
+      for (size_t i = hash(k) & mask();; i = (i + 1) & mask()) {
+        const Slot& s = slots_[i];
+        if (!s.used) return nullptr;
+        if (s.key == k) return &s.cost;
+      }
     }
     void remember(const uint32_t* w, int64_t tlb, const DmaCost& c) {
-      if (costs_.size() >= kEntries) costs_.clear();
-      costs_.insert_or_assign(key(w, tlb), c);
+      if (used_ >= kEntries) {
+        slots_.clear();
+        used_ = 0;
+      }
+      if (2 * (used_ + 1) > slots_.size()) grow();
+      const Key k = key(w, tlb);
+      for (size_t i = hash(k) & mask();; i = (i + 1) & mask()) {
+        Slot& s = slots_[i];
+        if (!s.used) {
+          s = Slot{true, k, c};
+          ++used_;
+          return;
+        }
+        if (s.key == k) {
+          s.cost = c;
+          return;
+        }
+      }
     }
 
    private:
@@ -215,19 +237,36 @@ public:
       int64_t tlb;
       bool operator==(const Key&) const = default;
     };
-    struct KeyHash {
-      size_t operator()(const Key& k) const {
-        uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
-        for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
-        return static_cast<size_t>(h ^ (h >> 29));
-      }
+    struct Slot {
+      bool used = false;
+      Key key{};
+      DmaCost cost{};
     };
+    static size_t hash(const Key& k) {
+      uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
+      for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
     static Key key(const uint32_t* w, int64_t tlb) {
       Key k{{}, tlb};
       std::copy(w, w + 8, k.words.begin());
       return k;
     }
-    std::unordered_map<Key, DmaCost, KeyHash> costs_;
+    size_t mask() const { return slots_.size() - 1; }
+    // Doubles the table (from 1024 slots) and re-inserts the entries.
+    void grow() {
+      std::vector<Slot> old = std::move(slots_);
+      slots_.assign(old.empty() ? 1024 : 2 * old.size(), Slot{});
+      for (const Slot& s : old)
+        if (s.used)
+          for (size_t i = hash(s.key) & mask();; i = (i + 1) & mask())
+            if (!slots_[i].used) {
+              slots_[i] = s;
+              break;
+            }
+    }
+    std::vector<Slot> slots_;
+    size_t used_ = 0;
   };
 
   uint64_t cost(uint64_t engine_cycles) {
