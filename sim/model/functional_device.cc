@@ -2,6 +2,7 @@
 // predictor for it. Every rule implemented here is written down in docs/architecture.md
 // section 1; the comments below only say why an implementation choice was made.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -693,12 +694,12 @@ class FunctionalDevice final : public Device {
         // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
         // convolution cycles through the same few tiles for every output row.
         const uint32_t tile_index = wgt + o * wso + i * wsi;
-        PackedSlot& slot = packed_[tile_index % kPackedSlots];
-        if (slot.index != tile_index) {
-          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &slot.tile);
-          slot.index = tile_index;
+        const uint32_t slot = tile_index % kPackedSlots;
+        if (packed_index_[slot] != tile_index) {
+          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &packed_[slot]);
+          packed_index_[slot] = tile_index;
         }
-        mac_rows(slot.tile, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
+        mac_rows(packed_[slot], act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
                  static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
                  static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
       }
@@ -824,18 +825,16 @@ class FunctionalDevice final : public Device {
   std::vector<DmaRow> dma_rows_;  // the current LOAD/STORE's rows, for the cycle predictor
   static constexpr uint32_t kNoTile = 0xFFFFFFFFu;
   static constexpr uint32_t kPackedSlots = 64;
-  struct PackedSlot {
-    uint32_t index = kNoTile;  // the WGT tile held; a LOAD into that tile invalidates the slot
-    PackedTile tile;
-  };
-  std::vector<PackedSlot> packed_ = std::vector<PackedSlot>(kPackedSlots);
-  void forget_packed_tiles() {
-    for (PackedSlot& slot : packed_) slot.index = kNoTile;
-  }
+  // Slot s holds the packing of WGT tile packed_index_[s]; a LOAD into that tile invalidates it.
+  // The indices are kept apart from the ~3 KiB tiles so that looking one up (every GEMM block)
+  // and forgetting a range (every WGT LOAD) read one or two cache lines, not one per slot.
+  std::vector<PackedTile> packed_ = std::vector<PackedTile>(kPackedSlots);
+  std::array<uint32_t, kPackedSlots> packed_index_;
+  void forget_packed_tiles() { packed_index_.fill(kNoTile); }
   // Forgets the packed copies of tiles first..last (a LOAD into those WGT rows).
   void forget_packed_tiles(uint32_t first, uint32_t last) {
-    for (PackedSlot& slot : packed_)
-      if (slot.index >= first && slot.index <= last) slot.index = kNoTile;
+    for (uint32_t& index : packed_index_)
+      if (index >= first && index <= last) index = kNoTile;
   }
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
