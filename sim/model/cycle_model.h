@@ -52,6 +52,7 @@ public:
     for (Engine& e : engines_) e = Engine{};
     for (Channel& c : channels_) c.ready.clear(), c.next = 0;
     recent_.clear();
+    position_ = 0;
   }
   // A STORE wrote [pa, pa + len): a write into the page table flushes every cache; a write
   // into the fetched block empties the fetch buffer.
@@ -76,6 +77,7 @@ public:
   // for NOP and SYNC). Returns 0: a job's cycles come from end_job().
   uint64_t instruction(uint32_t va, uint32_t pa, uint64_t cmd_end, uint64_t dram_end, const uint32_t* w) {
     if (pending_) schedule();
+    ++position_;
     // Fetch waits while an earlier STORE that overlaps the instruction is queued or running.
     int64_t f = fetch_;
     for (const Dma& d : recent_)
@@ -132,13 +134,13 @@ public:
   uint64_t load(const std::vector<DmaRow>& rows, const uint32_t* w) {
     const int64_t tlb = ldq_tlb_;
     const uint64_t cycles = LoadPipe{latency_, &ldq_tlb_}.run(rows);
-    if (memoize_) load_memo_.remember(w, tlb, DmaCost{cycles, ldq_tlb_});
+    if (memoize_) load_memo_.remember(w, tlb, DmaCost{cycles, ldq_tlb_}, position_);
     return cost(cycles);
   }
   uint64_t store(const std::vector<DmaRow>& rows, const uint32_t* w) {
     const int64_t tlb = stq_tlb_;
     const uint64_t cycles = store_cycles(rows);
-    if (memoize_) store_memo_.remember(w, tlb, DmaCost{cycles, stq_tlb_});
+    if (memoize_) store_memo_.remember(w, tlb, DmaCost{cycles, stq_tlb_}, position_);
     return cost(cycles);
   }
 
@@ -156,12 +158,12 @@ public:
     uint64_t cycles;
     int64_t tlb_after;
   };
-  const DmaCost* known_load(const uint32_t* w) const { return memoize_ ? load_memo_.find(w, ldq_tlb_) : nullptr; }
+  const DmaCost* known_load(const uint32_t* w) { return memoize_ ? load_memo_.find(w, ldq_tlb_, position_) : nullptr; }
   uint64_t charge_load(const DmaCost& known) {
     ldq_tlb_ = known.tlb_after;
     return cost(known.cycles);
   }
-  const DmaCost* known_store(const uint32_t* w) const { return memoize_ ? store_memo_.find(w, stq_tlb_) : nullptr; }
+  const DmaCost* known_store(const uint32_t* w) { return memoize_ ? store_memo_.find(w, stq_tlb_, position_) : nullptr; }
   uint64_t charge_store(const DmaCost& known) {
     stq_tlb_ = known.tlb_after;
     return cost(known.cycles);
@@ -196,26 +198,40 @@ public:
 
   // Remembered DMA costs by (instruction words, translation cache): at most kEntries,
   // forgotten all at once when full. An open-addressing table (linear probing, at most half
-  // full, its size a power of two): a lookup is one hash and, almost always, one slot. A
-  // pointer from find() stays valid until the next remember().
+  // full, its size a power of two), in front of which sits a cache by the instruction's
+  // position in its job: a job that repeats its command stream finds each instruction's entry
+  // at its position, in the order it runs (one sequential walk instead of a random probe per
+  // LOAD/STORE). Both are keyed by the full key, so either answers exactly. A pointer from
+  // find() stays valid until the next find() or remember().
   class DmaCostMemo {
    public:
-    const DmaCost* find(const uint32_t* w, int64_t tlb) const {
+    const DmaCost* find(const uint32_t* w, int64_t tlb, uint32_t position) {
       if (slots_.empty()) return nullptr;
       const Key k = key(w, tlb);
+      Slot* front = position < by_position_.size() ? &by_position_[position] : nullptr;
+      if (front && front->used && front->key == k) return &front->cost;
       for (size_t i = hash(k) & mask();; i = (i + 1) & mask()) {
         const Slot& s = slots_[i];
         if (!s.used) return nullptr;
-        if (s.key == k) return &s.cost;
+        if (s.key == k) {
+          if (!front) return &s.cost;
+          *front = s;
+          return &front->cost;
+        }
       }
     }
-    void remember(const uint32_t* w, int64_t tlb, const DmaCost& c) {
+    void remember(const uint32_t* w, int64_t tlb, const DmaCost& c, uint32_t position) {
       if (used_ >= kEntries) {
         slots_.clear();
+        by_position_.clear();
         used_ = 0;
       }
       if (2 * (used_ + 1) > slots_.size()) grow();
       const Key k = key(w, tlb);
+      if (position < kPositions) {
+        if (position >= by_position_.size()) by_position_.resize(std::max<size_t>(position + 1, 2 * by_position_.size()));
+        by_position_[position] = Slot{true, k, c};
+      }
       for (size_t i = hash(k) & mask();; i = (i + 1) & mask()) {
         Slot& s = slots_[i];
         if (!s.used) {
@@ -265,7 +281,9 @@ public:
               break;
             }
     }
+    static constexpr uint32_t kPositions = uint32_t{1} << 16;  // positions cached in front
     std::vector<Slot> slots_;
+    std::vector<Slot> by_position_;
     size_t used_ = 0;
   };
 
@@ -431,6 +449,7 @@ public:
   uint32_t latency_;
   bool memoize_;
   DmaCostMemo load_memo_, store_memo_;
+  uint32_t position_ = 0;  // instructions of the current job dispatched so far
   int64_t ifu_tlb_ = kEmpty, ldq_tlb_ = kEmpty;
   int64_t stq_tlb_ = kEmpty;
   bool buf_valid_ = false;
