@@ -1,6 +1,8 @@
 // The functional model of the NPU: the bit-exact reference for the RTL and a cycle
 // predictor for it. Every rule implemented here is written down in docs/architecture.md
 // section 1; the comments below only say why an implementation choice was made.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -504,6 +506,29 @@ class FunctionalDevice final : public Device {
     }
   }
 
+  // `count` rows of `len` < `row_bytes` bytes from src + x·src_stride, each zero-filled to
+  // `row_bytes` at dst + x·row_bytes (a LOAD of fewer than N elements per row). With AVX-512
+  // BW each row is one masked load (which reads only the row's bytes) and one masked store;
+  // otherwise a copy and a clear per row.
+  static void copy_partial_rows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride,
+                                uint32_t count, uint32_t len) {
+    static const bool avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    if (avx512bw && row_bytes <= 64) return copy_partial_rows_avx512(dst, row_bytes, src, src_stride, count, len);
+    for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
+      std::memcpy(dst, src, len);
+      std::memset(dst + len, 0, row_bytes - len);
+    }
+  }
+  __attribute__((target("avx512f,avx512bw"))) static void copy_partial_rows_avx512(std::byte* dst, size_t row_bytes,
+                                                                                  const std::byte* src,
+                                                                                  size_t src_stride, uint32_t count,
+                                                                                  uint32_t len) {
+    const __mmask64 read = len == 64 ? ~__mmask64{0} : (__mmask64{1} << len) - 1;
+    const __mmask64 write = row_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << row_bytes) - 1;
+    for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride)
+      _mm512_mask_storeu_epi8(dst, write, _mm512_maskz_loadu_epi8(read, src));
+  }
+
   // When the `count` rows va0 + x·stride (len bytes each) all lie in one page that
   // translates and whose frame holds them, the physical address of row 0: the whole line then
   // takes one translation. Otherwise nothing, and the caller translates row by row (which
@@ -564,10 +589,7 @@ class FunctionalDevice final : public Device {
             // and it writes no DRAM, so the order against the pending run does not matter).
             copy_rows(dst, sp_row_bytes, src, stride, X, row_bytes);
           } else {
-            for (uint32_t x = 0; x < X; ++x) {
-              copy.add(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
-              copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
-            }
+            copy_partial_rows(dst, sp_row_bytes, src, stride, X, row_bytes);  // disjoint rows, as above
           }
           if (!known) append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
