@@ -711,20 +711,34 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(act_max, act_rows_)) return f;
     if (auto f = check_range(wgt_max, wgt_rows_ / n_)) return f;
     if (auto f = check_range(acc_max, acc_rows_)) return f;
-    for (uint32_t o = 0; o < O; ++o) {
-      for (uint32_t i = 0; i < I; ++i) {
-        // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
-        // convolution cycles through the same few tiles for every output row.
-        const uint32_t tile_index = wgt + o * wso + i * wsi;
-        const uint32_t slot = tile_index % kPackedSlots;
-        if (packed_index_[slot] != tile_index) {
-          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &packed_[slot]);
-          packed_index_[slot] = tile_index;
-        }
-        mac_rows(packed_[slot], act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
-                 static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
-                 static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
+    // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
+    // convolution cycles through the same few tiles for every output row.
+    auto packed_tile = [&](uint32_t tile_index) -> const PackedTile& {
+      const uint32_t slot = tile_index % kPackedSlots;
+      if (packed_index_[slot] != tile_index) {
+        pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &packed_[slot]);
+        packed_index_[slot] = tile_index;
       }
+      return packed_[slot];
+    };
+    // When the accumulator rows of different o are disjoint (o·cso lies past every row of an
+    // earlier o) and the tile does not depend on o, each accumulator row sees the same updates
+    // in the same order whether o or i is the outer loop (GEMM reads ACT and WGT, writes only
+    // ACC). Then the whole O×R walk of each i is one kernel call with its tile held, instead of
+    // O calls of R rows (a 1×1 convolution of an 8×8 image: R = 8).
+    const bool o_blocks_disjoint = wso == 0 && uint64_t{cso} > uint64_t{I - 1} * csi + uint64_t{R - 1} * csr;
+    if (O > 1 && o_blocks_disjoint) {
+      for (uint32_t i = 0; i < I; ++i)
+        mac_rows_2d(packed_tile(wgt + i * wsi), act_.data() + static_cast<size_t>(act + i * asi) * n_,
+                    static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
+                    acc_.data() + static_cast<size_t>(acc + i * csi) * n_, static_cast<ptrdiff_t>(cso) * n_,
+                    static_cast<ptrdiff_t>(csr) * n_, O, R, clear && i == 0);
+    } else {
+      for (uint32_t o = 0; o < O; ++o)
+        for (uint32_t i = 0; i < I; ++i)
+          mac_rows(packed_tile(wgt + o * wso + i * wsi), act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
+                   static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
+                   static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
     }
     job_cycles_ += timing_.gemm(O, I, R);
     count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);

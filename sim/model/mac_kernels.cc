@@ -75,36 +75,54 @@ __attribute__((target("avx512f"))) inline void apply_row_avx512(int32_t* row, co
 }
 
 // AVX-512 VNNI for n = 16 or 32: one zmm holds 16 output columns; the whole tile stays in
-// registers (n/4 k-quads × n/16 zmm).
+// registers (n/4 k-quads × n/16 zmm). The rows are an O×R walk (row (o, r) at o·so + r·sr on
+// both sides), taken in (o, r) order and batched across o, so that a GEMM block of short rows
+// (a 1×1 convolution of a small image: R = 8) still fills whole batches.
 template <uint32_t N>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_rows_avx512vnni(
-    const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
-    uint32_t rows, bool overwrite) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_walk_avx512vnni(
+    const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+    ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
   constexpr uint32_t kQuads = N / 4, kVecs = N / 16, kBatch = N == 16 ? 4 : 2;
   __m512i w[kQuads][kVecs], init[kVecs];
   for (uint32_t q = 0; q < kQuads; ++q)
     for (uint32_t v = 0; v < kVecs; ++v) w[q][v] = _mm512_load_si512(tile.quads + (q * N + v * 16) * 4);
   for (uint32_t v = 0; v < kVecs; ++v) init[v] = _mm512_load_si512(tile.minus_128_colsum + v * 16);
-  uint32_t r = 0;
-  for (; r + kBatch <= rows; r += kBatch) {
+  uint32_t o = 0, r = 0;
+  auto next_row = [&](const int8_t** a, int32_t** c) {
+    *a = act + static_cast<ptrdiff_t>(o) * act_so + static_cast<ptrdiff_t>(r) * act_sr;
+    *c = acc + static_cast<ptrdiff_t>(o) * acc_so + static_cast<ptrdiff_t>(r) * acc_sr;
+    if (++r == r_count) {
+      r = 0;
+      ++o;
+    }
+  };
+  const uint64_t rows = uint64_t{o_count} * r_count;
+  uint64_t k = 0;
+  for (; k + kBatch <= rows; k += kBatch) {
+    const int8_t* a_row[kBatch];
+    int32_t* acc_row[kBatch];
+    for (uint32_t b = 0; b < kBatch; ++b) next_row(&a_row[b], &acc_row[b]);
     __m512i p[kBatch][kVecs];
     for (uint32_t b = 0; b < kBatch; ++b)
       for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = init[v];
     for (uint32_t q = 0; q < kQuads; ++q)
       for (uint32_t b = 0; b < kBatch; ++b) {
-        const __m512i a = _mm512_set1_epi32(biased_quad(act + (r + b) * act_stride + 4 * q));
+        const __m512i a = _mm512_set1_epi32(biased_quad(a_row[b] + 4 * q));
         for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = _mm512_dpbusd_epi32(p[b][v], a, w[q][v]);
       }
-    for (uint32_t b = 0; b < kBatch; ++b) apply_row_avx512<kVecs>(acc + (r + b) * acc_stride, p[b], overwrite);
+    for (uint32_t b = 0; b < kBatch; ++b) apply_row_avx512<kVecs>(acc_row[b], p[b], overwrite);
   }
-  for (; r < rows; ++r) {
+  for (; k < rows; ++k) {
+    const int8_t* a_row;
+    int32_t* acc_row;
+    next_row(&a_row, &acc_row);
     __m512i p[kVecs];
     for (uint32_t v = 0; v < kVecs; ++v) p[v] = init[v];
     for (uint32_t q = 0; q < kQuads; ++q) {
-      const __m512i a = _mm512_set1_epi32(biased_quad(act + r * act_stride + 4 * q));
+      const __m512i a = _mm512_set1_epi32(biased_quad(a_row + 4 * q));
       for (uint32_t v = 0; v < kVecs; ++v) p[v] = _mm512_dpbusd_epi32(p[v], a, w[q][v]);
     }
-    apply_row_avx512<kVecs>(acc + r * acc_stride, p, overwrite);
+    apply_row_avx512<kVecs>(acc_row, p, overwrite);
   }
 }
 
@@ -256,6 +274,18 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
   }
 }
 
+void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  if (tile.kernel == MacKernel::kAvx512Vnni && tile.n != 8) {
+    if (tile.n == 16)
+      return mac_walk_avx512vnni<16>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    return mac_walk_avx512vnni<32>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  }
+  for (uint32_t o = 0; o < o_count; ++o)
+    mac_rows(tile, act + static_cast<ptrdiff_t>(o) * act_so, act_sr, acc + static_cast<ptrdiff_t>(o) * acc_so, acc_sr,
+             r_count, overwrite);
+}
+
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
               uint32_t rows, bool overwrite) {
   switch (tile.kernel) {
@@ -270,8 +300,8 @@ void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, i
     case MacKernel::kAvx512Vnni:
       switch (tile.n) {
         case 8: return mac_rows_avx512vnni_ymm<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
-        case 16: return mac_rows_avx512vnni<16>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
-        default: return mac_rows_avx512vnni<32>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+        case 16: return mac_walk_avx512vnni<16>(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);
+        default: return mac_walk_avx512vnni<32>(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);
       }
   }
 }
