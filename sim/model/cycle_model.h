@@ -52,6 +52,8 @@ public:
     for (Engine& e : engines_) e = Engine{};
     for (Channel& c : channels_) c.ready.clear(), c.next = 0;
     recent_.clear();
+    stores_lo_ = UINT64_MAX;
+    stores_hi_ = 0;
     position_ = 0;
   }
   // A STORE wrote [pa, pa + len): a write into the page table flushes every cache; a write
@@ -80,8 +82,9 @@ public:
     ++position_;
     // Fetch waits while an earlier STORE that overlaps the instruction is queued or running.
     int64_t f = fetch_;
-    for (const Dma& d : recent_)
-      if (d.store && d.lo < uint64_t{va} + 32 && va < d.hi) f = std::max(f, d.done + 1);
+    if (stores_lo_ < uint64_t{va} + 32 && va < stores_hi_)
+      for (const Dma& d : recent_)
+        if (d.store && d.lo < uint64_t{va} + 32 && va < d.hi) f = std::max(f, d.done + 1);
     int64_t cycles = 4;
     if (!buf_valid_ || va < buf_lo_ || va >= buf_hi_) {
       cycles = latency_ + 6;
@@ -325,6 +328,15 @@ public:
       // Only DMAs still running after the dispatcher's time can delay a later instruction.
       std::erase_if(recent_, [&](const Dma& d) { return d.done + 1 <= fetch_; });
       recent_.push_back(Dma{cur_.engine == 2, cur_.lo, cur_.hi, done});
+      // The span of their STOREs: instruction() looks for a STORE over the fetched
+      // instruction only when the instruction lies inside it (a command buffer rarely does).
+      stores_lo_ = UINT64_MAX;
+      stores_hi_ = 0;
+      for (const Dma& d : recent_)
+        if (d.store) {
+          stores_lo_ = std::min(stores_lo_, d.lo);
+          stores_hi_ = std::max(stores_hi_, d.hi);
+        }
     }
   }
   // The edge from which the next token of `channel` is available.
@@ -366,6 +378,7 @@ public:
   std::array<Engine, 3> engines_;
   std::array<Channel, 4> channels_;
   std::vector<Dma> recent_;
+  uint64_t stores_lo_ = UINT64_MAX, stores_hi_ = 0;  // the span of the STOREs in recent_
   // The memory bus is hw::kDmaBeatBytes wide (the RTL is generated for that width only).
   static int64_t beats(uint32_t pa, uint32_t len) {
     constexpr int64_t kBeat = static_cast<int64_t>(hw::kDmaBeatBytes);
