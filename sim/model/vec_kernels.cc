@@ -161,22 +161,25 @@ __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_held(const int32
 // (the low byte of each qword, as vpmovqb takes it) and stored as one 16-byte row, instead of
 // two vpmovqb (two shuffle uops each) and two 8-byte stores.
 #define NPU_AVX512_VBMI_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi"
+// Lanes 0..15 of a requantisation of v_lo, v_hi (lanes 0..7, 8..15) into y.
+__attribute__((target(NPU_AVX512_VBMI_TARGET), always_inline)) inline void requantize16_vbmi(
+    __m256i v_lo, __m256i v_hi, const HeldRequant8& q0, const HeldRequant8& q1, const HeldFinish& f, int8_t* y) {
+  // Result byte k < 8 is byte 8k of the low half, byte 8 + k byte 8k of the high half.
+  const __m512i low_bytes = _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0x7870686058504840, 0x3830282018100800);
+  const __m512i lo = requantized8(v_lo, q0, f), hi = requantized8(v_hi, q1, f);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_castsi512_si128(_mm512_permutex2var_epi8(lo, low_bytes, hi)));
+}
 __attribute__((target(NPU_AVX512_VBMI_TARGET))) void requantize_rows16_vbmi(const int32_t* x, const int32_t* bias,
                                                                             const RequantParams& p, int8_t* y,
                                                                             const RowWalk& rows) {
   const HeldRequant8 q0 = hold_requant8(p, bias, 0), q1 = hold_requant8(p, bias, 8);
   const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
-  // Result byte k < 8 is byte 8k of the low half, byte 8 + k byte 8k of the high half.
-  const __m512i low_bytes = _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0x7870686058504840, 0x3830282018100800);
   for (RowCursor row(rows); !row.done(); row.next()) {
     const int32_t* src = x + row.src;
-    const __m512i lo = requantized8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), q0, f);
-    const __m512i hi = requantized8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 8)), q1, f);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + row.dst),
-                     _mm512_castsi512_si128(_mm512_permutex2var_epi8(lo, low_bytes, hi)));
+    requantize16_vbmi(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)),
+                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 8)), q0, q1, f, y + row.dst);
   }
 }
-#undef NPU_AVX512_VBMI_TARGET
 
 bool cpu_has_avx512vbmi() {
   static const bool has = __builtin_cpu_supports("avx512vbmi");
@@ -280,27 +283,42 @@ __attribute__((target(NPU_AVX512_TARGET))) void window_reduce_avx512(const int8_
 
 // DWCONV rows for n <= 16 with the widened tap weights and the requantisation held. kKw and
 // kKh are the window when the caller knows it (the loops then unroll fully), 0 to take it from
-// `win`. The int32 sum is exact (|Σ| < 2^31), so the tap order does not matter.
-template <uint32_t kKw, uint32_t kKh>
-__attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_held(const int8_t* x, const Window& win,
-                                                                 const __m512i* weights, const HeldRequant8& q0,
-                                                                 const HeldRequant8& q1, const HeldFinish& f,
-                                                                 int8_t* y, const RowWalk& rows, uint32_t n) {
-  const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;
-  const ptrdiff_t row_stride = win.row_stride;
-  const __mmask16 lanes = lanes16(n, 0);
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    __m512i sum = _mm512_setzero_si512();
-    for (uint32_t ky = 0; ky < kh; ++ky) {
-      const int8_t* xr = x + row.src + ky * row_stride;
-      for (uint32_t kx = 0; kx < kw; ++kx)
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr + kx * n)),
-                                                      weights[ky * kw + kx]));
-    }
-    requantize8(_mm512_castsi512_si256(sum), q0, f, y + row.dst, 0);
-    if (n > 8) requantize8(_mm512_extracti64x4_epi64(sum, 1), q1, f, y + row.dst, 8);
+// `win`. The int32 sum is exact (|Σ| < 2^31), so the tap order does not matter. FINISH
+// requantises the row's sum into y + row.dst: two 8-lane halves, or (n = 16 with VBMI) one
+// 16-byte row as REQUANT does.
+#define NPU_DWCONV_ROWS_HELD(NAME, TARGET, FINISH)                                                                \
+  template <uint32_t kKw, uint32_t kKh>                                                                         \
+  __attribute__((target(TARGET))) void NAME(const int8_t* x, const Window& win, const __m512i* weights,         \
+                                            const HeldRequant8& q0, const HeldRequant8& q1, const HeldFinish& f, \
+                                            int8_t* y, const RowWalk& rows, uint32_t n) {                         \
+    const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;                                            \
+    const ptrdiff_t row_stride = win.row_stride;                                                                \
+    const __mmask16 lanes = lanes16(n, 0);                                                                      \
+    for (RowCursor row(rows); !row.done(); row.next()) {                                                        \
+      __m512i sum = _mm512_setzero_si512();                                                                     \
+      for (uint32_t ky = 0; ky < kh; ++ky) {                                                                    \
+        const int8_t* xr = x + row.src + ky * row_stride;                                                       \
+        for (uint32_t kx = 0; kx < kw; ++kx)                                                                    \
+          sum = _mm512_add_epi32(                                                                               \
+              sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr + kx * n)),            \
+                                     weights[ky * kw + kx]));                                                   \
+      }                                                                                                         \
+      FINISH(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1), q0, q1, f, y + row.dst, n);         \
+    }                                                                                                           \
   }
+NPU_AVX512_INLINE void finish_halves(__m256i lo, __m256i hi, const HeldRequant8& q0, const HeldRequant8& q1,
+                                     const HeldFinish& f, int8_t* y, uint32_t n) {
+  requantize8(lo, q0, f, y, 0);
+  if (n > 8) requantize8(hi, q1, f, y, 8);
 }
+__attribute__((target(NPU_AVX512_VBMI_TARGET), always_inline)) inline void finish16_vbmi(
+    __m256i lo, __m256i hi, const HeldRequant8& q0, const HeldRequant8& q1, const HeldFinish& f, int8_t* y, uint32_t) {
+  requantize16_vbmi(lo, hi, q0, q1, f, y);
+}
+NPU_DWCONV_ROWS_HELD(dwconv_rows_held, NPU_AVX512_TARGET, finish_halves)
+NPU_DWCONV_ROWS_HELD(dwconv_rows16_held_vbmi, NPU_AVX512_VBMI_TARGET, finish16_vbmi)
+#undef NPU_DWCONV_ROWS_HELD
+#undef NPU_AVX512_VBMI_TARGET
 
 __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t* x, const Window& win,
                                                                    const int32_t* bias, const RequantParams& p,
@@ -319,6 +337,11 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
     const HeldRequant8 q1 = n > 8 ? hold_requant8(p, bias, 8) : q0;
     const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
     // The depthwise convolutions of CNNs are 3x3 and 5x5.
+    if (n == 16 && cpu_has_avx512vbmi()) {
+      if (win.kw == 3 && win.kh == 3) return dwconv_rows16_held_vbmi<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
+      if (win.kw == 5 && win.kh == 5) return dwconv_rows16_held_vbmi<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
+      return dwconv_rows16_held_vbmi<0, 0>(x, win, weights, q0, q1, f, y, rows, n);
+    }
     if (win.kw == 3 && win.kh == 3) return dwconv_rows_held<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
     if (win.kw == 5 && win.kh == 5) return dwconv_rows_held<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
     return dwconv_rows_held<0, 0>(x, win, weights, q0, q1, f, y, rows, n);
