@@ -326,17 +326,22 @@ public:
     if (push_next) channels_[cur_.engine == 0 ? 0 : 2].ready.push_back(done + 1);
     if (cur_.hi > cur_.lo) {
       // Only DMAs still running after the dispatcher's time can delay a later instruction.
-      std::erase_if(recent_, [&](const Dma& d) { return d.done + 1 <= fetch_; });
+      // One pass drops the others and takes the span of the STOREs that stay: instruction()
+      // looks for a STORE over the fetched instruction only when it lies inside that span (a
+      // command buffer rarely does).
       recent_.push_back(Dma{cur_.engine == 2, cur_.lo, cur_.hi, done});
-      // The span of their STOREs: instruction() looks for a STORE over the fetched
-      // instruction only when the instruction lies inside it (a command buffer rarely does).
       stores_lo_ = UINT64_MAX;
       stores_hi_ = 0;
-      for (const Dma& d : recent_)
+      size_t kept = 0;
+      for (const Dma& d : recent_) {
+        if (d.done + 1 <= fetch_) continue;
         if (d.store) {
           stores_lo_ = std::min(stores_lo_, d.lo);
           stores_hi_ = std::max(stores_hi_, d.hi);
         }
+        recent_[kept++] = d;
+      }
+      recent_.resize(kept);
     }
   }
   // The edge from which the next token of `channel` is available.
