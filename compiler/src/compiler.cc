@@ -216,8 +216,18 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     say("input '" + g.value(g.inputs[i]).name + "' is a quantisation parameter: compiled for its calibration value only");
   // Before constant folding, which would turn dequantised weights into plain floats.
   int qlinear = 0;
-  NPU_RETURN_IF_ERROR(expand_qlinear(g, &qlinear));
+  // A run-time B and the integer GEMM operators are exact on the NPU only with their codes
+  // bound to the device (bind_io); without binding they stay host operators.
+  NPU_RETURN_IF_ERROR(expand_qlinear(g, &qlinear, bind_io));
   if (qlinear) say("rewrote " + std::to_string(qlinear) + " QLinearConv/QLinearMatMul node(s) as DequantizeLinear -> op -> QuantizeLinear");
+  if (bind_io) {
+    int integer_ops = 0;
+    std::vector<std::string> notes;
+    NPU_RETURN_IF_ERROR(expand_integer_ops(g, &integer_ops, &notes));
+    if (integer_ops)
+      say("rewrote " + std::to_string(integer_ops) + " ConvInteger/MatMulInteger node(s) as DequantizeLinear -> Conv/MatMul with an int32 output");
+    for (const std::string& note : notes) say("note: " + note);
+  }
   QdqSummary qdq;
   NPU_RETURN_IF_ERROR(fold_qdq(g, &qdq));
   if (qdq.activation_pairs || qdq.weights)
@@ -354,8 +364,13 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       }
       if (const auto* f = std::get_if<FcLayer>(&op))
         if (f->weight_input >= 0) {
-          zero_point_zero.insert(f->input);
-          zero_point_zero.insert(f->weight_input);
+          // The dynamic-B GEMM corrects both zero points (lower.h), so a declared per-tensor
+          // quantisation (QDQ, bound integer inputs) is honoured; calibrated operands stay
+          // symmetric (no correction GEMMs).
+          for (int v : {f->input, f->weight_input}) {
+            const auto& declared = g.value(v).quant;
+            if (!declared || declared->scale.size() != 1) zero_point_zero.insert(v);
+          }
         }
       if (const auto* e = std::get_if<EltLayer>(&op)) {
         if (e->kind == EltLayer::Kind::kMaxPool || e->kind == EltLayer::Kind::kView ||
@@ -439,6 +454,30 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
             return QParams{fl->alpha * qp[fl->input].scale * qp[fl->weight_input].scale / fl->beta, 0};
           };
         }
+      }
+      if (const auto* f = std::get_if<FcLayer>(&op); f && f->int32_output) {
+        // int32 accumulators, dense, at the scale of the layer's products: one scale for all
+        // columns (a per-channel weight scale has no single int32 unit: NaN fails the check
+        // of bound values below).
+        layout[f->output] = dense_strides(g.value(f->output).shape);
+        const FcLayer* fl = f;
+        int32_quant[f->output] = [&qp, fl] {
+          if (fl->weight_input >= 0) return QParams{fl->alpha * qp[fl->input].scale * qp[fl->weight_input].scale, 0};
+          const std::vector<float> sw = fc_weight_scales(*fl);
+          const bool uniform = std::all_of(sw.begin(), sw.end(), [&](float scale) { return scale == sw[0]; });
+          return QParams{uniform ? qp[fl->input].scale * sw[0] : NAN, 0};
+        };
+      }
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->int32_output) {
+        // NHWC with the channels padded to N, int32 elements.
+        const int64_t cp = padded_channels(c->Cout, N);
+        layout[c->output] = {c->OH * c->OW * cp, 1, c->OW * cp, cp};
+        const ConvLayer* cl = c;
+        int32_quant[c->output] = [&qp, cl] {
+          const std::vector<float> sw = conv_weight_scales(*cl);
+          const bool uniform = std::all_of(sw.begin(), sw.end(), [&](float scale) { return scale == sw[0]; });
+          return QParams{uniform ? qp[cl->input].scale * sw[0] : NAN, 0};
+        };
       }
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->dense_4d >= 0)
         layout[e->dense_4d] = dense_strides(g.value(e->dense_4d).shape);
@@ -533,6 +572,25 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (const NpuLayer& op : s.ops) {
       for (int v : npu_layer_inputs(op)) place(v);
       place(npu_layer_output(op));
+    }
+  // An int32 graph output (ConvInteger/MatMulInteger) is exact only as the accumulators of a
+  // layer whose operands hold the model's own codes (declared: bound inputs, QDQ values) and
+  // whose products are at scale 1, the declared scale of the output.
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops) {
+      const int out = npu_layer_output(op);
+      if (g.value(out).io_codes != DType::kI32) continue;
+      const auto* f = std::get_if<FcLayer>(&op);
+      const auto* c = std::get_if<ConvLayer>(&op);
+      const int in = f ? f->input : c ? c->input : -1;
+      const int w = f ? f->weight_input : c ? c->weight_input : -1;
+      const bool declared_operands = in >= 0 && g.value(in).quant && (w < 0 || g.value(w).quant);
+      if (!declared_operands || !int32_quant.count(out) || qp[out].scale != g.value(out).quant->scale[0] ||
+          qp[out].zero_point != 0) {
+        *io_refused = "the int32 output '" + g.value(out).name +
+                      "' is not the exact accumulators of an NPU layer over the model's own codes";
+        return make_error(StatusCode::kUnsupported, *io_refused);
+      }
     }
   if (!options.export_qdq_path.empty()) {
     std::set<int> quantised;
@@ -745,7 +803,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   for (int v = 0; v < static_cast<int>(g.values.size()); ++v) {
     const Value& val = g.value(v);
     if (!val.io_codes) continue;
-    if (!act_offset.count(v) || int32_quant.count(v) || qp[v].scale != val.quant->scale[0] ||
+    // int32 outputs are accumulators (checked above); the others int8 codes.
+    if (!act_offset.count(v) || int32_quant.count(v) != (*val.io_codes == DType::kI32) ||
+        qp[v].scale != val.quant->scale[0] ||
         qp[v].zero_point != val.quant->zero_point[0]) {
       *io_refused = "'" + val.name + "' is not held on the device with its own codes";
       return make_error(StatusCode::kUnsupported, *io_refused);

@@ -13,6 +13,36 @@ uint64_t align_up(uint64_t v, uint64_t a = kAlign) { return (v + a - 1) / a * a;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void put_u32(std::vector<uint8_t>& blob, uint64_t at, uint32_t v) { std::memcpy(blob.data() + at, &v, 4); }
 
+// `rows` consecutive scratchpad rows of `n` bytes from consecutive DRAM rows.
+isa::Load rows_load(hw::Scratchpad sp, uint32_t base, uint32_t rows, uint32_t n) {
+  isa::Load ld;
+  ld.sp = sp;
+  ld.sp_base = base;
+  ld.x = static_cast<uint16_t>(rows);
+  ld.x_stride = n;
+  return ld;
+}
+
+// Integer weights (an int32-output layer's declared scale-1 codes, w − w_zp up to ±255) and
+// zero-point multipliers (−zero point, up to 128) as int8 shares whose sum is exact: how
+// many shares the widest value needs...
+int32_t int8_sets_for(int64_t v) {
+  return static_cast<int32_t>(v > 127 ? ceil_div(v, 127) : v < -128 ? ceil_div(-v, 128) : 1);
+}
+// ...and share `p` of v: v / sets, the remainder spread one by one (each share stays in
+// −128..127 because |v| <= 127·sets, or >= −128·sets).
+int8_t int8_share(int64_t v, int64_t sets, int64_t p) {
+  const int64_t base = v / sets, rem = v - base * sets;
+  return static_cast<int8_t>(base + (p < (rem < 0 ? -rem : rem) ? (rem < 0 ? -1 : 1) : 0));
+}
+// All shares of a zero-point multiplier (none for 0; 128 = 64 + 64).
+std::vector<int32_t> int8_parts(int32_t v) {
+  std::vector<int32_t> parts;
+  const int32_t sets = v == 0 ? 0 : int8_sets_for(v);
+  for (int32_t p = 0; p < sets; ++p) parts.push_back(int8_share(v, sets, p));
+  return parts;
+}
+
 }  // namespace
 
 std::vector<float> fc_weight_scales(const FcLayer& L) {
@@ -54,32 +84,57 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   const bool dynamic = L.weight_input >= 0;
   const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
   const uint64_t tile_bytes = uint64_t{N} * N;
+  if (L.int32_output && (L.relu || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "layer '" + L.name + "': an int32 output takes no fused Relu or run-time bias");
+  // Zero points of a dynamic B and its x (both codes, any zero point):
+  //   Σ_k (x_k − zx)(b_kn − zw) = Σ_k x_k·b_kn + α·Σ_k b_kn + β·Σ_k x_k + K·α·β,  α = −zx, β = −zw.
+  // α·Σ_k b_kn is a GEMM of constant rows (α in the K valid lanes) against B's own tiles, β·Σ_k x_k
+  // a GEMM of x against a tile of β everywhere (x's lanes beyond K are zero), both accumulating
+  // onto the product; K·α·β joins the constant bias. α, β of 128 run as two int8 halves.
+  // Constant weights need none of this: their column sums fold zx into the bias.
+  const std::vector<int32_t> alpha_parts = dynamic ? int8_parts(-qx.zero_point) : std::vector<int32_t>{};
+  const std::vector<int32_t> beta_parts = dynamic ? int8_parts(-dyn.qw.zero_point) : std::vector<int32_t>{};
+  const int64_t zero_point_product = dynamic ? int64_t{qx.zero_point} * dyn.qw.zero_point : 0;
   // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
   // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
   std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
-  std::vector<int8_t> wq;
+  std::vector<int32_t> wq;
   uint64_t tiles_off = 0;
+  // Constant integer weights of an int32 output (declared scale 1) beyond int8 run as `sets`
+  // int8 weight sets whose GEMMs accumulate (lower_conv_layer does the same per tap).
+  int64_t sets = 1;
   if (!dynamic) {
     const std::vector<float> scales = fc_weight_scales(L);
     wq.resize(static_cast<size_t>(L.K * L.N));
     for (int64_t j = 0; j < L.N; ++j) {
       sw[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)];
-      for (int64_t k = 0; k < L.K; ++k)
-        wq[static_cast<size_t>(k * L.N + j)] = quantize_weight(L.weights[static_cast<size_t>(k * L.N + j)],
-                                                               scales[static_cast<size_t>(j)], !L.weight_scales.empty());
+      for (int64_t k = 0; k < L.K; ++k) {
+        const float w = L.weights[static_cast<size_t>(k * L.N + j)], scale = scales[static_cast<size_t>(j)];
+        int32_t& q = wq[static_cast<size_t>(k * L.N + j)];
+        q = quantize_weight(w, scale, !L.weight_scales.empty());
+        if (!L.int32_output) continue;
+        const float v = w / scale;
+        if (v != std::nearbyint(v) || std::fabs(v) > 65536.0f)
+          return make_error(StatusCode::kInternal, "layer '" + L.name + "': weight " + std::to_string(w) +
+                                                       " is not an integer code at its scale; its int32 output would be wrong");
+        q = static_cast<int32_t>(v);
+        sets = std::max<int64_t>(sets, int8_sets_for(q));
+      }
     }
     tiles_off = align_up(weights.size());
-    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB) * tile_bytes, 0);
+    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB * sets) * tile_bytes, 0);
     for (int64_t nb = 0; nb < NB; ++nb)
-      for (int64_t kb = 0; kb < KB; ++kb)
-        for (uint32_t k = 0; k < N; ++k)
-          for (uint32_t c = 0; c < N; ++c) {
-            const int64_t kk = kb * N + k, jj = nb * N + c;
-            if (kk < L.K && jj < L.N)
-              weights[tiles_off + static_cast<uint64_t>(nb * KB + kb) * tile_bytes + k * N + c] =
-                  static_cast<uint8_t>(wq[static_cast<size_t>(kk * L.N + jj)]);
-          }
+      for (int64_t p = 0; p < sets; ++p)
+        for (int64_t kb = 0; kb < KB; ++kb)
+          for (uint32_t k = 0; k < N; ++k)
+            for (uint32_t c = 0; c < N; ++c) {
+              const int64_t kk = kb * N + k, jj = nb * N + c;
+              if (kk < L.K && jj < L.N)
+                weights[tiles_off + static_cast<uint64_t>((nb * sets + p) * KB + kb) * tile_bytes + k * N + c] =
+                    static_cast<uint8_t>(int8_share(wq[static_cast<size_t>(kk * L.N + jj)], sets, p));
+            }
   }
+  const int64_t KBW = KB * sets;  // weight tiles per output block
   const uint64_t params_off = align_up(weights.size());
   weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   for (int64_t j = 0; j < L.N; ++j) {
@@ -89,7 +144,8 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(j)];
     // The NPU multiplies raw x_q; the input zero point's contribution is folded into the bias
     // (a dynamic B has a symmetric x: no fold needed).
-    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum;
+    const int64_t bias_q = std::llround(L.bias[static_cast<size_t>(j)] / in_scale) - int64_t{qx.zero_point} * colsum +
+                           L.K * zero_point_product;
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
     const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
@@ -99,20 +155,43 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
 
-  // Scratchpad plan: ACT [input Mt*KB | output Mt], ACC [acc Mt | params 3*NB], WGT tiles.
-  const bool weights_fit = KB * NB <= wgt_tiles;
-  if (KB > wgt_tiles || 3 * NB >= acc_rows)
-    return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
-                                                    std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
+  // Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
+  // 3*NB], WGT [B tiles | bias ones tile | β tiles].
   // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
   const bool spread = L.bias_input >= 0 && L.bias_scalar;
-  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0)) / (KB + 1), acc_rows - 3 * NB, 65535});
+  const int64_t extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
+  const int64_t alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
+  const bool weights_fit = KBW * NB + extra_tiles <= wgt_tiles;
+  if (KBW + extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + alpha_rows + KB + 1 > act_rows)
+    return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
+                                                    std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
+  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
   const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
-  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KB * NB : KB);
+  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KBW * NB : KBW);
+  const uint32_t Z = S + (spread ? 1 : 0), TB = T + (spread ? 1 : 0);
   using BK = image::BufferKind;
+  if (!alpha_parts.empty()) {
+    // Rows (part p, block kb): α_p in the block's valid K lanes (B's tile rows beyond K are stale).
+    const uint64_t rows = align_up(weights.size());
+    weights.resize(rows + static_cast<uint64_t>(alpha_rows) * N, 0);
+    for (size_t p = 0; p < alpha_parts.size(); ++p)
+      for (int64_t kb = 0; kb < KB; ++kb)
+        for (int64_t k = 0; k < std::min<int64_t>(N, L.K - kb * N); ++k)
+          weights[rows + (p * static_cast<uint64_t>(KB) + static_cast<uint64_t>(kb)) * N + static_cast<uint64_t>(k)] =
+              static_cast<uint8_t>(static_cast<int8_t>(alpha_parts[p]));
+    prog.load(rows_load(hw::Scratchpad::kAct, Z, static_cast<uint32_t>(alpha_rows), N), BK::Weights,
+              static_cast<uint32_t>(rows));
+  }
+  if (!beta_parts.empty()) {
+    const uint64_t tiles = align_up(weights.size());
+    weights.resize(tiles + beta_parts.size() * tile_bytes, 0);
+    for (size_t p = 0; p < beta_parts.size(); ++p)
+      std::fill_n(weights.begin() + static_cast<std::ptrdiff_t>(tiles + p * tile_bytes), tile_bytes,
+                  static_cast<uint8_t>(static_cast<int8_t>(beta_parts[p])));
+    prog.load(rows_load(hw::Scratchpad::kWgt, TB * N, static_cast<uint32_t>(beta_parts.size() * N), N), BK::Weights,
+              static_cast<uint32_t>(tiles));
+  }
   if (spread) {
-    if (T >= wgt_tiles)
-      return make_error(StatusCode::kUnsupported, "layer '" + L.name + "': no weight tile left for its one-element bias");
     const uint64_t tile = align_up(weights.size());
     weights.resize(tile + tile_bytes, 0);
     const int32_t row_value = std::min(dyn.bias_spread, 127);
@@ -131,17 +210,35 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     prog.load(cl, BK::Activations, dyn.bias_off);
   }
   load_acc_rows(prog, P, 3 * NB, N, static_cast<uint32_t>(params_off));
+  // With a requantisation, α·Σ_k b_kn is the same for every row: it joins block nb's bias
+  // row (REQUANT adds it to every row) by one GEMM row per B (reloaded with the constant
+  // bias first), not a GEMM over all rows. An int32 output has no bias row to carry it.
+  const bool alpha_in_bias = !L.int32_output && !alpha_parts.empty();
+  auto alpha_into_bias = [&](int64_t nb, uint32_t wgt_tile) {
+    load_acc_rows(prog, static_cast<uint32_t>(P + 3 * nb), 1, N,
+                  static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+    for (size_t p = 0; p < alpha_parts.size(); ++p) {
+      isa::Gemm ag;
+      ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
+      ag.wgt = static_cast<uint16_t>(wgt_tile);
+      ag.acc = static_cast<uint16_t>(P + 3 * nb);
+      ag.i = static_cast<uint16_t>(KB);
+      ag.act_si = 1;
+      ag.wgt_si = 1;
+      prog.gemm(ag);
+    }
+  };
   // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
   auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
     if (!dynamic) {
       isa::Load ld;
       ld.sp = hw::Scratchpad::kWgt;
       ld.sp_base = 0;
-      ld.x = static_cast<uint16_t>(KB * N);
+      ld.x = static_cast<uint16_t>(KBW * N);
       ld.x_stride = N;
       ld.y = static_cast<uint16_t>(nb_count);
-      ld.y_stride = static_cast<uint32_t>(KB * tile_bytes);
-      prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KB) * tile_bytes));
+      ld.y_stride = static_cast<uint32_t>(KBW * tile_bytes);
+      prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KBW) * tile_bytes));
       return;
     }
     // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
@@ -159,8 +256,11 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   };
   for (int64_t batch = 0; batch < L.batches; ++batch) {
     const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
-    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N);
+    const uint64_t out_elem = L.int32_output ? 4 : 1;
+    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
     if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
+    if (weights_fit && alpha_in_bias)
+      for (int64_t nb = 0; nb < NB; ++nb) alpha_into_bias(nb, static_cast<uint32_t>(nb * KBW));
     for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
       const int64_t mt = std::min(Mt, L.M - m0);
       const int64_t full_kb = L.K / N, tail = L.K % N;
@@ -185,6 +285,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
       }
       for (int64_t nb = 0; nb < NB; ++nb) {
         if (!weights_fit) load_weights(batch, nb, 1);
+        if (!weights_fit && alpha_in_bias) alpha_into_bias(nb, 0);
         const bool preload_bias = L.bias_input >= 0;
         if (spread) {
           // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
@@ -199,6 +300,15 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
           sg.acc_sr = 1;
           sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
           prog.gemm(sg);
+        } else if (L.int32_output) {
+          // No requantisation follows: the accumulators start from the constant bias row
+          // (zero-point terms included), repeated by the X stride 0.
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kAcc;
+          ld.sp_base = C;
+          ld.x = static_cast<uint16_t>(mt);
+          ld.x_stride = 0;
+          prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
         } else if (preload_bias) {
           // The accumulators start from the int32 bias rows (one row for every m when the bias
           // is a vector); the GEMM then accumulates onto them.
@@ -212,9 +322,9 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
                     static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
         }
         isa::Gemm gm;
-        gm.clear = !preload_bias;
+        gm.clear = !preload_bias && !L.int32_output;
         gm.act = static_cast<uint16_t>(A);
-        gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KB : 0);
+        gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KBW : 0);
         gm.acc = static_cast<uint16_t>(C);
         gm.r = static_cast<uint16_t>(mt);
         gm.i = static_cast<uint16_t>(KB);
@@ -223,6 +333,39 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         gm.wgt_si = 1;
         gm.acc_sr = 1;
         prog.gemm(gm);
+        for (int64_t p = 1; p < sets; ++p) {  // the other integer weight sets
+          isa::Gemm pg = gm;
+          pg.clear = false;
+          pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
+          prog.gemm(pg);
+        }
+        for (size_t p = 0; p < (alpha_in_bias ? 0 : alpha_parts.size()); ++p) {
+          // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
+          isa::Gemm ag = gm;
+          ag.clear = false;
+          ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
+          ag.act_si = 1;
+          ag.act_sr = 0;
+          prog.gemm(ag);
+        }
+        for (size_t p = 0; p < beta_parts.size(); ++p) {
+          // β·Σ_k x_mk: x against the β tile of part p, the same tile for every K block.
+          isa::Gemm bg = gm;
+          bg.clear = false;
+          bg.wgt = static_cast<uint16_t>(TB + p);
+          bg.wgt_si = 0;
+          prog.gemm(bg);
+        }
+        if (L.int32_output) {
+          isa::Store st;
+          st.sp = hw::Scratchpad::kAcc;
+          st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+          st.sp_base = C;
+          st.x = static_cast<uint16_t>(mt);
+          st.x_stride = static_cast<uint32_t>(L.N * 4);
+          prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + static_cast<uint64_t>(m0 * L.N + nb * N) * 4));
+          continue;
+        }
         isa::VecRequant vq;
         vq.bias = true;
         vq.src = static_cast<uint16_t>(C);
@@ -246,9 +389,18 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     }
   }
   LayerFacts facts;
-  facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N;
-  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1)) * N + static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
-                           static_cast<uint64_t>(weights_fit ? KB * NB : KB) * tile_bytes;
+  const int64_t m_tiles = ceil_div(L.M, Mt);
+  facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N *
+                   (static_cast<uint64_t>(sets) + (alpha_in_bias ? 0 : alpha_parts.size()) + beta_parts.size()) +
+               (alpha_in_bias ? static_cast<uint64_t>(L.batches * (weights_fit ? 1 : m_tiles) * KB * NB) * N * N *
+                                    alpha_parts.size()
+                              : 0);
+  if (sets > 1)
+    facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
+                 std::to_string(sets) + "x the GEMMs)";
+  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (spread ? 1 : 0) + alpha_rows) * N +
+                           static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
+                           static_cast<uint64_t>((weights_fit ? KBW * NB : KBW) + extra_tiles) * tile_bytes;
   return facts;
 }
 
@@ -333,6 +485,10 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const bool dynamic = L.weight_input >= 0;
   const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
                                         : conv_weight_scales(L);
+  // int32 output (ConvInteger): the accumulators start from the bias (border regions
+  // included) loaded from the weights and leave through an ACC STORE, no requantisation.
+  if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
 
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
@@ -340,9 +496,22 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const uint64_t tile_bytes = uint64_t{N} * N;
   // A dynamic W needs no tiles here, only one zero row (rows of padded input channels are
   // cleared from it: the input's padding lanes may hold stale bytes).
+  // An int32 output has exact integer weights (declared scale 1, w − w_zp): values beyond
+  // int8 run as `sets` weight sets whose GEMMs accumulate, like extra taps over the same input
+  // rows. Every other conv has one set of int8 codes.
+  int64_t sets = 1;
+  if (L.int32_output)
+    for (size_t i = 0; i < L.weights.size(); ++i) {
+      const float v = L.weights[i] / sw[i / (L.weights.size() / static_cast<size_t>(L.Cout))];
+      if (v != std::nearbyint(v) || std::fabs(v) > 65536.0f)
+        return make_error(StatusCode::kInternal, "conv '" + L.name + "': weight " + std::to_string(L.weights[i]) +
+                                                     " is not an integer code at its scale; its int32 output would be wrong");
+      sets = std::max<int64_t>(sets, int8_sets_for(static_cast<int64_t>(v)));
+    }
+  const int64_t wtaps = taps * sets;  // weight tiles per (output block, input block)
   const uint64_t w_bytes = dynamic       ? N
                            : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
-                                         : static_cast<uint64_t>(NB * taps * CB) * tile_bytes;
+                                         : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes;
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
@@ -355,25 +524,27 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const bool border_bias = !L.depthwise && padded && qx.zero_point != 0;
   const bool fill_padding = L.depthwise && padded && qx.zero_point != 0;
   const int64_t cin_per_out = L.depthwise ? 1 : L.C;
-  std::vector<int8_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  std::vector<int32_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
   // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
   for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
     for (int64_t ci = 0; ci < (L.depthwise ? 1 : L.C); ++ci)
       for (int64_t t = 0; t < taps; ++t) {
-        const int8_t q = quantize_weight(L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)], s,
-                                         !L.weight_scales.empty());
+        const float w = L.weights[static_cast<size_t>((co * (L.depthwise ? 1 : L.C) + ci) * taps + t)];
+        const int32_t q = L.int32_output ? static_cast<int32_t>(std::nearbyint(w / s))
+                                         : quantize_weight(w, s, !L.weight_scales.empty());
         wsum[static_cast<size_t>(co)] += q;
         if (border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
-        uint64_t at;
         if (L.depthwise) {
-          at = w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N);
-        } else {
-          const int64_t nb = co / N, cb = ci / N;
-          at = w_off + static_cast<uint64_t>((nb * taps + t) * CB + cb) * tile_bytes +
-               static_cast<uint64_t>(ci % N) * N + static_cast<uint64_t>(co % N);
+          weights[w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N)] =
+              static_cast<uint8_t>(q);
+          continue;
         }
-        weights[at] = static_cast<uint8_t>(q);
+        const int64_t nb = co / N, cb = ci / N;
+        for (int64_t p = 0; p < sets; ++p)  // set p is weight tap p·taps + t
+          weights[w_off + static_cast<uint64_t>((nb * wtaps + p * taps + t) * CB + cb) * tile_bytes +
+                  static_cast<uint64_t>(ci % N) * N + static_cast<uint64_t>(co % N)] =
+              static_cast<uint8_t>(int8_share(q, sets, p));
       }
   }
   // Border biases: the DMA pads with 0, but the real zero is the input zero point. Output
@@ -482,8 +653,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     copies = 2;
   }
   const int64_t in_tile_rows = CB * in_rows_for(OHt) * Wp;
-  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
-  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(taps * CB) * N > wgt_rows)
+  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
+  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
   if (!weights_fit && L.depthwise)
     return make_error(StatusCode::kUnsupported, "depthwise conv '" + L.name + "' has too many taps for the weight scratchpad");
@@ -494,7 +665,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
       load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
       return;
     }
-    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(taps * CB) * N;
+    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(wtaps * CB) * N;
     load_weight_rows(w_off, rows_per_nb, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
@@ -576,12 +747,32 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
           facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
         } else {
           if (!weights_fit) load_weights(nb, 1);
-          const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
-          for (int64_t t = 0; t < taps; ++t) {
+          if (L.int32_output) {
+            // Each accumulator row starts from its region's bias row (X stride 0 repeats it);
+            // rows of one rectangle are consecutive only across whole output rows.
+            auto preload = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+              const uint32_t bias_row = static_cast<uint32_t>(p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
+              const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
+              const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
+              for (int64_t k = 0; k < runs; ++k) {
+                isa::Load ld;
+                ld.sp = hw::Scratchpad::kAcc;
+                ld.sp_base = static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0);
+                ld.x = static_cast<uint16_t>(run_rows);
+                ld.x_stride = 0;
+                prog.load(ld, BK::Weights, bias_row);
+              }
+            };
+            if (border_bias) for_each_region(oy0, oh, preload);
+            else preload(oy0, oy0 + oh, 0, L.OW, 0);
+          }
+          const int64_t wbase = (weights_fit ? nb : 0) * wtaps * CB;
+          for (int64_t wt = 0; wt < wtaps; ++wt) {
+            const int64_t t = wt % taps;  // weight tap wt reads the input rows of tap t
             isa::Gemm gm;
-            gm.clear = t == 0;
+            gm.clear = wt == 0 && !L.int32_output;
             gm.act = static_cast<uint16_t>(A + (t / L.KW) * Wp + (t % L.KW));
-            gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+            gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
             gm.acc = static_cast<uint16_t>(C0);
             gm.o = static_cast<uint16_t>(oh);
             gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
@@ -594,7 +785,20 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             gm.acc_sr = 1;
             prog.gemm(gm);
           }
-          facts.macs += static_cast<uint64_t>(oh * L.OW * taps * CB) * N * N;
+          facts.macs += static_cast<uint64_t>(oh * L.OW * wtaps * CB) * N * N;
+          if (L.int32_output) {
+            isa::Store st;
+            st.sp = hw::Scratchpad::kAcc;
+            st.row_elems = static_cast<uint32_t>(cout_n);
+            st.sp_base = C0;
+            st.x = static_cast<uint16_t>(L.OW);
+            st.x_stride = static_cast<uint32_t>(Coutp * 4);
+            st.y = static_cast<uint16_t>(oh);
+            st.y_stride = static_cast<uint32_t>(L.OW * Coutp * 4);
+            prog.store(st, BK::Activations,
+                       static_cast<uint32_t>(out_off + static_cast<uint64_t>(((b * L.OH + oy0) * L.OW) * Coutp + nb * N) * 4));
+            continue;
+          }
           isa::VecRequant vq;
           vq.bias = true;
           vq.src = static_cast<uint16_t>(vec_src);
@@ -631,7 +835,10 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(copies * (CB * in_rows_for(OHt) * Wp + OHt * L.OW)) * N +
                            static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
-                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * taps * CB) * tile_bytes);
+                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes);
+  if (sets > 1)
+    facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
+                 std::to_string(sets) + "x the GEMMs)";
   return facts;
 }
 
@@ -692,15 +899,6 @@ isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t 
   w[6] |= aux << 16;
   w[7] = (kw & 0xFF) | ((kh & 0xFF) << 8) | (wys << 16);
   return w;
-}
-
-isa::Load rows_load(hw::Scratchpad sp, uint32_t base, uint32_t rows, uint32_t n) {
-  isa::Load ld;
-  ld.sp = sp;
-  ld.sp_base = base;
-  ld.x = static_cast<uint16_t>(rows);
-  ld.x_stride = n;
-  return ld;
 }
 
 }  // namespace
@@ -880,12 +1078,14 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
           store_rows(A, n, out_off + at);
         }
     };
-    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P.
+    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P;
+    // `wrap`: the result's low byte instead of the clamp (whose bounds are then 0).
     auto vec_binary = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
-                          const QParams& out) {
-      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = static_cast<uint16_t>(P),
-                        .r = static_cast<uint16_t>(rows), .zero_point = static_cast<int8_t>(out.zero_point),
-                        .src_sr = 1, .dst_sr = 1};
+                          const QParams& out, bool wrap = false) {
+      isa::VecRequant v{.wrap = wrap, .src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                        .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows),
+                        .zero_point = static_cast<int8_t>(out.zero_point), .src_sr = 1, .dst_sr = 1,
+                        .clamp_lo = static_cast<int8_t>(wrap ? 0 : -128), .clamp_hi = static_cast<int8_t>(wrap ? 0 : 127)};
       prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
     };
     // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
@@ -927,6 +1127,20 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
                           .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
         prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
         vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qy);
+      });
+      return facts;
+    }
+    if (L.wrap) {
+      // ONNX integer Add/Sub/Mul on codes of scale 1 (bind_integer_io): with multipliers ±1
+      // and no shift, t = (a − za) ± (b − zb) or (a − za)·(b − zb) is the exact integer
+      // result (a code minus its zero point is the user's integer), and the wrapped low byte
+      // of t + zp is the result's code modulo 2^8, as ONNX wraps.
+      if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f)
+        return make_error(StatusCode::kInternal, "integer " + L.op + " '" + L.name + "' needs codes of scale 1");
+      const bool add = L.kind == Kind::kAdd;
+      load_params(put_scalar_params(weights, N, 1, add ? (L.b_sign < 0 ? -1 : 1) : 0, 0, qx.zero_point, qb.zero_point), 1);
+      run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
+        vec_binary(add ? hw::VecMode::kAdd : hw::VecMode::kMul, 0, A, B, A, rows, qy, true);
       });
       return facts;
     }

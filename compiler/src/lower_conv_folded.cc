@@ -58,7 +58,8 @@ void put_i32(std::vector<uint8_t>& blob, uint64_t at, int64_t v) {
 
 bool conv_folds_taps(const ConvLayer& L, uint32_t N) {
   // Dynamic weights and ConvTranspose have their own tile loaders (lower.cc).
-  if (L.depthwise || L.transposed || L.weight_input >= 0 || L.KW < 2 || L.C * L.KW > N) return false;
+  // An int32 output (lower_conv_layer stores the accumulators) is not folded either.
+  if (L.depthwise || L.transposed || L.weight_input >= 0 || L.int32_output || L.KW < 2 || L.C * L.KW > N) return false;
   if (L.pad_t > 15 || L.pad_b > 15) return false;  // LOAD padding fields are 4 bits
   // Every output column must read at least one input pixel (a LOAD row moves >= 1 element).
   for (const TapRange& r : tap_groups(L.OW, L.stride_w, L.pad_l, L.W, L.KW).kinds)

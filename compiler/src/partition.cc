@@ -520,6 +520,7 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.inputs = {n.inputs[0], n.inputs[1]};
     L.kind = op == "Mul" ? EltLayer::Kind::kMul : op == "Div" ? EltLayer::Kind::kDiv : EltLayer::Kind::kAdd;
     L.b_sign = op == "Sub" ? -1.0f : 1.0f;
+    L.wrap = n.integer_wrap;
     if (a == b) return L;
     if (a.size() == 4 && b.size() == 4 && b[0] == a[0] && b[1] == a[1] && b[2] == 1 && b[3] == 1) {
       L.broadcast_channels = true;
@@ -748,9 +749,10 @@ std::string npu_layer_name(const NpuLayer& layer) {
   return std::visit([](const auto& l) { return l.name; }, layer);
 }
 std::string npu_layer_op(const NpuLayer& layer) {
-  if (const auto* f = std::get_if<FcLayer>(&layer)) return f->op;
+  // int32 outputs come only from the integer operators' rewrite (qdq.h: expand_integer_ops).
+  if (const auto* f = std::get_if<FcLayer>(&layer)) return f->int32_output ? "MatMulInteger" : f->op;
   if (const auto* c = std::get_if<ConvLayer>(&layer))
-    return c->transposed ? "ConvTranspose" : c->depthwise ? "DepthwiseConv" : "Conv";
+    return c->int32_output ? "ConvInteger" : c->transposed ? "ConvTranspose" : c->depthwise ? "DepthwiseConv" : "Conv";
   return std::get<EltLayer>(layer).op;
 }
 
@@ -781,6 +783,19 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const V
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
     else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);
+    if (layer && g.value(npu_layer_output(*layer)).io_codes == DType::kI32) {
+      // An int32 graph output (ConvInteger/MatMulInteger, qdq.h) leaves the device as the
+      // layer's accumulators: regular convolutions and GEMMs without fused activations or a
+      // run-time bias only (DWCONV and ConvTranspose accumulate elsewhere).
+      auto* fc = std::get_if<FcLayer>(&*layer);
+      auto* conv = std::get_if<ConvLayer>(&*layer);
+      if (fc && !fc->relu && fc->bias_input < 0 && fc->fused.empty()) fc->int32_output = true;
+      else if (conv && !conv->depthwise && !conv->transposed && conv->weight_input < 0 && conv->bias_input < 0 &&
+               conv->fused.empty())
+        conv->int32_output = true;
+      else layer.reset();
+      if (!layer) used = used_before;
+    }
     if (layer && !all_float(g, *layer)) {
       // A fused match consumed following nodes; they must stay as host steps.
       used = used_before;

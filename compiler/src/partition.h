@@ -39,6 +39,10 @@ struct FcLayer {
   bool bias_scalar = false;        // or one element ([] or [1]): int8, spread by a GEMM (lower.h)
   float alpha = 1.0f, beta = 1.0f; // dynamic B: alpha joins the requantisation, beta the bias scale
   int64_t batches = 1;             // batched MatMul: x [..., M, K] · B [..., K, N], same batch dims
+  // The output is an int32 graph output (MatMulInteger, Value::io_codes == kI32): the int32
+  // accumulators (zero-point corrections and bias included) are stored as they are, no
+  // requantisation; the compiler holds the output at the accumulator scale s_x·s_w.
+  bool int32_output = false;
 };
 
 // A 2-D convolution on NHWC activations (channels padded to the array dim): regular
@@ -63,6 +67,7 @@ struct ConvLayer {
   int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
+  bool int32_output = false;   // ConvInteger: int32 accumulators stored as they are (see FcLayer)
   std::vector<std::string> fused;
 };
 
@@ -88,6 +93,7 @@ struct EltLayer {
   int output = -1;
   std::function<float(float)> fn;  // kLut: the real-valued function the table samples
   float b_sign = 1.0f;             // kAdd: -1 for Sub
+  bool wrap = false;               // kAdd/kMul: integer arithmetic on codes (Node::integer_wrap)
   bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
   bool broadcast_last = false;     // kMul/kAdd/kPRelu: dense a [..., L] against b [L] (or [1, .., L])
   bool b_per_image = true;         // broadcast_channels: b has one row block per image (else one for all)

@@ -109,16 +109,35 @@ bool all_constant(const Graph& g, const Node& n, std::initializer_list<size_t> i
   return true;
 }
 
+// A QLinearMatMul B that the NPU can take at run time: int8/uint8 codes of a graph input that
+// only this node reads, with per-tensor constant parameters (bind_integer_io binds it).
+bool runtime_codes_operand(const Graph& g, const Node& n, size_t k) {
+  const int b = n.inputs[k];
+  const Value& v = g.value(b);
+  if (g.is_constant(b) || (v.dtype != DType::kI8 && v.dtype != DType::kU8) ||
+      std::count(g.inputs.begin(), g.inputs.end(), b) == 0 || is_output(g, b) || readers_of(g, b).size() != 1 ||
+      std::count(n.inputs.begin(), n.inputs.end(), b) != 1)
+    return false;
+  for (size_t p = k + 1; p <= k + 2; ++p)
+    if (p >= n.inputs.size() || n.inputs[p] < 0 || g.value(n.inputs[p]).constant->element_count() != 1) return false;
+  return true;
+}
+
 }  // namespace
 
-Status expand_qlinear(Graph& g, int* expanded) {
+Status expand_qlinear(Graph& g, int* expanded, bool runtime_b) {
   *expanded = 0;
   std::vector<Node> out;
   for (Node& n : g.nodes) {
     const bool conv = n.op == "QLinearConv", matmul = n.op == "QLinearMatMul";
-    // The parameters and the weights must be constants (then the NPU can take them).
-    if ((!conv && !matmul) || n.inputs.size() < 8 || n.outputs.size() != 1 || n.inputs[0] < 0 ||
-        !all_constant(g, n, {1, 2, 3, 4, 5, 6, 7, 8})) {
+    // The parameters and the weights must be constants (then the NPU can take them), or B a
+    // run-time operand the NPU binds and corrects (runtime_b).
+    const bool params_constant = n.inputs.size() >= 8 && all_constant(g, n, {1, 2, 4, 5, 6, 7, 8});
+    const bool b_ok = n.inputs.size() >= 8 && n.inputs[3] >= 0 &&
+                      (g.is_constant(n.inputs[3]) || (matmul && runtime_b && params_constant &&
+                                                      runtime_codes_operand(g, n, 3)));
+    if ((!conv && !matmul) || n.inputs.size() < 8 || n.outputs.size() != 1 || n.inputs[0] < 0 || !params_constant ||
+        !b_ok) {
       out.push_back(std::move(n));
       continue;
     }
@@ -165,6 +184,108 @@ Status expand_qlinear(Graph& g, int* expanded) {
         make_node(g, conv ? "Conv" : "MatMul", base, op_inputs, {y_f}, conv ? &original : nullptr));
     out.push_back(make_node(g, "QuantizeLinear", base + "_y_quantize",
                             {y_f, n.inputs[6], n.inputs[7]}, {y}, nullptr));
+    ++*expanded;
+  }
+  g.nodes = std::move(out);
+  return Status::ok();
+}
+
+Status expand_integer_ops(Graph& g, int* expanded, std::vector<std::string>* notes) {
+  *expanded = 0;
+  auto codes = [](DType t) { return t == DType::kI8 || t == DType::kU8; };
+  std::vector<Node> out;
+  for (Node& n : g.nodes) {
+    const bool conv = n.op == "ConvInteger", matmul = n.op == "MatMulInteger";
+    if (!conv && !matmul) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    auto keep = [&](const std::string& why) {
+      notes->push_back(n.label() + " stays on the host: " + why);
+      out.push_back(std::move(n));
+    };
+    auto input = [&](size_t k) { return k < n.inputs.size() ? n.inputs[k] : -1; };
+    const int x = input(0), w = input(1), xzp = input(2), wzp = input(3);
+    if (x < 0 || w < 0 || n.outputs.size() != 1 || !codes(g.value(x).dtype) || !codes(g.value(w).dtype)) {
+      keep("operands other than int8/uint8 codes");
+      continue;
+    }
+    const int y = n.outputs[0];
+    if (g.is_constant(x)) {
+      keep("a constant first operand (constant folding computes it)");
+      continue;
+    }
+    if (!is_output(g, y) || !readers_of(g, y).empty() || g.value(y).dtype != DType::kI32) {
+      keep("its int32 result is read by other operators (the NPU hands int32 results only to the user)");
+      continue;
+    }
+    if ((xzp >= 0 && !g.is_constant(xzp)) || (wzp >= 0 && !g.is_constant(wzp))) {
+      keep("zero points that vary at run time");
+      continue;
+    }
+    if ((xzp >= 0 && g.value(xzp).dtype != g.value(x).dtype) || (wzp >= 0 && g.value(wzp).dtype != g.value(w).dtype)) {
+      keep("a zero point whose dtype differs from its operand's");
+      continue;
+    }
+    if (xzp >= 0 && g.value(xzp).constant->element_count() != 1) {
+      keep("a per-row zero point of the first operand (device views carry one zero point)");
+      continue;
+    }
+    // Constant w/B: the float weights w - zero point (per output channel), which the NPU
+    // layer takes with the declared scale 1 as exact integer codes (beyond int8, -255..255,
+    // as several int8 weight sets: lower.cc).
+    const bool w_constant = g.is_constant(w);
+    const auto& ws = g.value(w).shape;
+    const int64_t channels = conv ? (ws.empty() ? 0 : ws[0]) : (ws.empty() ? 0 : ws.back());
+    const int64_t wzp_count = wzp >= 0 ? g.value(wzp).constant->element_count() : 1;
+    if (wzp_count != 1 && (!w_constant || wzp_count != channels)) {
+      keep(w_constant ? "a w_zero_point that is neither per tensor nor per output channel"
+                      : "a per-column zero point of a run-time B (device views carry one zero point)");
+      continue;
+    }
+    if (conv && !w_constant) {
+      keep("a run-time w (its zero-point correction would need the unknown weights' sums per tap)");
+      continue;
+    }
+    const std::string base = n.name.empty() ? n.op : n.name;
+    int w_f = -1;
+    std::vector<Node> added;
+    if (w_constant) {
+      const Tensor wv = to_float(*g.value(w).constant);
+      const Tensor zv = wzp >= 0 ? to_float(*g.value(wzp).constant) : Tensor::zeros(DType::kF32, {1});
+      Tensor shifted = Tensor::zeros(DType::kF32, ws);
+      const int64_t count = wv.element_count(), per_channel = conv ? count / std::max<int64_t>(channels, 1) : 1;
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t c = zv.element_count() == 1 ? 0 : conv ? i / per_channel : i % channels;
+        shifted.as<float>()[static_cast<size_t>(i)] =
+            wv.as<float>()[static_cast<size_t>(i)] - zv.as<float>()[static_cast<size_t>(c)];
+      }
+      w_f = new_value(g, base + "_w_minus_zero_point", DType::kF32, ws, std::move(shifted));
+      g.value(w_f).quant = DeclaredQuant{{1.0f}, {0}, -1};
+    }
+    // The dequantised view real = 1·(q - zero point) of a run-time operand; bind_integer_io
+    // turns it into a binding of the graph input when that is all that reads the input.
+    Tensor one = Tensor::zeros(DType::kF32, {});
+    one.as<float>()[0] = 1.0f;
+    const int unit = new_value(g, base + "_unit_scale", DType::kF32, {}, one);
+    auto dequantize = [&](int v, int zp, const std::string& tag) {
+      Tensor z = Tensor::zeros(g.value(v).dtype, {});
+      if (zp >= 0) z.data = g.value(zp).constant->data;
+      const int zv = new_value(g, base + "_" + tag + "_zero_point", g.value(v).dtype, {}, std::move(z));
+      const int f = new_value(g, base + "_" + tag + "_dequantized", DType::kF32, g.value(v).shape);
+      added.push_back(make_node(g, "DequantizeLinear", base + "_" + tag + "_dequantize", {v, unit, zv}, {f}, nullptr));
+      return f;
+    };
+    const int x_f = dequantize(x, xzp, conv ? "x" : "a");
+    if (!w_constant) w_f = dequantize(w, wzp, "b");
+    onnx::NodeProto original;
+    if (!original.ParseFromString(n.proto)) original.Clear();
+    added.push_back(make_node(g, conv ? "Conv" : "MatMul", n.name, {x_f, w_f}, {y}, conv ? &original : nullptr));
+    Value& yv = g.value(y);
+    yv.io_codes = DType::kI32;
+    yv.dtype = DType::kF32;
+    yv.quant = DeclaredQuant{{1.0f}, {0}, -1};
+    for (Node& a : added) out.push_back(std::move(a));
     ++*expanded;
   }
   g.nodes = std::move(out);
@@ -301,21 +422,35 @@ Status bind_integer_io(Graph& g, int* bound) {
       continue;
     }
     // Operators that are exact on the codes themselves, each writing a graph output nobody reads.
-    std::vector<int> bound_bounds;
+    std::vector<int> bound_operands;  // run-time Clip bounds and Add/Sub/Mul second operands
     bool exact_on_codes = true;
     for (int r : readers) {
       const Node& n = g.nodes[static_cast<size_t>(r)];
-      const bool op_ok = (n.op == "MaxPool" && n.outputs.size() == 1) || n.op == "Relu" || n.op == "Clip";
-      exact_on_codes = exact_on_codes && op_ok && n.inputs[0] == x && n.outputs.size() == 1 &&
+      const bool arithmetic = (n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2;
+      const bool op_ok = (n.op == "MaxPool" && n.outputs.size() == 1) || n.op == "Relu" || n.op == "Clip" || arithmetic;
+      const bool reads_x = arithmetic ? std::count(n.inputs.begin(), n.inputs.end(), x) > 0 : n.inputs[0] == x;
+      exact_on_codes = exact_on_codes && op_ok && reads_x && n.outputs.size() == 1 &&
                        g.value(n.outputs[0]).dtype == g.value(x).dtype && is_output(g, n.outputs[0]) &&
                        readers_of(g, n.outputs[0]).empty();
+      if (exact_on_codes && arithmetic) {
+        // Integer Add/Sub/Mul (wrapping modulo 2^8, exact on codes with the VEC wrap bit): the
+        // other operand must be run-time codes of the same dtype that only this node reads.
+        const int b = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
+        if (b != x) {
+          exact_on_codes = b >= 0 && is_input(b) && !g.is_constant(b) && g.value(b).dtype == g.value(x).dtype &&
+                           readers_of(g, b).size() == 1;
+          bound_operands.push_back(b);
+        }
+        if (!exact_on_codes) break;
+        continue;
+      }
       for (size_t k = 1; exact_on_codes && k < n.inputs.size(); ++k) {
         const int b = n.inputs[k];
         if (b < 0 || g.is_constant(b)) continue;
         // A run-time Clip bound: quantised like x (the partitioner's rule), so it must be
         // codes of x's dtype that only this node reads.
         exact_on_codes = is_input(b) && g.value(b).dtype == g.value(x).dtype && readers_of(g, b).size() == 1;
-        bound_bounds.push_back(b);
+        bound_operands.push_back(b);
       }
       if (!exact_on_codes) break;
     }
@@ -325,6 +460,7 @@ Status bind_integer_io(Graph& g, int* bound) {
     unit.zero_point = {g.value(x).dtype == DType::kU8 ? -128 : 0};
     for (int r : readers) {
       Node& n = g.nodes[static_cast<size_t>(r)];
+      n.integer_wrap = n.op == "Add" || n.op == "Sub" || n.op == "Mul";
       for (size_t k = 1; k < n.inputs.size(); ++k)
         if (n.inputs[k] >= 0 && g.is_constant(n.inputs[k])) {
           // Constant bounds as floats: the partitioner reads float scalars.
@@ -334,7 +470,7 @@ Status bind_integer_io(Graph& g, int* bound) {
         }
       bind(n.outputs[0], unit);
     }
-    for (int b : bound_bounds) bind(b, unit);
+    for (int b : bound_operands) bind(b, unit);
     bind(x, unit);
   }
   // A lone QuantizeLinear (float graph input -> codes graph output) or DequantizeLinear

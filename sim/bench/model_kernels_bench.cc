@@ -63,7 +63,7 @@ void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
     mult[c] = static_cast<int32_t>(rng() >> 1);
     shift[c] = static_cast<int32_t>(30 + rng() % 10);
   }
-  const RequantParams p{mult.data(), shift.data(), 3, -128, 127};
+  const RequantParams p{mult.data(), shift.data(), 3, -128, 127, false};
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
     requantize_rows(kernel, x.data(), bias.data(), p, y.data(), consecutive_rows(n), n);
@@ -74,7 +74,7 @@ void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
 
 void binary_bench(benchmark::State& state, VecKernel kernel, uint32_t n, bool mul) {
   const std::vector<int8_t> a = random_bytes(kVecRows * n, 5), b = random_bytes(kVecRows * n, 6);
-  const BinaryParams p{mul, 3, -2, 1 << 20, 3 << 19, 21, 1, -128, 127};
+  const BinaryParams p{mul, 3, -2, 1 << 20, 3 << 19, 21, 1, -128, 127, false};
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
     binary_rows(kernel, a.data(), b.data(), p, y.data(), consecutive_rows(n), n);
@@ -108,7 +108,7 @@ void maxpool_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
 void dwconv_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
   const std::vector<int8_t> x = random_bytes(size_t{kVecRows + 9} * n, 9), w = random_bytes(size_t{9} * n, 10);
   std::vector<int32_t> mult(n, 1 << 20), shift(n, 24), bias(n, 5);
-  const RequantParams p{mult.data(), shift.data(), 0, -128, 127};
+  const RequantParams p{mult.data(), shift.data(), 0, -128, 127, false};
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
     // Output row r's window starts at source row r (rows of the strip are 3n apart).

@@ -387,7 +387,7 @@ class FunctionalDevice final : public Device {
         engine = isa::Engine::kCompute;
         break;
       case hw::Opcode::kVec:
-        if (!reserved_zero(w, 0xFFE0F000u, {{3, 0xFF000000u}}) || field(w[2], 16, 16) == 0 ||
+        if (!reserved_zero(w, 0xFFC0F000u, {{3, 0xFF000000u}}) || field(w[2], 16, 16) == 0 ||
             field(w[3], 0, 16) == 0 || !vec_fields_legal(w))
           return illegal;
         engine = isa::Engine::kCompute;
@@ -754,6 +754,8 @@ class FunctionalDevice final : public Device {
     const uint32_t kw = field(w[7], 0, 8), kh = field(w[7], 8, 8);
     const bool window = mode == 4 || mode == 5 || mode == 6;
     if (mode > 6) return false;
+    // wrap (ISA 1.2): REQUANT, ADD and MUL only, with clamp low = high = 0.
+    if ((w[0] & isa::kVecWrapBit) && ((mode != 0 && mode != 2 && mode != 3) || field(w[6], 0, 16) != 0)) return false;
     if (window ? (kw == 0 || kh == 0) : w[7] != 0) return false;
     switch (mode) {
       case 0: return aux == 0;
@@ -768,6 +770,7 @@ class FunctionalDevice final : public Device {
   std::optional<Fault> do_vec(const isa::Words& w) {
     const uint32_t mode = field(w[0], 16, 4);
     const bool bias = w[0] & (1u << 20);
+    const bool wrap = w[0] & isa::kVecWrapBit;
     const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);
     const uint32_t param = field(w[2], 0, 16), R = field(w[2], 16, 16);
     const uint32_t O = field(w[3], 0, 16);
@@ -802,8 +805,8 @@ class FunctionalDevice final : public Device {
     const uint32_t s0 = static_cast<uint32_t>(prow[2]) & 63u;
     const int64_t za = prow[3], zb = prow[4];
     auto out = [&](int64_t t) { return vec_clamp(t, lo, hi); };
-    const RequantParams rq{m, s, zp, lo, hi};
-    const BinaryParams bin{mode == 3, za, zb, m0, m1, s0, zp, lo, hi};
+    const RequantParams rq{m, s, zp, lo, hi, wrap};
+    const BinaryParams bin{mode == 3, za, zb, m0, m1, s0, zp, lo, hi, wrap};
     // LUT reads its table rows once, before any output row (as the RTL latches them), so an
     // output row that overwrites a table row does not change the table of this instruction.
     alignas(64) int8_t table[256];

@@ -21,7 +21,7 @@ class Generator {
     GeneratedProgram out;
     const uint32_t length = pick(4, 40);
     // One program in four aims at an error path, placed at a random point.
-    const int error_kind = pick(0, 3) == 0 ? static_cast<int>(pick(1, 7)) : 0;
+    const int error_kind = pick(0, 3) == 0 ? static_cast<int>(pick(1, 8)) : 0;
     const uint32_t error_at = pick(0, length - 1);
     for (uint32_t i = 0; i < length; ++i) {
       if (error_kind != 0 && i == error_at) {
@@ -108,9 +108,14 @@ class Generator {
     return isa::encode(g);
   }
 
+  // REQUANT (ACC source) half of the time, else ADD or MUL (ACT sources a at src, b at aux);
+  // one in three with the wrap bit (ISA 1.2), whose clamp bounds must be 0.
   isa::Words random_vec() {
+    const uint32_t kind = pick(0, 3);
+    const auto mode = kind <= 1 ? hw::VecMode::kRequant : kind == 2 ? hw::VecMode::kAdd : hw::VecMode::kMul;
     isa::VecRequant v;
-    v.bias = chance(2);
+    v.bias = mode == hw::VecMode::kRequant && chance(2);
+    v.wrap = chance(3);
     v.src = static_cast<uint16_t>(pick(0, 100));
     v.dst = static_cast<uint16_t>(pick(0, 200));
     v.param = static_cast<uint16_t>(pick(0, 120));
@@ -121,9 +126,14 @@ class Generator {
     v.src_so = static_cast<uint16_t>(pick(0, 16));
     v.dst_sr = static_cast<uint16_t>(pick(0, 2));
     v.dst_so = static_cast<uint16_t>(pick(0, 16));
-    v.clamp_lo = static_cast<int8_t>(pick(0, 255));
-    v.clamp_hi = static_cast<int8_t>(pick(0, 255));
-    return isa::encode(v);
+    v.clamp_lo = v.wrap ? 0 : static_cast<int8_t>(pick(0, 255));
+    v.clamp_hi = v.wrap ? 0 : static_cast<int8_t>(pick(0, 255));
+    isa::Words w = isa::encode(v);
+    if (mode != hw::VecMode::kRequant) {
+      w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(mode) << 16);
+      w[6] |= pick(0, 200) << 16;  // aux: the b rows
+    }
+    return w;
   }
 
   void fix_sync_engine() {
@@ -209,6 +219,21 @@ class Generator {
         out->expected_error = "BAD_RING_ENTRY";
         out->misaligned_exec = true;
         break;
+      case 8: {  // wrap where it is illegal: with a clamp bound set, or in a pooling mode
+        out->expected_error = "ILLEGAL_INSTRUCTION";
+        isa::VecRequant v;
+        v.wrap = true;
+        v.clamp_lo = v.clamp_hi = 0;
+        isa::Words w = isa::encode(v);
+        if (chance(2)) {
+          w[6] |= pick(1, 0xFFFF);
+        } else {
+          w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kAvgpool) << 16);
+          w[7] = 1u | (1u << 8);  // a legal 1x1 window
+        }
+        words_.push_back(w);
+        break;
+      }
       default: {  // token legality: LOAD may not use prev
         out->expected_error = "ILLEGAL_INSTRUCTION";
         isa::Load ld;

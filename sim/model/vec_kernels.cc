@@ -54,7 +54,7 @@ void requantize_row_portable(const int32_t* x, const int32_t* bias, const Requan
                              uint32_t n) {
   for (uint32_t c = 0; c < n; ++c) {
     const int32_t v = bias ? wrap_add(x[c], bias[c]) : x[c];
-    y[c] = vec_requantize(v, p.mult[c], static_cast<uint32_t>(p.shift[c]) & 63u, p.zp, p.lo, p.hi);
+    y[c] = vec_requantize(v, p.mult[c], static_cast<uint32_t>(p.shift[c]) & 63u, p.zp, p.lo, p.hi, p.wrap);
   }
 }
 
@@ -64,7 +64,7 @@ void binary_row_portable(const int8_t* a, const int8_t* b, const BinaryParams& p
     const int64_t t = p.mul ? wrap_mul(wrap_mul(da, db), p.m0)
                             : static_cast<int64_t>(static_cast<uint64_t>(wrap_mul(da, p.m0)) +
                                                    static_cast<uint64_t>(wrap_mul(db, p.m1)));
-    y[c] = vec_clamp(vec_round_shift(t, p.shift) + p.zp, p.lo, p.hi);
+    y[c] = vec_finish(vec_round_shift(t, p.shift) + p.zp, p.lo, p.hi, p.wrap);
   }
 }
 
@@ -111,8 +111,11 @@ struct HeldRequant8 {
   __m512i mult, shift, half;  // int64 lanes; half = (1 << shift) >> 1, the rounding addend
   __m256i bias;               // zero without a bias (adding 0 is the no-bias result)
 };
-NPU_AVX512_INLINE HeldFinish hold_finish(int8_t zp, int8_t lo, int8_t hi) {
-  return HeldFinish{_mm512_set1_epi64(zp), _mm512_set1_epi64(lo), _mm512_set1_epi64(hi)};
+// With wrap the bounds are the whole int64 range, so the clamp in finish8 passes every value
+// and the truncating narrow (vpmovqb) leaves the low byte: vec_finish's wrap result.
+NPU_AVX512_INLINE HeldFinish hold_finish(int8_t zp, int8_t lo, int8_t hi, bool wrap) {
+  return HeldFinish{_mm512_set1_epi64(zp), _mm512_set1_epi64(wrap ? INT64_MIN : int64_t{lo}),
+                    _mm512_set1_epi64(wrap ? INT64_MAX : int64_t{hi})};
 }
 NPU_AVX512_INLINE HeldRequant8 hold_requant8(const RequantParams& p, const int32_t* bias, uint32_t c) {
   const __m256i s = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.shift + c)),
@@ -125,7 +128,8 @@ NPU_AVX512_INLINE HeldRequant8 hold_requant8(const RequantParams& p, const int32
   return q;
 }
 // + zp, vec_clamp (the low test on the unclamped value, as the scalar rule, which matters
-// when lo > hi): int8 values in int64 lanes.
+// when lo > hi), in int64 lanes: int8 values, or with wrap (bounds the whole int64 range)
+// every value, whose low byte the narrowing keeps.
 NPU_AVX512_INLINE __m512i clamp8(__m512i r, const HeldFinish& f) {
   r = _mm512_add_epi64(r, f.zp);
   return _mm512_mask_mov_epi64(_mm512_min_epi64(r, f.hi), _mm512_cmplt_epi64_mask(r, f.lo), f.lo);
@@ -150,7 +154,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_held(const int32
                                                                      const RowWalk& rows) {
   HeldRequant8 q[G];
   for (uint32_t g = 0; g < G; ++g) q[g] = hold_requant8(p, bias, 8 * g);
-  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t g = 0; g < G; ++g)
       requantize8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + row.src + 8 * g)), q[g], f, y + row.dst,
@@ -173,7 +177,7 @@ __attribute__((target(NPU_AVX512_VBMI_TARGET))) void requantize_rows16_vbmi(cons
                                                                             const RequantParams& p, int8_t* y,
                                                                             const RowWalk& rows) {
   const HeldRequant8 q0 = hold_requant8(p, bias, 0), q1 = hold_requant8(p, bias, 8);
-  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
   for (RowCursor row(rows); !row.done(); row.next()) {
     const int32_t* src = x + row.src;
     requantize16_vbmi(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)),
@@ -189,9 +193,10 @@ bool cpu_has_avx512vbmi() {
 __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int32_t* x, const int32_t* bias,
                                                                        const RequantParams& p, int8_t* y,
                                                                        const RowWalk& rows, uint32_t n) {
-  if (p.lo == p.hi) {
+  if (p.lo == p.hi && !p.wrap) {
     // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
-    // padding so): the rows are written with it, no arithmetic needed for the same bits.
+    // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
+    // wrap, legal only with both bounds 0, the result is the low byte instead.)
     for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, p.lo, n);
     return;
   }
@@ -203,7 +208,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int
     case 32: return requantize_rows_held<4>(x, bias, p, y, rows);
     default: break;
   }
-  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t c = 0; c < n; c += 8)
       requantize8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + row.src + c)), hold_requant8(p, bias, c), f,
@@ -216,7 +221,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void binary_rows_avx512(const int8_t*
   const __m512i za = _mm512_set1_epi64(p.za), zb = _mm512_set1_epi64(p.zb);
   const __m512i m0 = _mm512_set1_epi64(p.m0), m1 = _mm512_set1_epi64(p.m1);
   const __m512i shift = _mm512_set1_epi64(p.shift);
-  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
   const bool mul = p.mul;
   // With |za|, |zb| <= 2^15 and m0, m1 in int32 (always, from ACC lanes) no product wraps:
   // |a − za|, |b − zb| < 2^16, their product < 2^31, each product with m0 or m1 < 2^62. The
@@ -335,7 +340,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
       weights[t] = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(lanes, win.weights + size_t{t} * n)));
     const HeldRequant8 q0 = hold_requant8(p, bias, 0);
     const HeldRequant8 q1 = n > 8 ? hold_requant8(p, bias, 8) : q0;
-    const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+    const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
     // The depthwise convolutions of CNNs are 3x3 and 5x5.
     if (n == 16 && cpu_has_avx512vbmi()) {
       if (win.kw == 3 && win.kh == 3) return dwconv_rows16_held_vbmi<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
@@ -346,7 +351,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
     if (win.kw == 5 && win.kh == 5) return dwconv_rows_held<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
     return dwconv_rows_held<0, 0>(x, win, weights, q0, q1, f, y, rows, n);
   }
-  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t c0 = 0; c0 < n; c0 += 16) {
       const __m512i sum =

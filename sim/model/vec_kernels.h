@@ -33,10 +33,17 @@ inline int64_t vec_round_shift(int64_t t, uint32_t shift) {
 inline int8_t vec_clamp(int64_t t, int8_t lo, int8_t hi) {
   return static_cast<int8_t>(t < lo ? lo : (t > hi ? hi : t));
 }
-// One lane of REQUANT: round_shift(v·mult, shift) + zp, clamped. Two's-complement wrapping,
-// as the 64-bit datapath does (only v = mult = INT32_MIN, shift = 63 wraps).
-inline int8_t vec_requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi) {
-  return vec_clamp(vec_round_shift(static_cast<int64_t>(v) * mult, shift) + zp, lo, hi);
+// The final result of REQUANT, ADD and MUL: with `wrap` (ISA 1.2) the low byte of t as
+// two's complement (integer modular arithmetic; the instruction's clamp bounds are then 0),
+// else vec_clamp.
+inline int8_t vec_finish(int64_t t, int8_t lo, int8_t hi, bool wrap) {
+  return wrap ? static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint64_t>(t) & 0xFFu)) : vec_clamp(t, lo, hi);
+}
+// One lane of REQUANT: round_shift(v·mult, shift) + zp, then vec_finish. Two's-complement
+// wrapping, as the 64-bit datapath does (only v = mult = INT32_MIN, shift = 63 wraps).
+inline int8_t vec_requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp, int8_t lo, int8_t hi,
+                             bool wrap = false) {
+  return vec_finish(vec_round_shift(static_cast<int64_t>(v) * mult, shift) + zp, lo, hi, wrap);
 }
 
 // The rows of one VEC instruction: output row (o, r), o < o_count, r < r_count (both >= 1),
@@ -50,25 +57,29 @@ struct RowWalk {
 };
 
 // The per-lane parameters of a requantisation (REQUANT, DWCONV): multiplier and shift rows
-// (the shift's low 6 bits count), the output zero point and clamp bounds.
+// (the shift's low 6 bits count), the output zero point, clamp bounds and the wrap bit
+// (REQUANT only: DWCONV with wrap is an illegal instruction).
 struct RequantParams {
   const int32_t* mult;
   const int32_t* shift;
   int8_t zp, lo, hi;
+  bool wrap;
 };
 
-// REQUANT: y[c] = vec_requantize(x[c] + bias[c] (wrapping; no bias when null), ...) for
-// c < n, per row. n is 8, 16 or 32 everywhere.
+// REQUANT: y[c] = vec_requantize(x[c] + bias[c] (wrapping; no bias when null), ..., p.wrap)
+// for c < n, per row. n is 8, 16 or 32 everywhere.
 void requantize_rows(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
                      const RowWalk& rows, uint32_t n);
 
 // ADD (mul = false): t = (a - za)·m0 + (b - zb)·m1; MUL: t = (a - za)·(b - zb)·m0; all in
-// wrapping 64-bit arithmetic; y[c] = clamp(round_shift(t, shift) + zp), per row.
+// wrapping 64-bit arithmetic; y[c] = vec_finish(round_shift(t, shift) + zp, lo, hi, wrap),
+// per row.
 struct BinaryParams {
   bool mul;
   int64_t za, zb, m0, m1;
   uint32_t shift;
   int8_t zp, lo, hi;
+  bool wrap;
 };
 void binary_rows(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
                  const RowWalk& rows, uint32_t n);
@@ -86,7 +97,8 @@ enum class WindowOp : uint8_t { kMax, kAdd, kMac };
 void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw,
                    uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum);
 
-// DWCONV: per row, the kMac window reduction from the source row, then REQUANT of it (+ bias).
+// DWCONV: per row, the kMac window reduction from the source row, then REQUANT of it (+ bias;
+// p.wrap must be false).
 struct Window {
   ptrdiff_t row_stride;  // elements between window rows
   uint32_t kw, kh;

@@ -488,8 +488,12 @@ module npu_top
         // Fields a mode does not use must be zero; window modes need kw, kh >= 1.
         logic [3:0] md;
         md = w[0][19:16];
-        bad |= (w[0][31:21] != 0) || (w[3][31:24] != 0) || (w[2][31:16] == 0) ||
+        bad |= (w[0][31:22] != 0) || (w[3][31:24] != 0) || (w[2][31:16] == 0) ||
                (w[3][15:0] == 0) || (md > VEC_DWCONV[3:0]);
+        // wrap (ISA 1.2): REQUANT, ADD and MUL only, with clamp low = high = 0.
+        if (w[0][21])
+          bad |= !(md == VEC_REQUANT[3:0] || md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) ||
+                 (w[6][15:0] != 0);
         bad |= vec_window(md) ? (w[7][7:0] == 0 || w[7][15:8] == 0) : (w[7] != 0);
         unique case (md)
           VEC_REQUANT[3:0]: bad |= (w[6][31:16] != 0);
@@ -548,6 +552,13 @@ module npu_top
     if (t > 64'($signed(hi))) return hi;
     return t[7:0];
   endfunction
+  // The final result of REQUANT / ADD / MUL: with `wrap` the low byte of t (integer modular
+  // arithmetic), else the clamp.
+  function automatic logic [7:0] vec_finish(input logic signed [63:0] t, input logic wrap,
+                                            input logic [7:0] lo, input logic [7:0] hi);
+    if (wrap) return t[7:0];
+    return vec_clamp(t, lo, hi);
+  endfunction
 
   // LUT: table entry x + 128 of the 256-entry table (entry e at bits 8e+7:8e).
   function automatic logic [N*8-1:0] lut_row(input logic [N*8-1:0] x, input logic [2047:0] tbl,
@@ -564,8 +575,8 @@ module npu_top
   // ADD / MUL with the scalars of ACC row P: lane 0 m0, 1 m1, 2 s, 3 za, 4 zb.
   function automatic logic [N*8-1:0] addmul_row(input logic mul, input logic [N*8-1:0] a,
                                                 input logic [N*8-1:0] b, input logic [159:0] par,
-                                                input logic [7:0] zp, input logic [7:0] lo,
-                                                input logic [7:0] hi);
+                                                input logic [7:0] zp, input logic wrap,
+                                                input logic [7:0] lo, input logic [7:0] hi);
     logic [N*8-1:0] out;
     logic signed [63:0] m0, m1, za, zb;
     m0 = 64'($signed(par[31:0]));
@@ -577,7 +588,7 @@ module npu_top
       av = 64'($signed(a[n*8 +: 8])) - za;
       bv = 64'($signed(b[n*8 +: 8])) - zb;
       t = mul ? av * bv * m0 : av * m0 + bv * m1;
-      out[n*8 +: 8] = vec_clamp(vec_rq(t, par[69:64]) + 64'($signed(zp)), lo, hi);
+      out[n*8 +: 8] = vec_finish(vec_rq(t, par[69:64]) + 64'($signed(zp)), wrap, lo, hi);
     end
     return out;
   endfunction
@@ -642,10 +653,11 @@ module npu_top
     return s;
   endfunction
 
-  // VEC REQUANT of one row (round half toward +inf, then zero point and clamp).
+  // VEC REQUANT of one row (round half toward +inf, then zero point and clamp, or with
+  // `wrap` the low byte).
   function automatic logic [N*8-1:0] requant_row(
       input logic [N*32-1:0] src, input logic [N*32-1:0] bias, input logic [N*32-1:0] mul,
-      input logic [N*32-1:0] shift, input logic [7:0] zp, input logic [7:0] lo,
+      input logic [N*32-1:0] shift, input logic [7:0] zp, input logic wrap, input logic [7:0] lo,
       input logic [7:0] hi);
     logic [N*8-1:0] out;
     for (int n = 0; n < N; n++) begin
@@ -656,11 +668,8 @@ module npu_top
       s = shift[n*32 +: 6];
       t = 64'(v) * 64'($signed(mul[n*32 +: 32]));
       if (s != 0) t = (t + (64'sd1 <<< (s - 6'd1))) >>> s;
-      t = t + 64'($signed(zp));
       // Low bound first: low > high yields low (architecture.md 1.4).
-      if (t < 64'($signed(lo))) t = 64'($signed(lo));
-      else if (t > 64'($signed(hi))) t = 64'($signed(hi));
-      out[n*8 +: 8] = t[7:0];
+      out[n*8 +: 8] = vec_finish(t + 64'($signed(zp)), wrap, lo, hi);
     end
     return out;
   endfunction
@@ -1534,7 +1543,7 @@ module npu_top
             unique case (md)
               VEC_REQUANT[3:0]: begin
                 outrow = requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
-                                     iw[6][7:0], iw[6][15:8]);
+                                     iw[0][21], iw[6][7:0], iw[6][15:8]);
                 row_done = 1'b1;
               end
               VEC_LUT[3:0]: begin
@@ -1548,7 +1557,7 @@ module npu_top
                   v_ph_q <= 1'b1;
                 end else begin
                   outrow = addmul_row(md == VEC_MUL[3:0], v_a_q, act_rd, v_par_q, iw[3][23:16],
-                                      iw[6][7:0], iw[6][15:8]);
+                                      iw[0][21], iw[6][7:0], iw[6][15:8]);
                   v_ph_q <= 1'b0;
                   row_done = 1'b1;
                 end
@@ -1559,7 +1568,7 @@ module npu_top
                 if (v_ky_q + 8'd1 == iw[7][15:8] && v_kx_q + 8'd1 == iw[7][7:0]) begin
                   if (md == VEC_DWCONV[3:0])
                     outrow = requant_row(acc, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
-                                         iw[6][7:0], iw[6][15:8]);
+                                         1'b0, iw[6][7:0], iw[6][15:8]);
                   else
                     outrow = pool_row(md, acc, v_par_q, 16'(iw[7][15:8]) * 16'(iw[7][7:0]),
                                       iw[3][23:16], iw[6][7:0], iw[6][15:8]);

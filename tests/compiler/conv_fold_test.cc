@@ -7,8 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include "bare_metal_run.h"
 #include "lower.h"
-#include "npu/sim/bare_metal.h"
 
 namespace npu::compiler {
 namespace {
@@ -18,31 +18,7 @@ struct Case {
   int32_t zx;
 };
 
-// Runs `prog` on a fresh functional device of array dim n with `act` as the activation
-// buffer; returns the buffer afterwards.
-std::vector<int8_t> run(const Program& prog, const std::vector<uint8_t>& weights, std::vector<int8_t> act, uint32_t n) {
-  sim::BareMetal bm(16ull << 20);
-  sim::DeviceConfig dc;
-  dc.array_dim = n;
-  auto dev = sim::make_functional_device(dc, bm.dram());
-  const uint32_t wva = bm.allocate(weights.size(), false);
-  const uint32_t ava = bm.allocate(act.size(), true);
-  const size_t cmd_bytes = static_cast<size_t>(prog.size()) * hw::kInstructionBytes;
-  const uint32_t cva = bm.allocate(cmd_bytes, false);
-  std::memcpy(bm.view(wva, weights.size()).data(), weights.data(), weights.size());
-  std::memcpy(bm.view(ava, act.size()).data(), act.data(), act.size());
-  auto cmd = bm.view(cva, cmd_bytes);
-  for (uint32_t i = 0; i < prog.size(); ++i)
-    std::memcpy(cmd.data() + static_cast<size_t>(i) * hw::kInstructionBytes, prog.words()[i].data(), hw::kInstructionBytes);
-  for (const auto& r : prog.relocations()) {
-    const uint32_t v = (r.buffer == image::BufferKind::Weights ? wva : ava) + r.offset;
-    std::memcpy(cmd.data() + r.instr * hw::kInstructionBytes + r.word * 4, &v, 4);
-  }
-  auto res = bm.run(*dev, cva, static_cast<uint32_t>(cmd_bytes));
-  EXPECT_TRUE(res.completed) << "error " << res.error_code << " at instruction " << res.error_instr / hw::kInstructionBytes;
-  std::memcpy(act.data(), bm.view(ava, act.size()).data(), act.size());
-  return act;
-}
+using test::run_on_bare_metal;
 
 class ConvFold : public ::testing::TestWithParam<uint32_t> {};
 
@@ -105,7 +81,7 @@ TEST_P(ConvFold, MatchesRegularLoweringBitForBitAndTheFloatReference) {
     // Folding issues KH taps of one tile per output block instead of KH·KW.
     EXPECT_EQ(ff->macs, static_cast<uint64_t>(out_px * L.KH * (Coutp / N)) * N * N);
     EXPECT_EQ(fr->macs, ff->macs * static_cast<uint64_t>(L.KW));
-    const std::vector<int8_t> yf = run(pf, wf, act_f, N), yr = run(pr, wr, act_r, N);
+    const std::vector<int8_t> yf = run_on_bare_metal(pf, wf, act_f, N), yr = run_on_bare_metal(pr, wr, act_r, N);
 
     // Bit-exact against the regular lowering (same codes, same biases, same requantisation),
     // and within 1 LSB of the float conv of the dequantised input and real weights

@@ -78,6 +78,96 @@ Graph qdq_matmul(bool codes_are_output) {
   return g;
 }
 
+// MatMulInteger(A, B, a_zp, b_zp) with run-time uint8 A and B: two unit-scale
+// DequantizeLinear nodes and a MatMul writing Y, bound as an int32 output; bind_integer_io then
+// binds A and B with their zero points (shifted to int8), leaving the MatMul alone.
+TEST(ExpandIntegerOps, MatMulIntegerBecomesAMatMulOfBoundCodesWithAnInt32Output) {
+  Graph g;
+  g.opset = 13;
+  const int a = value(g, "A", {4, 3}), b = value(g, "B", {3, 2}), y = value(g, "Y", {4, 2});
+  g.value(a).dtype = g.value(b).dtype = DType::kU8;
+  g.value(y).dtype = DType::kI32;
+  g.inputs = {a, b};
+  const int az = constant(g, "az", scalar_u8(12)), bz = constant(g, "bz", scalar_u8(0));
+  g.nodes.push_back(node("MatMulInteger", "mmi", {a, b, az, bz}, {y}));
+  g.outputs.push_back(y);
+  int expanded = -1;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(expand_integer_ops(g, &expanded, &notes).is_ok());
+  EXPECT_EQ(expanded, 1);
+  EXPECT_TRUE(notes.empty());
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "MatMul"}));
+  EXPECT_EQ(g.nodes[2].outputs[0], y);
+  ASSERT_TRUE(g.value(y).io_codes.has_value());
+  EXPECT_EQ(*g.value(y).io_codes, DType::kI32);
+  EXPECT_EQ(g.value(y).dtype, DType::kF32);
+  EXPECT_EQ(g.value(y).quant->scale, std::vector<float>{1.0f});
+  int bound = -1;
+  ASSERT_TRUE(bind_integer_io(g, &bound).is_ok());
+  EXPECT_EQ(bound, 2);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<int>{a, b}));
+  EXPECT_EQ(g.value(a).quant->zero_point, std::vector<int32_t>{12 - 128});
+  EXPECT_EQ(g.value(b).quant->zero_point, std::vector<int32_t>{-128});
+}
+
+// The cases the NPU cannot take exactly stay as they are, with the reason.
+TEST(ExpandIntegerOps, RunTimeZeroPointsAndRunTimeConvWeightsStayOnTheHostWithAReason) {
+  Graph g;
+  g.opset = 13;
+  const int a = value(g, "A", {4, 3}), b = value(g, "B", {3, 2}), y = value(g, "Y", {4, 2});
+  const int az = value(g, "az", {}), x = value(g, "x", {1, 1, 3, 3}), w = value(g, "w", {1, 1, 2, 2});
+  const int yc = value(g, "yc", {1, 1, 2, 2});
+  for (int v : {a, b, az, x, w}) g.value(v).dtype = DType::kU8;
+  g.value(y).dtype = g.value(yc).dtype = DType::kI32;
+  g.inputs = {a, b, az, x, w};
+  g.nodes.push_back(node("MatMulInteger", "mmi", {a, b, az}, {y}));
+  g.nodes.push_back(node("ConvInteger", "ci", {x, w}, {yc}));
+  g.outputs = {y, yc};
+  int expanded = -1;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(expand_integer_ops(g, &expanded, &notes).is_ok());
+  EXPECT_EQ(expanded, 0);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("zero points that vary at run time"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("a run-time w"), std::string::npos) << notes[1];
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op, "MatMulInteger");
+  EXPECT_EQ(g.nodes[1].op, "ConvInteger");
+  EXPECT_FALSE(g.value(y).io_codes.has_value());
+}
+
+// QLinearMatMul whose B is a uint8 graph input: expanded only when asked (a compile that
+// binds integer I/O), B then read through a DequantizeLinear that bind_integer_io binds.
+TEST(ExpandQlinear, ARunTimeBIsExpandedOnlyForABindingCompile) {
+  for (bool runtime_b : {false, true}) {
+    Graph g;
+    g.opset = 13;
+    const int a = value(g, "a", {2, 4}), b = value(g, "b", {4, 3}), y = value(g, "y", {2, 3});
+    g.value(a).dtype = g.value(b).dtype = g.value(y).dtype = DType::kU8;
+    g.inputs = {a, b};
+    const int as = constant(g, "as", scalar_f32(0.1f)), az = constant(g, "az", scalar_u8(113));
+    const int bs = constant(g, "bs", scalar_f32(0.02f)), bz = constant(g, "bz", scalar_u8(114));
+    const int ys = constant(g, "ys", scalar_f32(0.05f)), yz = constant(g, "yz", scalar_u8(118));
+    g.nodes.push_back(node("QLinearMatMul", "qmm", {a, as, az, b, bs, bz, ys, yz}, {y}));
+    g.outputs.push_back(y);
+    int expanded = -1;
+    ASSERT_TRUE(expand_qlinear(g, &expanded, runtime_b).is_ok());
+    EXPECT_EQ(expanded, runtime_b ? 1 : 0);
+    if (!runtime_b) continue;
+    int bound = -1;
+    QdqSummary summary;
+    ASSERT_TRUE(fold_qdq(g, &summary).is_ok());
+    ASSERT_TRUE(bind_integer_io(g, &bound).is_ok());
+    EXPECT_EQ(bound, 3);  // a, b and y
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].op, "MatMul");
+    EXPECT_EQ(g.nodes[0].inputs, (std::vector<int>{a, b}));
+  }
+}
+
 }  // namespace
 
 TEST(Qdq, PairsBecomeDeclaredQuantisation) {
@@ -217,7 +307,7 @@ TEST(BindIntegerIo, CodesOperatorsRunAtScaleOneAndMixedReadersAreLeftAlone) {
     if (mixed) {
       const int a = value(g, "a", {1, 1, 4, 4});
       g.value(a).dtype = DType::kU8;
-      g.nodes.push_back(node("Add", "add", {x, x}, {a}));
+      g.nodes.push_back(node("Div", "div", {x, x}, {a}));  // truncating: not exact on codes
       g.outputs.push_back(a);
     }
     int bound = -1;
@@ -233,6 +323,63 @@ TEST(BindIntegerIo, CodesOperatorsRunAtScaleOneAndMixedReadersAreLeftAlone) {
       ASSERT_TRUE(g.value(v).quant.has_value());
       EXPECT_EQ(g.value(v).quant->scale, std::vector<float>{1.0f});
       EXPECT_EQ(g.value(v).quant->zero_point, std::vector<int32_t>{-128});
+    }
+  }
+}
+
+// ONNX integer Add/Sub/Mul (wrapping modulo 256) bind both operands and the result at scale 1
+// with the code's own zero and are marked integer_wrap (lowered with the VEC wrap bit); one
+// with a constant operand, an operand another node also reads, or Div stays integer.
+TEST(BindIntegerIo, IntegerArithmeticBindsItsOperandsAndIsMarkedWrapping) {
+  for (DType t : {DType::kU8, DType::kI8}) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      // 0: two inputs; 1: a constant b; 2: b also read by a node not exact on codes.
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(std::string(op) + (t == DType::kU8 ? " uint8" : " int8") + " variant " + std::to_string(variant));
+        Graph g;
+        g.opset = 14;
+        const int a = value(g, "a", {2, 3});
+        g.value(a).dtype = t;
+        g.inputs.push_back(a);
+        int b;
+        if (variant == 1) {
+          b = constant(g, "b", scalar_u8(3));
+          g.value(b).dtype = t;
+        } else {
+          b = value(g, "b", {2, 3});
+          g.value(b).dtype = t;
+          g.inputs.push_back(b);
+        }
+        const int y = value(g, "y", {2, 3});
+        g.value(y).dtype = t;
+        g.nodes.push_back(node(op, "arith", {a, b}, {y}));
+        g.outputs.push_back(y);
+        if (variant == 2) {
+          const int z = value(g, "z", {2, 3});
+          g.value(z).dtype = t;
+          g.nodes.push_back(node("Div", "div", {b, b}, {z}));  // not exact on codes
+          g.outputs.push_back(z);
+        }
+        int bound = -1;
+        ASSERT_TRUE(bind_integer_io(g, &bound).is_ok());
+        const bool expect_bound = variant == 0 && std::string(op) != "Div";
+        EXPECT_EQ(g.nodes[0].integer_wrap, expect_bound);
+        if (!expect_bound) {
+          EXPECT_EQ(g.value(a).dtype, t);
+          EXPECT_FALSE(g.value(a).io_codes.has_value());
+          EXPECT_FALSE(g.value(y).io_codes.has_value());
+          continue;
+        }
+        EXPECT_EQ(bound, 3);
+        for (int v : {a, b, y}) {
+          EXPECT_EQ(g.value(v).dtype, DType::kF32);
+          ASSERT_TRUE(g.value(v).io_codes.has_value());
+          EXPECT_EQ(*g.value(v).io_codes, t);
+          ASSERT_TRUE(g.value(v).quant.has_value());
+          EXPECT_EQ(g.value(v).quant->scale, std::vector<float>{1.0f});
+          EXPECT_EQ(g.value(v).quant->zero_point, std::vector<int32_t>{t == DType::kU8 ? -128 : 0});
+        }
+      }
     }
   }
 }

@@ -147,6 +147,8 @@ class Gen {
       v.lo = static_cast<int8_t>(u(0, 255));
       v.hi = static_cast<int8_t>(u(0, 255));
       if (v.lo > v.hi && p(0.8)) std::swap(v.lo, v.hi);
+      v.wrap = (mode == 2 || mode == 3) && p(0.3);
+      if (v.wrap) v.lo = v.hi = 0;
       uint32_t kw = 1, kh = 1, wys = 0, aux = 0, param = 0;
       if (window) {
         kw = u(1, 3);
@@ -189,6 +191,8 @@ class Gen {
       v.hi = static_cast<int8_t>(u(0, 255));
       if (v.lo > v.hi && p(0.8)) std::swap(v.lo, v.hi);
       v.bias = p(0.5);
+      v.wrap = p(0.25);
+      if (v.wrap) v.lo = v.hi = 0;
       const uint32_t smax = v.src + (v.o - 1) * v.sso + (v.r - 1) * v.ssr;
       const uint32_t dmax = v.dst + (v.o - 1) * v.dso + (v.r - 1) * v.dsr;
       if (smax < acc_region() && dmax < act_region()) return rtltest::vec(v);
@@ -197,7 +201,7 @@ class Gen {
 
   // A faulting instruction of a random kind.
   Instr error() {
-    switch (u(0, 8)) {
+    switch (u(0, 9)) {
       case 0: { Instr i; i.w[0] = u(6, 255); return i; }                      // opcode
       case 1: { Instr i = load(); i.w[3] &= 0xFFFF0000u; return i; }           // X = 0
       case 2: { Instr i = load(); i.w[2] = 0x7FFFFFF0u + u(0, 15); return i; } // SP range
@@ -206,6 +210,22 @@ class Gen {
       case 5: { Instr i = load(); i.w[1] = kBeyondDramVa + u(0, 1000); return i; }
       case 6: { Instr i = gemm(); i.w[3] = (i.w[3] & 0xFFFF0000u) | 0x3000u; return i; }
       case 7: { Instr i = requant(); i.w[2] = (i.w[2] & 0xFFFF0000u) | 0xFFF0u; return i; }
+      case 8: {  // wrap with a clamp bound set, or in a mode without it (LUT, MAXPOOL)
+        Instr i = requant();
+        i.w[0] |= 1u << 21;
+        i.w[6] = u(1, 0xFFFF);
+        if (p(0.5)) {
+          i.w[6] = 0;
+          i.w[0] = (i.w[0] & ~(0xFu << 16) & ~(1u << 20)) | ((p(0.5) ? 1u : 4u) << 16);
+          if (((i.w[0] >> 16) & 0xF) == 4) {
+            i.w[2] &= 0xFFFF0000u;  // MAXPOOL: no P
+            i.w[7] = 1u | (1u << 8);
+          } else {
+            i.w[2] &= 0xFFFF0000u;  // LUT: table at ACT row 0
+          }
+        }
+        return i;
+      }
       default: { Instr i = nop(); i.w[0] |= (1u << 12); return i; }            // reserved
     }
   }
@@ -576,6 +596,137 @@ TEST_P(RtlDiffDirected, RingErrorsResetAndTokens) {
     }
     if (!error_run) {
       EXPECT_TRUE(m.dram() == r.dram());
+    }
+  }
+}
+
+// The VEC wrap bit (ISA 1.2, architecture.md 1.4) on both devices against integer arithmetic
+// computed here: uint8 Add, Sub and Mul on codes shifted by -128 (the compiler's lowering of
+// ONNX integer arithmetic: multipliers 1/±1, shift 0, za = zb = zp = -128) and a REQUANT
+// whose exact results leave the int8 range, then the illegal uses of the bit.
+TEST_P(RtlDiffDirected, VecWrapIsIntegerArithmetic) {
+  const uint32_t n = GetParam();
+  constexpr uint32_t kRows = 6;
+  const uint32_t lanes = kRows * n;
+  std::mt19937 rng(n);
+  std::vector<uint8_t> ua(lanes), ub(lanes);
+  for (uint32_t k = 0; k < lanes; ++k) {
+    ua[k] = static_cast<uint8_t>(rng());
+    ub[k] = static_cast<uint8_t>(rng());
+  }
+  ua[0] = ub[0] = 255;  // sum 510, product 65025
+  ua[1] = 0;            // difference -1
+  ub[1] = 1;
+  std::vector<int32_t> acc_src(lanes), rq_par(3 * n);
+  for (auto& v : acc_src) v = static_cast<int32_t>(rng() % 2000001) - 1000000;
+  for (uint32_t c = 0; c < n; ++c) {
+    rq_par[c] = static_cast<int32_t>(rng() % 2001) - 1000;  // bias
+    rq_par[n + c] = static_cast<int32_t>(rng() % 7) + 1;    // multiplier
+    rq_par[2 * n + c] = static_cast<int32_t>(c % 9);        // shift 0..8
+  }
+  // Parameter rows: P0 add (m0 1, m1 1), P1 sub (m1 -1), P2 mul; lanes m0, m1, s, za, zb.
+  std::vector<int32_t> params(3 * n, 0);
+  for (uint32_t r = 0; r < 3; ++r) {
+    params[r * n + 0] = 1;
+    params[r * n + 1] = r == 0 ? 1 : r == 1 ? -1 : 0;
+    params[r * n + 3] = params[r * n + 4] = -128;
+  }
+  const uint32_t a_va = kDataVa, b_va = kDataVa + 0x1000, par_va = kDataVa + 0x2000, src_va = kDataVa + 0x3000,
+                 rqp_va = kDataVa + 0x8000, out_va = kDataVa + 0x10000;
+  auto wrap_op = [&](hw::VecMode mode, uint32_t P, uint32_t dst, uint32_t flags) {
+    Instr i = vec({.src = 0, .dst = dst, .param = P, .r = kRows, .zp = -128, .lo = 0, .hi = 0, .ssr = 1, .dsr = 1,
+                   .wrap = true, .flags = flags});
+    i.w[0] |= static_cast<uint32_t>(mode) << 16;
+    i.w[6] |= 64u << 16;  // b at ACT row 64
+    return i;
+  };
+  const std::vector<Instr> prog = {
+      load({.va = a_va, .sp_row = 0, .x = kRows, .xs = n}),
+      load({.va = b_va, .sp_row = 64, .x = kRows, .xs = n}),
+      load({.sp = hw::Scratchpad::kAcc, .va = par_va, .sp_row = 0, .x = 3, .xs = 4 * n}),
+      load({.sp = hw::Scratchpad::kAcc, .va = src_va, .sp_row = 8, .x = kRows, .xs = 4 * n}),
+      load({.sp = hw::Scratchpad::kAcc, .va = rqp_va, .sp_row = 4, .x = 3, .xs = 4 * n, .flags = kPushNext}),
+      wrap_op(hw::VecMode::kAdd, 0, 128, kPopPrev),
+      wrap_op(hw::VecMode::kAdd, 1, 128 + kRows, 0),
+      wrap_op(hw::VecMode::kMul, 2, 128 + 2 * kRows, 0),
+      vec({.src = 8, .dst = 128 + 3 * kRows, .param = 4, .r = kRows, .zp = 5, .lo = 0, .hi = 0, .ssr = 1, .dsr = 1,
+           .bias = true, .wrap = true, .flags = kPushNext}),
+      store({.va = out_va, .sp_row = 128, .x = 4 * kRows, .xs = n, .flags = kPopPrev}),
+  };
+  // Expected bytes: the uint8 results' codes (result - 128) and REQUANT's low byte.
+  std::vector<uint8_t> want(4 * lanes);
+  size_t outside_int8 = 0;
+  for (uint32_t k = 0; k < lanes; ++k) {
+    const int32_t sum = ua[k] + ub[k], diff = ua[k] - ub[k], prod = ua[k] * ub[k];
+    want[k] = static_cast<uint8_t>(sum - 128);
+    want[lanes + k] = static_cast<uint8_t>(diff - 128);
+    want[2 * lanes + k] = static_cast<uint8_t>(prod - 128);
+    const uint32_t c = k % n, s = static_cast<uint32_t>(rq_par[2 * n + c]);
+    const int64_t t = int64_t{acc_src[k] + rq_par[c]} * rq_par[n + c];
+    const int64_t r = s ? (t + (int64_t{1} << (s - 1))) >> s : t;  // floor: arithmetic shift
+    want[3 * lanes + k] = static_cast<uint8_t>(r + 5);
+    outside_int8 += static_cast<size_t>((sum - 128 > 127) + (diff - 128 < -128) + (prod - 128 > 127) +
+                                        (r + 5 < -128 || r + 5 > 127));
+  }
+  // The data must reach outside int8, where wrap and clamp differ, or the test proves nothing.
+  ASSERT_GT(outside_int8, lanes);
+  for (auto factory : {make_model, make_rtl}) {
+    Bench b(factory, n, kDiffDram);
+    SCOPED_TRACE(factory == make_model ? "functional model" : "rtl");
+    std::vector<int8_t> codes_a(lanes), codes_b(lanes);
+    for (uint32_t k = 0; k < lanes; ++k) {
+      codes_a[k] = static_cast<int8_t>(ua[k] - 128);
+      codes_b[k] = static_cast<int8_t>(ub[k] - 128);
+    }
+    b.write(a_va, codes_a.data(), lanes);
+    b.write(b_va, codes_b.data(), lanes);
+    b.write(par_va, params.data(), 4 * params.size());
+    b.write(src_va, acc_src.data(), 4 * acc_src.size());
+    b.write(rqp_va, rq_par.data(), 4 * rq_par.size());
+    b.setup_rings();
+    b.run_program(prog);
+    ASSERT_EQ(b.dev().read_reg(reg::ERROR_CODE), 0u);
+    std::vector<uint8_t> got(4 * lanes);
+    b.read(out_va, got.data(), got.size());
+    for (uint32_t k = 0; k < got.size(); ++k) {
+      static const char* what[] = {"uint8 add", "uint8 sub", "uint8 mul", "requant"};
+      ASSERT_EQ(static_cast<int>(got[k]), static_cast<int>(want[k])) << what[k / lanes] << ", lane " << k % lanes;
+    }
+  }
+
+  // Illegal: wrap with a clamp bound set, and in LUT, MAXPOOL, AVGPOOL and DWCONV.
+  struct Illegal {
+    const char* name;
+    uint32_t mode;
+    uint32_t w6, w7;
+  };
+  for (const Illegal& bad : {Illegal{"ADD, clamp low 1", 2, (64u << 16) | 1u, 0},
+                             Illegal{"REQUANT, clamp high 1", 0, 1u << 8, 0}, Illegal{"LUT", 1, 0, 0},
+                             Illegal{"MAXPOOL", 4, 0, 0x101}, Illegal{"AVGPOOL", 5, 0, 0x101},
+                             Illegal{"DWCONV", 6, 0, 0x101}}) {
+    SCOPED_TRACE(bad.name);
+    Instr i = vec({.src = 0, .dst = 128, .param = bad.mode == 4 ? 0u : 8u, .r = 2, .lo = 0, .hi = 0, .ssr = 1,
+                   .dsr = 1, .wrap = true});
+    i.w[0] |= bad.mode << 16;
+    i.w[6] = bad.w6;
+    i.w[7] = bad.w7;
+    uint32_t codes[2];
+    for (int k = 0; k < 2; ++k) {
+      Bench b(k == 0 ? make_model : make_rtl, n, kDiffDram);
+      b.setup_rings();
+      b.run_program({nop(), i});
+      codes[k] = b.dev().read_reg(reg::ERROR_CODE);
+      EXPECT_EQ(b.dev().read_reg(reg::ERROR_INSTR), 32u);
+    }
+    EXPECT_EQ(codes[0], static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
+    EXPECT_EQ(codes[1], codes[0]);
+    // The same instruction without the bit is legal (the bit alone makes it illegal).
+    i.w[0] &= ~(1u << 21);
+    if (bad.w6 == 0) {
+      Bench b(make_rtl, n, kDiffDram);
+      b.setup_rings();
+      b.run_program({nop(), i});
+      EXPECT_EQ(b.dev().read_reg(reg::ERROR_CODE), 0u);
     }
   }
 }

@@ -84,12 +84,13 @@ struct VecArgs {
   int8_t zp = 0, lo = -128, hi = 127;
   uint32_t sso = 0, ssr = 0, dso = 0, dsr = 0;
   bool bias = false;
+  bool wrap = false;  // w0 bit 21 (ISA 1.2): REQUANT/ADD/MUL write the low byte; lo = hi = 0
   uint32_t flags = 0;
 };
 
 inline Instr vec(const VecArgs& a) {
   Instr i;
-  i.w[0] = op(hw::Opcode::kVec) | a.flags | (a.bias ? 1u << 20 : 0);
+  i.w[0] = op(hw::Opcode::kVec) | a.flags | (a.bias ? 1u << 20 : 0) | (a.wrap ? 1u << 21 : 0);
   i.w[1] = lohi(a.src, a.dst);
   i.w[2] = lohi(a.param, a.r);
   i.w[3] = (a.o & 0xFFFF) | (static_cast<uint32_t>(static_cast<uint8_t>(a.zp)) << 16);

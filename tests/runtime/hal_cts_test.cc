@@ -7,14 +7,12 @@
 
 #include "image_builder.h"
 #include "npu/hal/api.h"
+#include "test_device.h"
 
 namespace npu::hal {
 namespace {
 
-std::string test_device() {
-  const char* d = std::getenv("NPU_TEST_DEVICE");
-  return d && *d ? d : "sim";
-}
+using test::test_device;
 
 class HalCts : public ::testing::Test {
  protected:

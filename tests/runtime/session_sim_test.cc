@@ -12,14 +12,10 @@
 #include "ir.h"  // the compiler's float reference interpreter
 #include "npu/compiler/compiler.h"
 #include "npu/runtime/api.h"
+#include "test_device.h"
 
 namespace npu::runtime {
 namespace {
-
-std::string test_device() {
-  const char* d = std::getenv("NPU_TEST_DEVICE");
-  return d && *d ? d : "sim";
-}
 
 std::vector<Tensor> random_input(std::vector<int64_t> shape, uint32_t seed) {
   Tensor x = Tensor::zeros(DType::kF32, std::move(shape));
@@ -34,10 +30,7 @@ std::vector<Tensor> random_input(std::vector<int64_t> shape, uint32_t seed) {
 class SimTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    RuntimeOptions o;
-    o.device = test_device();
-    o.scheduler.num_contexts = 1;
-    auto rt = Runtime::open(o);
+    auto rt = test::open_test_runtime();
     ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
     runtime_ = std::move(rt).value();
     compiler::CompileOptions co;

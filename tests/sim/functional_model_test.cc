@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "npu/sim/bare_metal.h"
@@ -89,6 +91,43 @@ TEST_F(FunctionalModel, GemmRequantProgramMatchesReference) {
   EXPECT_EQ(read_counter(*dev_, hw::Counter::kDmaRdBytes), 2u * N + N * N + 3u * 4 * N);
   EXPECT_EQ(read_counter(*dev_, hw::Counter::kInstrs), 6u);
   EXPECT_EQ(read_counter(*dev_, hw::Counter::kJobs), 1u);
+}
+
+// REQUANT with the wrap bit (ISA 1.2) writes the low byte of round_shift(v·m) + zp; the bit
+// is illegal with a clamp bound set and in the modes without it.
+TEST_F(FunctionalModel, VecWrapWritesTheLowByteAndIsIllegalWhereTheSpecSaysSo) {
+  const int32_t values[4] = {300, -129, 70000, -1000000};
+  for (uint32_t c = 0; c < N; ++c) {
+    *words(4 * c) = values[c % 4] + static_cast<int32_t>(c);  // source row
+    *words(0x40 + 4 * c) = 0;                                  // bias
+    *words(0x80 + 4 * c) = 3;                                  // multiplier
+    *words(0xC0 + 4 * c) = 1;                                  // shift
+  }
+  isa::VecRequant v{.wrap = true, .src = 0, .dst = 50, .param = 1, .zero_point = -7, .clamp_lo = 0, .clamp_hi = 0,
+                    .tokens = {.pop_prev = true, .push_next = true}};
+  std::vector<isa::Words> p = {
+      isa::encode(isa::Load{.sp = hw::Scratchpad::kAcc, .va = data_, .x = 4, .x_stride = 4 * N,
+                            .tokens = {.push_next = true}}),
+      isa::encode(v),
+      isa::encode(isa::Store{.sp = hw::Scratchpad::kAct, .va = data_ + 0x800, .sp_base = 50, .x = 1, .x_stride = N,
+                             .tokens = {.pop_prev = true}})};
+  ASSERT_TRUE(run(p).completed);
+  for (uint32_t c = 0; c < N; ++c) {
+    const int64_t t = ((int64_t{values[c % 4] + static_cast<int32_t>(c)} * 3) + 1) >> 1;
+    EXPECT_EQ(*bytes(0x800 + c), static_cast<int8_t>(static_cast<uint8_t>(t - 7))) << "lane " << c;
+  }
+  for (auto [mode, w6, w7] : {std::tuple{0u, 1u, 0u}, std::tuple{1u, 0u, 0u}, std::tuple{4u, 0u, 0x101u},
+                              std::tuple{5u, 0u, 0x101u}, std::tuple{6u, 0u, 0x101u}}) {
+    SCOPED_TRACE("mode " + std::to_string(mode) + " w6 " + std::to_string(w6));
+    isa::Words bad = p[1];
+    bad[0] = (bad[0] & ~(0xFu << 16)) | (mode << 16);
+    bad[2] &= mode == 4 ? 0xFFFF0000u : 0xFFFFFFFFu;  // MAXPOOL has no P
+    bad[6] = w6;
+    bad[7] = w7;
+    const auto res = run({p[0], bad});
+    EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
+    EXPECT_EQ(res.error_instr, 32u);
+  }
 }
 
 TEST_F(FunctionalModel, LoadZeroPadsBorders) {

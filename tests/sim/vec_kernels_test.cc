@@ -24,6 +24,13 @@ TEST(VecKernels, ScalarArithmeticByHand) {
   EXPECT_EQ(vec_requantize(9, 1, 0, 0, 5, -5), -5);  // and at or above lo yields hi
   // 2^62 plus the rounding 2^62 wraps to -2^63; >> 63 is -1.
   EXPECT_EQ(vec_requantize(INT32_MIN, INT32_MIN, 63, 0, -128, 127), -1);
+  // wrap: the low byte of round_shift(v·m) + zp as two's complement, bounds ignored.
+  EXPECT_EQ(vec_requantize(200, 1, 0, 0, 0, 0, true), -56);        // 200 - 256
+  EXPECT_EQ(vec_requantize(1000, 3, 4, -70, 0, 0, true), 118);     // 188 - 70
+  EXPECT_EQ(vec_requantize(-129, 1, 0, 0, 0, 0, true), 127);       // -129 + 256
+  EXPECT_EQ(vec_requantize(INT32_MAX, 4, 0, 5, 0, 0, true), -4 + 5); // 0x1_FFFF_FFFC: low byte 0xFC
+  EXPECT_EQ(vec_finish(int64_t{1} << 40 | 0x80, 0, 0, true), -128);
+  EXPECT_EQ(vec_finish(300, -128, 127, false), 127);
 }
 
 std::string name(VecKernel k, uint32_t n) { return std::string(vec_kernel_name(k)) + " n=" + std::to_string(n); }
@@ -80,14 +87,18 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
           // Every shift, and garbage in the high bits (only the low 6 count).
           shift[c] = static_cast<int32_t>(rnd.below(64) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
         }
+        // Every third trial with the wrap bit (REQUANT, ADD, MUL; DWCONV never wraps), every 8th
+        // with equal clamp bounds (the AVX-512 kernel writes the bound directly unless it wraps).
+        const bool wrap = trial % 3 == 0;
         const int8_t rq_zp = rnd.byte(), rq_lo = rnd.byte();
-        // Every 8th trial with equal clamp bounds (the AVX-512 kernel writes the bound directly).
-        const RequantParams rq{mult.data(), shift.data(), rq_zp, rq_lo, trial % 8 == 5 ? rq_lo : rnd.byte()};
+        const RequantParams rq{mult.data(), shift.data(), rq_zp, rq_lo, trial % 8 == 5 ? rq_lo : rnd.byte(), false};
+        RequantParams rq_wrap = rq;
+        rq_wrap.wrap = wrap;
         std::vector<int8_t> want(dst_extent(walk, n), 7), got = want;
         const int32_t* b = trial % 3 ? bias.data() : nullptr;
-        requantize_rows(VecKernel::kPortable, x.data(), b, rq, want.data(), walk, n);
-        requantize_rows(kernel, x.data(), b, rq, got.data(), walk, n);
-        ASSERT_EQ(got, want) << "REQUANT";
+        requantize_rows(VecKernel::kPortable, x.data(), b, rq_wrap, want.data(), walk, n);
+        requantize_rows(kernel, x.data(), b, rq_wrap, got.data(), walk, n);
+        ASSERT_EQ(got, want) << "REQUANT" << (wrap ? " wrap" : "");
 
         // ADD/MUL and LUT also in place (output rows over the source rows, in row order).
         const bool in_place = trial % 4 == 0;
@@ -96,7 +107,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         for (auto& v : a) v = rnd.byte();
         for (auto& v : bb) v = rnd.byte();
         const BinaryParams bin{trial % 2 == 1, rnd.word(), rnd.word(), rnd.word(), rnd.word(), rnd.below(64),
-                               rnd.byte(), rnd.byte(), rnd.byte()};
+                               rnd.byte(), rnd.byte(), rnd.byte(), wrap};
         std::vector<int8_t> a_want = a, a_got = a;
         want.assign(extent, 7);
         got = want;
@@ -142,7 +153,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         std::vector<int32_t> sum(n), unit_mult(n, 1), no_shift(n, 0), cancel(n);
         window_reduce(VecKernel::kPortable, WindowOp::kMac, xs.data(), row_stride, kw, kh, ws.data(), n, sum.data());
         for (uint32_t c = 0; c < n; ++c) cancel[c] = static_cast<int32_t>(rnd.below(201)) - 100 - sum[c];
-        const RequantParams identity{unit_mult.data(), no_shift.data(), 0, -128, 127};
+        const RequantParams identity{unit_mult.data(), no_shift.data(), 0, -128, 127, false};
         std::vector<int8_t> exact_want(n), exact_got(n);
         dwconv_rows(VecKernel::kPortable, xs.data(), window, cancel.data(), identity, exact_want.data(), RowWalk{}, n);
         dwconv_rows(kernel, xs.data(), window, cancel.data(), identity, exact_got.data(), RowWalk{}, n);
@@ -191,7 +202,7 @@ TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
           mult[c] = rnd.word();
           shift[c] = static_cast<int32_t>(rnd.below(64) | rnd.below(1 << 20) << 6);
         }
-        const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte()};
+        const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte(), trial % 3 == 0};
         std::vector<int8_t> rq_want(static_cast<size_t>(total), 7), rq_got = rq_want;
         const int32_t* b = trial % 2 ? bias.data() : nullptr;
         requantize_rows(VecKernel::kPortable, x.data(), b, rq, rq_want.data(), walk, n);

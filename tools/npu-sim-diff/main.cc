@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   uint64_t errors_seen = 0, rtl_cycles = 0, model_cycles_completed = 0, rtl_cycles_completed = 0;
   double worst_cycle_error = 0;
   std::map<std::string, uint64_t> error_classes;
+  // Completed VEC instructions (functional model's trace) by mode and wrap bit, so the run
+  // shows which VEC paths it compared.
+  std::map<std::string, uint64_t> vec_completed;
   for (uint64_t p = 0; p < programs; ++p) {
     const uint64_t s = seed * 1'000'003ull + p;
     const auto mem_f = sim::ProgramMemory::create(bm_f, s);
@@ -140,6 +143,12 @@ int main(int argc, char** argv) {
           mismatch = buf;
           break;
         }
+    for (const auto& ev : trace) {
+      if ((ev.words[0] & 0xFF) != static_cast<uint32_t>(hw::Opcode::kVec)) continue;
+      static const char* modes[] = {"REQUANT", "LUT", "ADD", "MUL", "MAXPOOL", "AVGPOOL", "DWCONV"};
+      const uint32_t mode = (ev.words[0] >> 16) & 0xF;
+      ++vec_completed[std::string(mode < 7 ? modes[mode] : "?") + ((ev.words[0] & isa::kVecWrapBit) ? "+wrap" : "")];
+    }
     if (f.result.error_code) {
       ++errors_seen;
       ++error_classes[std::string(hw::error_name(static_cast<hw::ErrorCode>(f.result.error_code)))];
@@ -177,6 +186,9 @@ int main(int argc, char** argv) {
               dim, dim, static_cast<unsigned long long>(errors_seen));
   for (const auto& [name, count] : error_classes) std::printf(" %s=%llu", name.c_str(), static_cast<unsigned long long>(count));
   std::printf("), %.1f s, %.0f RTL cycles/s\n", secs, static_cast<double>(rtl_cycles) / secs);
+  std::printf("VEC instructions completed:");
+  for (const auto& [name, count] : vec_completed) std::printf(" %s=%llu", name.c_str(), static_cast<unsigned long long>(count));
+  std::printf("\n");
   if (rtl_cycles_completed > 0)
     std::printf("cycle prediction on completed programs: model/RTL = %.4f overall, worst program off by %.2f%%\n",
                 static_cast<double>(model_cycles_completed) / static_cast<double>(rtl_cycles_completed), 100 * worst_cycle_error);

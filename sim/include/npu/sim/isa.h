@@ -53,8 +53,13 @@ struct Gemm {
   Tokens tokens;
 };
 
+// VEC w0 bit 21, `wrap` (ISA 1.2): REQUANT, ADD and MUL write the low byte of their result
+// (integer modular arithmetic) instead of clamping it; clamp low and high must then be 0.
+inline constexpr uint32_t kVecWrapBit = 1u << 21;
+
 struct VecRequant {
   bool bias = false;
+  bool wrap = false;  // kVecWrapBit; needs clamp_lo = clamp_hi = 0
   uint16_t src = 0, dst = 0, param = 0;
   uint16_t r = 1, o = 1;
   int8_t zero_point = 0;
@@ -113,7 +118,8 @@ constexpr Words encode(const Gemm& in) {
 
 constexpr Words encode(const VecRequant& in) {
   return {op(hw::Opcode::kVec) | token_bits(in.tokens) |
-              (static_cast<uint32_t>(hw::VecMode::kRequant) << 16) | (in.bias ? 1u << 20 : 0u),
+              (static_cast<uint32_t>(hw::VecMode::kRequant) << 16) | (in.bias ? 1u << 20 : 0u) |
+              (in.wrap ? kVecWrapBit : 0u),
           pack16(in.src, in.dst),
           pack16(in.param, in.r),
           pack16(in.o, static_cast<uint8_t>(in.zero_point)),
