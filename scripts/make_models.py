@@ -20,6 +20,21 @@ integer_io_relu.onnx / integer_io_sqrt.onnx  uint8 codes [2,8] -> DequantizeLine
 gemm_scalar_bias.onnx  Gemm [5,40]x[40,20] whose one-element bias C (shape []) is an input, beta 20
 deconv1d.onnx    1-D ConvTranspose [1,20,9] -> [1,18,18] (stride 2, pads 1/0, constant W): NHWC with H = 1
 dilated_pool.onnx  MaxPool 3x3, dilations [2,3], pads [1,2,1,2], strides [1,2] on [1,20,11,13]
+pool3d_max.onnx  MaxPool 3-D [3,2,3], strides [2,1,2], pads [1,0,1,1,1,0], dilations [1,2,1] on [2,3,9,8,11]
+pool3d_avg.onnx  AveragePool 3-D [2,3,3], strides [2,2,1], pads [1,1,0,0,1,1] on [1,3,7,9,10]
+pool3d_avg_ceil.onnx  AveragePool 3-D [3,2,2], strides [2,2,2], pads [1,0,1,1,1,0], count_include_pad,
+                 ceil_mode on [1,2,8,7,9]
+deconv3d.onnx    3-D ConvTranspose [1,20,3,4,5] -> [1,6,7,9,10] (strides 2, pads [1,0,1,0,1,0],
+                 output_padding [1,1,1], constant W [20,6,3,3,2] and bias)
+deconv3d_dynamic.onnx  3-D ConvTranspose [1,20,3,4,5] -> [1,6,4,7,8] with W [20,6,2,3,3] a graph input,
+                 strides [1,2,1], dilations [2,1,2], pads [0,1,0,1,1,1]
+conv3d.onnx      3-D Conv [1,5,6,7,8] -> [1,7,3,6,4] (W [7,5,3,2,3] constant, bias, strides [2,1,2],
+                 pads [1,0,1,1,1,0], dilations [1,2,1])
+conv3d_dynamic.onnx  3-D Conv [1,20,4,5,6] -> [1,18,4,5,6] with W [18,20,3,3,3] a graph input,
+                 auto_pad SAME_UPPER
+empty_reshape.onnx  Reshape of an empty [0,3,4] tensor to [3,4,0] (allowzero), then Relu
+quantize_axis.onnx  QuantizeLinear [2,3,4,5] -> uint8, per-axis (axis 1) scales and zero points
+dequantize_axis.onnx  DequantizeLinear int8 [2,3,4,5] -> float, per-axis (axis -1) scales and zero points
 matmul_shared_b.onnx  MatMul [2,6,40] x [40,24] with B a graph input (one B for both batches)
 big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
@@ -242,6 +257,114 @@ def dilated_pool():
                              producer_name="npu make_models.py")
 
 
+def pool_output(size, kernel, stride, pad_begin, pad_end, dilation=1, ceil_mode=False):
+    span = size + pad_begin + pad_end - ((kernel - 1) * dilation + 1)
+    return (-(-span // stride) if ceil_mode else span // stride) + 1
+
+
+def pool3d(op, name, x_shape, kernel, strides, pads, dilations=(1, 1, 1), **attrs):
+    y_shape = list(x_shape[:2]) + [
+        pool_output(x_shape[2 + d], kernel[d], strides[d], pads[d], pads[d + 3], dilations[d],
+                    attrs.get("ceil_mode", 0) == 1) for d in range(3)]
+    if op == "MaxPool":
+        attrs["dilations"] = list(dilations)
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name=name, kernel_shape=list(kernel), strides=list(strides),
+                          pads=list(pads), **attrs)],
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def deconv3d(rng):
+    w = rng.normal(0, 0.2, (20, 6, 3, 3, 2)).astype(np.float32)
+    b = rng.normal(0, 0.1, (6,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="deconv3d", strides=[2, 2, 2],
+                          pads=[1, 0, 1, 0, 1, 0], output_padding=[1, 1, 1])],
+        "deconv3d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 3, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 7, 9, 10])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def deconv3d_dynamic():
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv3d_dynamic", strides=[1, 2, 1],
+                          dilations=[2, 1, 2], pads=[0, 1, 0, 1, 1, 1])],
+        "deconv3d_dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 3, 4, 5]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [20, 6, 2, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 7, 8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def conv3d(rng):
+    w = rng.normal(0, 0.2, (7, 5, 3, 2, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, (7,)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv3d", strides=[2, 1, 2],
+                          pads=[1, 0, 1, 1, 1, 0], dilations=[1, 2, 1])],
+        "conv3d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 6, 7, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, 3, 6, 4])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def conv3d_dynamic():
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv3d_dynamic", auto_pad="SAME_UPPER")],
+        "conv3d_dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 4, 5, 6]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [18, 20, 3, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 18, 4, 5, 6])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def empty_reshape():
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape", allowzero=1),
+         helper.make_node("Relu", ["r"], ["y"], name="relu")],
+        "empty_reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 0])],
+        [helper.make_tensor("shape", TensorProto.INT64, [3], [3, 4, 0])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
+                             producer_name="npu make_models.py")
+
+
+def quantize_axis():
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "scale", "zero_point"], ["y"], name="quantize", axis=1)],
+        "quantize_axis",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 3, 4, 5])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [3], [0.02, 0.5, 0.125]),
+         helper.make_tensor("zero_point", TensorProto.UINT8, [3], [0, 128, 250])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def dequantize_axis():
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["x", "scale", "zero_point"], ["y"], name="dequantize", axis=-1)],
+        "dequantize_axis",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [2, 3, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [5], [0.1, 0.25, 1.5, 0.003, 2.0]),
+         helper.make_tensor("zero_point", TensorProto.INT8, [5], [0, -128, 127, 5, -7])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def matmul_shared_b():
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["y"], name="matmul")],
@@ -296,6 +419,20 @@ def main():
     save(deconv1d(np.random.default_rng(13)), os.path.join(out, "deconv1d.onnx"))
     save(dilated_pool(), os.path.join(out, "dilated_pool.onnx"))
     save(matmul_shared_b(), os.path.join(out, "matmul_shared_b.onnx"))
+    save(pool3d("MaxPool", "pool3d_max", [2, 3, 9, 8, 11], [3, 2, 3], [2, 1, 2], [1, 0, 1, 1, 1, 0], [1, 2, 1]),
+         os.path.join(out, "pool3d_max.onnx"))
+    save(pool3d("AveragePool", "pool3d_avg", [1, 3, 7, 9, 10], [2, 3, 3], [2, 2, 1], [1, 1, 0, 0, 1, 1]),
+         os.path.join(out, "pool3d_avg.onnx"))
+    save(pool3d("AveragePool", "pool3d_avg_ceil", [1, 2, 8, 7, 9], [3, 2, 2], [2, 2, 2], [1, 0, 1, 1, 1, 0],
+                count_include_pad=1, ceil_mode=1),
+         os.path.join(out, "pool3d_avg_ceil.onnx"))
+    save(deconv3d(np.random.default_rng(14)), os.path.join(out, "deconv3d.onnx"))
+    save(deconv3d_dynamic(), os.path.join(out, "deconv3d_dynamic.onnx"))
+    save(conv3d(np.random.default_rng(15)), os.path.join(out, "conv3d.onnx"))
+    save(conv3d_dynamic(), os.path.join(out, "conv3d_dynamic.onnx"))
+    save(empty_reshape(), os.path.join(out, "empty_reshape.onnx"))
+    save(quantize_axis(), os.path.join(out, "quantize_axis.onnx"))
+    save(dequantize_axis(), os.path.join(out, "dequantize_axis.onnx"))
     save(dynamic_gemm(), os.path.join(out, "dynamic_gemm.onnx"))
     save(reshape_shape_input(), os.path.join(out, "reshape_shape_input.onnx"))
     save(qdq_param_inputs(), os.path.join(out, "qdq_param_inputs.onnx"))

@@ -356,7 +356,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       if (const auto* c = std::get_if<ConvLayer>(&op)) {
         if (!c->depthwise && (c->pad_t || c->pad_l || c->pad_b || c->pad_r)) symmetric.insert(c->input);
         // ConvTranspose: the zero-point correction would depend on the output position.
-        if (c->transposed) zero_point_zero.insert(c->input);
+        // 3-D Conv skips padding taps the same way (lower_tap_gemm_conv).
+        if (c->transposed || c->three_d) zero_point_zero.insert(c->input);
         if (c->weight_input >= 0) {  // unknown weights: no zero-point correction is possible
           zero_point_zero.insert(c->input);
           zero_point_zero.insert(c->weight_input);
@@ -486,11 +487,21 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         layout[c->input] = {c->W * padded_channels(c->C, N), 1, padded_channels(c->C, N)};
         layout[c->output] = {c->OW * padded_channels(c->Cout, N), 1, padded_channels(c->Cout, N)};
       }
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->three_d) {
+        // [N,C,D,H,W] stored [N][D][H][W][C padded] (NDHWC).
+        const int64_t cp = padded_channels(c->C, N), coutp = padded_channels(c->Cout, N);
+        layout[c->input] = {c->D * c->H * c->W * cp, 1, c->H * c->W * cp, c->W * cp, cp};
+        layout[c->output] = {c->OD * c->OH * c->OW * coutp, 1, c->OH * c->OW * coutp, c->OW * coutp, coutp};
+      }
       if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input >= 0) {
         // W [Cout][C][KH][KW] (ConvTranspose: [C][Cout][KH][KW], 1-D: [C][Cout][KW]) stored
         // [KH][KW][C][Cout].
         if (c->transposed && c->one_d) layout[c->weight_input] = {c->Cout, 1, c->C * c->Cout};
+        else if (c->transposed && c->three_d)  // [C][Cout][KD][KH][KW] stored [KD][KH][KW][C][Cout]
+          layout[c->weight_input] = {c->Cout, 1, c->KH * c->KW * c->C * c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         else if (c->transposed) layout[c->weight_input] = {c->Cout, 1, c->KW * c->C * c->Cout, c->C * c->Cout};
+        else if (c->three_d)  // [Cout][C][KD][KH][KW] stored [KD][KH][KW][C][Cout]
+          layout[c->weight_input] = {1, c->Cout, c->KH * c->KW * c->C * c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         else layout[c->weight_input] = {1, c->Cout, c->KW * c->C * c->Cout, c->C * c->Cout};
         if (c->bias_input >= 0) {
           layout[c->bias_input] = {1};
@@ -505,6 +516,34 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (const NpuLayer& op : s.ops)
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
         for (size_t k = 1; k < e->inputs.size(); ++k) device_scalars.insert(e->inputs[k]);
+  // Per-axis quantisation of a device view (a lone per-axis QuantizeLinear/DequantizeLinear
+  // at the graph boundary, bind_integer_io): legal only where every NPU layer touching the
+  // value copies codes unchanged to or from a value of the same per-axis quantisation (an
+  // identity Transpose); the layers then see one placeholder per-tensor QParams on both
+  // sides, and the image's device view carries the per-axis scales and zero points.
+  std::map<int, DeclaredQuant> per_axis;
+  {
+    auto is_per_axis = [&](int v) { return g.value(v).quant && g.value(v).quant->scale.size() > 1; };
+    std::set<int> refused;
+    for (const auto& s : steps)
+      for (const NpuLayer& op : s.ops) {
+        std::vector<int> touched = npu_layer_inputs(op);
+        touched.push_back(npu_layer_output(op));
+        const auto* e = std::get_if<EltLayer>(&op);
+        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1;
+        for (size_t d = 0; identity_copy && d < e->perm.size(); ++d) identity_copy = e->perm[d] == static_cast<int64_t>(d);
+        const bool same = identity_copy && is_per_axis(e->inputs[0]) && is_per_axis(e->output) &&
+                          g.value(e->inputs[0]).quant->scale == g.value(e->output).quant->scale &&
+                          g.value(e->inputs[0]).quant->zero_point == g.value(e->output).quant->zero_point &&
+                          g.value(e->inputs[0]).quant->axis == g.value(e->output).quant->axis;
+        for (int v : touched) {
+          if (!is_per_axis(v)) continue;
+          if (same) per_axis.emplace(v, *g.value(v).quant);
+          else refused.insert(v);
+        }
+      }
+    for (int v : refused) per_axis.erase(v);
+  }
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>> act_strides;  // byte strides in the float shape's order
   std::map<int, uint64_t> act_size;
@@ -513,7 +552,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     if (act_offset.count(v)) return;
     const auto [lo, hi] = ranges[v];
     const std::optional<DeclaredQuant>& declared = g.value(v).quant;
-    if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
+    if (auto pa = per_axis.find(v); pa != per_axis.end()) {
+      qp[v] = QParams{pa->second.scale[0], pa->second.zero_point[0]};  // placeholder: codes are only copied
+    } else if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
       qp[v] = iq->second();  // its layer's operands are placed first (npu_layer_inputs order)
     } else if (auto sb = spread_bias.find(v); sb != spread_bias.end()) {
       qp[v] = sb->second();
@@ -715,7 +756,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
         return d;
       };
-      if (const auto* fc = std::get_if<FcLayer>(&op)) {
+      int64_t out_elements = 1;
+      for (int64_t d : g.value(out).shape) out_elements *= d;
+      if (out_elements == 0) {
+        // An empty output (a zero dimension): nothing to compute or move, so no instructions
+        // (a lowering would emit loops of count 0, which the ISA forbids).
+      } else if (const auto* fc = std::get_if<FcLayer>(&op)) {
         NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[fc->input]),
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
@@ -758,6 +804,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
               dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
               axis_offset += shape[static_cast<size_t>(e.axis)];
             }
+            if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
             NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
                                                           static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
                                                           weights, seg.prog));
@@ -803,10 +850,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   for (int v = 0; v < static_cast<int>(g.values.size()); ++v) {
     const Value& val = g.value(v);
     if (!val.io_codes) continue;
-    // int32 outputs are accumulators (checked above); the others int8 codes.
-    if (!act_offset.count(v) || int32_quant.count(v) != (*val.io_codes == DType::kI32) ||
-        qp[v].scale != val.quant->scale[0] ||
-        qp[v].zero_point != val.quant->zero_point[0]) {
+    // int32 outputs are accumulators (checked above); the others int8 codes, per tensor or
+    // per axis.
+    const bool on_grid = val.quant->scale.size() > 1
+                             ? per_axis.count(v) > 0
+                             : qp[v].scale == val.quant->scale[0] && qp[v].zero_point == val.quant->zero_point[0];
+    if (!act_offset.count(v) || int32_quant.count(v) != (*val.io_codes == DType::kI32) || !on_grid) {
       *io_refused = "'" + val.name + "' is not held on the device with its own codes";
       return make_error(StatusCode::kUnsupported, *io_refused);
     }
@@ -818,18 +867,28 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     return image::CreateQuant(fb, fb.CreateVector(std::vector<float>{q.scale}),
                               fb.CreateVector(std::vector<int32_t>{q.zero_point}), -1);
   };
+  // A value's quantisation (per axis, or qp's per tensor), zero points shifted by `zp_shift`.
+  auto value_quant = [&](int v, int32_t zp_shift) {
+    if (auto pa = per_axis.find(v); pa != per_axis.end()) {
+      std::vector<int32_t> zps = pa->second.zero_point;
+      for (auto& z : zps) z += zp_shift;
+      return image::CreateQuant(fb, fb.CreateVector(pa->second.scale), fb.CreateVector(zps),
+                                static_cast<int32_t>(pa->second.axis));
+    }
+    return quant(QParams{qp[v].scale, qp[v].zero_point + zp_shift});
+  };
   auto binding = [&](int v) {
     const Value& val = g.value(v);
     flatbuffers::Offset<image::DeviceView> view = 0;
     flatbuffers::Offset<image::Quant> desc_quant = 0;
     if (act_offset.count(v)) {
-      desc_quant = quant(qp[v]);
+      desc_quant = value_quant(v, 0);
       view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(act_strides[v]),
-                                     int32_quant.count(v) ? image::DType::I32 : image::DType::I8, quant(qp[v]));
+                                     int32_quant.count(v) ? image::DType::I32 : image::DType::I8, value_quant(v, 0));
     }
     if (val.io_codes && *val.io_codes == DType::kU8) {
       // The user's uint8 codes: the device's int8 codes shifted by +128.
-      desc_quant = quant(QParams{qp[v].scale, qp[v].zero_point + 128});
+      desc_quant = value_quant(v, 128);
     }
     auto desc = image::CreateTensorDesc(fb, fb.CreateString(val.name), to_image_dtype(val.io_codes.value_or(val.dtype)),
                                         fb.CreateVector(val.shape),

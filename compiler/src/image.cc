@@ -2,6 +2,7 @@
 #include "npu/compiler/image.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "npu/hw/config.h"
@@ -41,6 +42,33 @@ Status check_desc(const std::string& origin, const image::IoBinding* io, const s
   return Status::ok();
 }
 
+// A device view's quantisation: per tensor (axis -1, one scale and zero point) or per axis
+// (axis in [0, rank), one scale and zero point per index of that dimension); scales positive
+// and finite.
+Status check_quant(const std::string& origin, const image::Quant* q, const flatbuffers::Vector<int64_t>* shape,
+                   const std::string& where) {
+  if (!q || !q->scale() || !q->zero_point() || q->scale()->size() == 0)
+    return corrupt(origin, where + " has no quantisation");
+  const int32_t axis = q->axis();
+  if (axis == -1) {
+    if (q->scale()->size() != 1 || q->zero_point()->size() != 1)
+      return corrupt(origin, where + " has a per-tensor quantisation with " + std::to_string(q->scale()->size()) +
+                                 " scales and " + std::to_string(q->zero_point()->size()) + " zero points");
+  } else {
+    if (axis < 0 || static_cast<uint32_t>(axis) >= shape->size())
+      return corrupt(origin, where + " has a per-axis quantisation along axis " + std::to_string(axis) +
+                                 ", outside its rank " + std::to_string(shape->size()));
+    const int64_t dim = shape->Get(static_cast<uint32_t>(axis));
+    if (static_cast<int64_t>(q->scale()->size()) != dim || static_cast<int64_t>(q->zero_point()->size()) != dim)
+      return corrupt(origin, where + " has " + std::to_string(q->scale()->size()) + " scales and " +
+                                 std::to_string(q->zero_point()->size()) + " zero points along axis " +
+                                 std::to_string(axis) + " of size " + std::to_string(dim));
+  }
+  for (float s : *q->scale())
+    if (!(s > 0.0f) || !std::isfinite(s)) return corrupt(origin, where + " has a scale that is not positive and finite");
+  return Status::ok();
+}
+
 Status check_view(const std::string& origin, const image::IoBinding* io, uint64_t act_bytes,
                   const char* kind, size_t index) {
   const std::string where = std::string(kind) + " " + std::to_string(index);
@@ -55,20 +83,23 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
     return corrupt(origin, where + " does not live in the activation buffer");
   if (view->dtype() != image::DType::I8 && view->dtype() != image::DType::I32)
     return corrupt(origin, where + " has an unsupported device dtype");
-  if (!view->quant() || !view->quant()->scale() || view->quant()->scale()->size() != 1 ||
-      !view->quant()->zero_point() || view->quant()->zero_point()->size() != 1 ||
-      !(view->quant()->scale()->Get(0) > 0.0f))
-    return corrupt(origin, where + " has no valid per-tensor quantisation");
+  NPU_RETURN_IF_ERROR(check_quant(origin, view->quant(), shape, where));
   uint64_t last = view->offset();
   uint64_t elements = 1;
   for (uint32_t d = 0; d < shape->size(); ++d) {
     const int64_t extent = shape->Get(d);
     const int64_t stride = view->strides()->Get(d);
-    if (extent <= 0 || extent > (1 << 24) || stride < 0 || stride > (1ll << 31))
+    if (extent < 0 || extent > (1 << 24) || stride < 0 || stride > (1ll << 31))
       return corrupt(origin, where + " has an out-of-range dimension or stride");
     elements *= static_cast<uint64_t>(extent);
     if (elements > (1ull << 28)) return corrupt(origin, where + " is too large");
-    last += static_cast<uint64_t>(extent - 1) * static_cast<uint64_t>(stride);
+    if (extent > 0) last += static_cast<uint64_t>(extent - 1) * static_cast<uint64_t>(stride);
+  }
+  // An empty tensor (a zero dimension) covers no bytes; its offset must still lie inside
+  // the buffer.
+  if (elements == 0) {
+    if (view->offset() > act_bytes) return corrupt(origin, where + " starts past the activation buffer");
+    return Status::ok();
   }
   const uint64_t esize = view->dtype() == image::DType::I32 ? 4 : 1;
   // int32 views (biases in accumulator units) are read as whole ACC lanes: 4-byte aligned.

@@ -441,9 +441,9 @@ static void load_dynamic_conv_tiles(int64_t C, int64_t Cout, int64_t taps, int64
     }
 }
 
-static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
-                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                               Program& prog, const DynamicOperands& dyn);
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                              uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                              Program& prog, const DynamicOperands& dyn);
 
 // A dynamic conv bias (int32 [Cout]) replaces the bias row of each output block's parameter
 // rows (block nb at ACC row param_base + 3·nb).
@@ -474,7 +474,7 @@ static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_fi
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn) {
-  if (L.transposed) return lower_conv_transpose(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
+  if (L.transposed || L.three_d) return lower_tap_gemm_conv(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
@@ -1345,14 +1345,22 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   // so that a dilated window row is again consecutive scratchpad rows; one instruction per
   // output column then (consecutive columns change phase). Vertical dilation is the window's
   // row step.
+  // A 3-D pool of a dense [N, C, D, H, W] value (one element per row, a plane per (n, c)
+  // pair) works per output depth slice: the window's valid input slices (fv of them) are
+  // loaded interleaved by image row (row = (y·fv + j)·W + x, one LOAD: z walks y, y walks the
+  // slices), so that for an AveragePool the rows × depth window is again kh·fv rows with the
+  // step of one image row: one VEC instruction and one rounding, as in 2-D. A MaxPool first
+  // reduces the fv slices to one plane (max is exact in any order), then pools it in 2-D
+  // (which also serves vertical dilation).
   const auto& x = in_shapes[0];
-  const bool one_d = x.size() == 3;
-  const int64_t Nb = x[0], C = one_d ? 1 : x[1], H = one_d ? x[1] : x[2], W = one_d ? x[2] : x[3];
-  const int64_t OH = one_d ? out_shape[1] : out_shape[2], OW = one_d ? out_shape[2] : out_shape[3];
-  const int64_t CB = (C + N - 1) / N, pixel = one_d ? 1 : CB * N;
-  const int64_t plane_in = one_d ? H * W : H * W * pixel, plane_out = one_d ? OH * OW : OH * OW * pixel;
-  if (H * W + OH * OW > act_rows || H * W > 65535)
-    return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
+  const size_t rank = x.size();
+  const bool one_d = rank == 3, three_d = rank == 5, dense_rows = rank != 4;
+  const int64_t Nb = three_d ? x[0] * x[1] : x[0], C = rank == 4 ? x[1] : 1;
+  const int64_t Dd = three_d ? x[2] : 1, ODd = three_d ? out_shape[2] : 1;
+  const int64_t H = one_d ? x[1] : x[rank - 2], W = x[rank - 1];
+  const int64_t OH = one_d ? out_shape[1] : out_shape[rank - 2], OW = out_shape[rank - 1];
+  const int64_t CB = (C + N - 1) / N, pixel = dense_rows ? 1 : CB * N;
+  const int64_t plane_in = Dd * H * W * pixel, plane_out = ODd * OH * OW * pixel;
   struct Taps {
     int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
     bool operator==(const Taps&) const = default;
@@ -1370,25 +1378,37 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       of->push_back(static_cast<int>(it - kinds->begin()));
     }
   };
-  std::vector<Taps> row_kinds, col_kinds;
-  std::vector<int> row_kind, col_kind;
+  std::vector<Taps> depth_kinds, row_kinds, col_kinds;
+  std::vector<int> depth_kind, row_kind, col_kind;
+  classes(ODd, L.sd, L.pad_f, L.pad_k, Dd, L.kd, L.dd, &depth_kinds, &depth_kind);
   classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
   classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
-  for (const auto* kinds : {&row_kinds, &col_kinds})
+  for (const auto* kinds : {&depth_kinds, &row_kinds, &col_kinds})
     for (const Taps& t : *kinds)
       if (t.hi <= t.lo)
         return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "' has a window without input pixels");
-  // Average pools: one parameter row per distinct divisor.
-  std::vector<int64_t> divisors;
-  auto divisor_of = [&](const Taps& r, const Taps& c) {
-    return L.count_include_pad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
-  };
   const bool avg = L.kind != Kind::kMaxPool;
+  int64_t fmax = 1;  // most input slices one output slice reads
+  for (const Taps& t : depth_kinds) fmax = std::max(fmax, t.hi - t.lo);
+  const int64_t reduced = !avg && fmax > 1 ? H * W : 0;  // MaxPool: the slices' maximum
+  const int64_t plane_rows = fmax * H * W + reduced;
+  if (plane_rows + OH * OW > act_rows || fmax * H * W > 65535)
+    return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': one channel plane does not fit the scratchpad");
+  for (const Taps& r : row_kinds)
+    if (avg && (r.hi - r.lo) * fmax > 255)
+      return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': the window spans more than 255 rows × slices");
+  // Average pools: one parameter row per distinct divisor. The window is separable, so its
+  // tap count is the product of the per-axis counts.
+  std::vector<int64_t> divisors;
+  auto divisor_of = [&](const Taps& d, const Taps& r, const Taps& c) {
+    return L.count_include_pad ? d.padded * r.padded * c.padded : (d.hi - d.lo) * (r.hi - r.lo) * (c.hi - c.lo);
+  };
   if (avg) {
-    for (const Taps& r : row_kinds)
-      for (const Taps& c : col_kinds)
-        if (std::find(divisors.begin(), divisors.end(), divisor_of(r, c)) == divisors.end())
-          divisors.push_back(divisor_of(r, c));
+    for (const Taps& d : depth_kinds)
+      for (const Taps& r : row_kinds)
+        for (const Taps& c : col_kinds)
+          if (std::find(divisors.begin(), divisors.end(), divisor_of(d, r, c)) == divisors.end())
+            divisors.push_back(divisor_of(d, r, c));
     const uint64_t p_off = align_up(weights.size());
     for (int64_t d : divisors) {
       const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(d));
@@ -1402,9 +1422,9 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
   }
   const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
-  const uint32_t D = static_cast<uint32_t>(H * W);
-  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) from scratchpad row
-  // base[p], plane-major.
+  const uint32_t D = static_cast<uint32_t>(plane_rows);  // output plane rows start here
+  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) plane-major, from
+  // scratchpad row fv·base[p] (fv interleaved slices of H·cnt[p] rows each).
   const int64_t phases = std::min<int64_t>(L.dw, W);
   std::vector<int64_t> cnt(static_cast<size_t>(phases)), base(static_cast<size_t>(phases));
   for (int64_t p = 0, row = 0; p < phases; ++p) {
@@ -1413,53 +1433,86 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     row += H * cnt[static_cast<size_t>(p)];
   }
   for (int64_t b = 0; b < Nb; ++b)
-    for (int64_t cb = 0; cb < CB; ++cb) {
-      const auto elems = static_cast<uint32_t>(one_d ? 1 : std::min<int64_t>(N, C - cb * N));
-      for (int64_t p = 0; p < phases; ++p) {
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = static_cast<uint32_t>(base[static_cast<size_t>(p)]);
-        ld.row_elems = elems == N ? 0 : elems;
-        ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
-        ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
-        ld.y = static_cast<uint16_t>(H);
-        ld.y_stride = static_cast<uint32_t>(W * pixel);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + b * plane_in + p * pixel + cb * N));
-      }
-      for (int64_t r0 = 0; r0 < OH;) {
-        int64_t r1 = r0 + 1;
-        while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-        const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
-        for (int64_t c0 = 0; c0 < OW;) {
-          int64_t c1 = c0 + 1;
-          while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-          const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
-          const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
-          const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
-          const int64_t param = avg ? std::find(divisors.begin(), divisors.end(), divisor_of(rk, ck)) - divisors.begin() : 0;
-          isa::VecRequant v{.src = static_cast<uint16_t>(base[static_cast<size_t>(p)] + y * stride_rows + xx / L.dw),
-                            .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
-                            .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
-                            .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
-                            .src_so = static_cast<uint16_t>(L.sh * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
-                            .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
-          prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo), static_cast<uint32_t>(rk.hi - rk.lo),
-                                  static_cast<uint32_t>(L.dh * stride_rows)));
-          c0 = c1;
+    for (int64_t cb = 0; cb < CB; ++cb)
+      for (int64_t od = 0; od < ODd; ++od) {
+        const auto elems = static_cast<uint32_t>(dense_rows ? 1 : std::min<int64_t>(N, C - cb * N));
+        const Taps& dk = depth_kinds[static_cast<size_t>(depth_kind[static_cast<size_t>(od)])];
+        const int64_t fv = dk.hi - dk.lo, first_slice = od * L.sd - L.pad_f + dk.lo * L.dd;
+        for (int64_t p = 0; p < phases; ++p) {
+          isa::Load ld;
+          ld.sp = hw::Scratchpad::kAct;
+          ld.sp_base = static_cast<uint32_t>(fv * base[static_cast<size_t>(p)]);
+          ld.row_elems = elems == N ? 0 : elems;
+          ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
+          ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
+          if (fv == 1) {
+            ld.y = static_cast<uint16_t>(H);
+            ld.y_stride = static_cast<uint32_t>(W * pixel);
+          } else {
+            ld.z = static_cast<uint16_t>(H);
+            ld.z_stride = static_cast<uint32_t>(W * pixel);
+            ld.y = static_cast<uint16_t>(fv);
+            ld.y_stride = static_cast<uint32_t>(L.dd * H * W * pixel);
+          }
+          prog.load(ld, BK::Activations,
+                    static_cast<uint32_t>(in_off[0] + b * plane_in + first_slice * H * W * pixel + p * pixel + cb * N));
         }
-        r0 = r1;
+        // Where the 2-D windows read: the loaded plane(s), fv slices interleaved (AveragePool),
+        // or the MaxPool's reduced plane.
+        int64_t slices = fv, plane = 0;
+        if (!avg && fv > 1) {
+          for (int64_t p = 0; p < phases; ++p) {
+            const int64_t c = cnt[static_cast<size_t>(p)];
+            isa::VecRequant v{.src = static_cast<uint16_t>(fv * base[static_cast<size_t>(p)]),
+                              .dst = static_cast<uint16_t>(fmax * H * W + base[static_cast<size_t>(p)]),
+                              .param = 0, .r = static_cast<uint16_t>(c), .o = static_cast<uint16_t>(H),
+                              .zero_point = 0, .src_so = static_cast<uint16_t>(fv * c), .src_sr = 1,
+                              .dst_so = static_cast<uint16_t>(c), .dst_sr = 1};
+            prog.vec_words(vec_mode(v, mode, 0, 1, static_cast<uint32_t>(fv), static_cast<uint32_t>(c)));
+          }
+          slices = 1;
+          plane = fmax * H * W;
+        }
+        for (int64_t r0 = 0; r0 < OH;) {
+          int64_t r1 = r0 + 1;
+          while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+          const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
+          for (int64_t c0 = 0; c0 < OW;) {
+            int64_t c1 = c0 + 1;
+            while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+            const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
+            const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
+            const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
+            const int64_t param =
+                avg ? std::find(divisors.begin(), divisors.end(), divisor_of(dk, rk, ck)) - divisors.begin() : 0;
+            isa::VecRequant v{
+                .src = static_cast<uint16_t>(plane + slices * base[static_cast<size_t>(p)] + y * slices * stride_rows +
+                                             xx / L.dw),
+                .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
+                .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+                .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
+                .src_so = static_cast<uint16_t>(L.sh * slices * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
+                .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+            // Window rows: kh image rows (step dh rows), each the `slices` interleaved slices
+            // (AveragePool has no dilation, so with slices > 1 the step is one plane row).
+            prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo),
+                                    static_cast<uint32_t>((rk.hi - rk.lo) * slices),
+                                    static_cast<uint32_t>((slices > 1 ? 1 : L.dh) * stride_rows)));
+            c0 = c1;
+          }
+          r0 = r1;
+        }
+        isa::Store st;
+        st.sp = hw::Scratchpad::kAct;
+        st.sp_base = D;
+        st.row_elems = elems == N ? 0 : elems;
+        st.x = static_cast<uint16_t>(OW);
+        st.x_stride = static_cast<uint32_t>(pixel);
+        st.y = static_cast<uint16_t>(OH);
+        st.y_stride = static_cast<uint32_t>(OW * pixel);
+        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + od * OH * OW * pixel + cb * N));
       }
-      isa::Store st;
-      st.sp = hw::Scratchpad::kAct;
-      st.sp_base = D;
-      st.row_elems = elems == N ? 0 : elems;
-      st.x = static_cast<uint16_t>(OW);
-      st.x_stride = static_cast<uint32_t>(pixel);
-      st.y = static_cast<uint16_t>(OH);
-      st.y_stride = static_cast<uint32_t>(OW * pixel);
-      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + cb * N));
-    }
-  facts.scratchpad_bytes = static_cast<uint64_t>(H * W + OH * OW) * N + divisors.size() * N * 4;
+  facts.scratchpad_bytes = static_cast<uint64_t>(plane_rows + OH * OW) * N + divisors.size() * N * 4;
   return facts;
 }
 
@@ -1594,31 +1647,43 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
   return facts;
 }
 
-// ConvTranspose as GEMMs with overlapping accumulation: for every tap (ky, kx) one GEMM
-// multiplies all input pixels by the tap's weights and adds the products into the
-// accumulator rows of the output pixels they land on (iy·s + ky·d − pad, ix·s + kx·d − pad),
-// clipped to the output. The accumulators start at zero; the input is symmetric (zero point
+// ConvTranspose (and 3-D Conv) as one GEMM per tap over whole rectangles of pixels. For
+// ConvTranspose every tap (ky, kx) multiplies all input pixels by the tap's weights and
+// adds the products into the accumulator rows of the output pixels they land on (iy·s +
+// ky·d − pad, ix·s + kx·d − pad; act stride 1, acc stride s), clipped to the output, so
+// overlapping taps accumulate. A Conv's tap instead reads the input pixel oy·s + ky·d − pad
+// of every output pixel it reaches (act stride s, acc stride 1); taps in the padding are
+// skipped. Either way the accumulators start at zero and the input is symmetric (zero point
 // 0), so no border-dependent zero-point correction exists.
-static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
-                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                               Program& prog, const DynamicOperands& dyn) {
+// A 3-D layer is the sum over kernel depth of 2-D ones: output slice od accumulates, for
+// every depth tap kd whose input slice (ConvTranspose: id = (od + pad − kd·d) / s when whole;
+// Conv: id = od·s + kd·d − pad) is inside the input, the 2-D taps of slice id with the
+// weights of (kd, ky, kx); then REQUANT and STORE of that slice (a ConvTranspose slice no
+// tap reaches is the bias alone). NDHWC input slices are consecutive image rows, so the
+// whole input loads as one image D·H rows high.
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                              uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                              Program& prog, const DynamicOperands& dyn) {
   using BK = image::BufferKind;
   const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
-  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KD * L.KH * L.KW, taps_2d = L.KH * L.KW;
   const int64_t Cp = CB * N, Coutp = NB * N;
   const bool dynamic = L.weight_input >= 0;
-  if (qx.zero_point != 0)
-    return make_error(StatusCode::kInternal, "ConvTranspose '" + L.name + "' needs a symmetric input");
-  // Per-output-channel scales over (c, tap) of W [C][Cout][KH][KW].
+  const std::string what = (L.transposed ? "ConvTranspose '" : "Conv '") + L.name + "'";
+  if (qx.zero_point != 0) return make_error(StatusCode::kInternal, what + " needs a symmetric input");
+  // W is [C][Cout][taps] (ConvTranspose) or [Cout][C][taps] (Conv).
+  auto weight = [&](int64_t c, int64_t m, int64_t t) {
+    return L.weights[static_cast<size_t>((L.transposed ? c * L.Cout + m : m * L.C + c) * taps + t)];
+  };
+  // Per-output-channel scales over (c, tap).
   std::vector<float> sw(static_cast<size_t>(L.Cout), dyn.qw.scale);
   if (!dynamic)
     for (int64_t m = 0; m < L.Cout; ++m) {
       float mx = 0;
       for (int64_t c = 0; c < L.C; ++c)
-        for (int64_t t = 0; t < taps; ++t)
-          mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)]));
+        for (int64_t t = 0; t < taps; ++t) mx = std::max(mx, std::fabs(weight(c, m, t)));
       sw[static_cast<size_t>(m)] = mx > 0 ? mx / 127.0f : 1.0f;
     }
   const uint64_t tile_bytes = uint64_t{N} * N;
@@ -1632,7 +1697,7 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
         for (int64_t t = 0; t < taps; ++t)
           weights[w_off + static_cast<uint64_t>(((m / N) * taps + t) * CB + c / N) * tile_bytes +
                   static_cast<uint64_t>(c % N) * N + static_cast<uint64_t>(m % N)] =
-              static_cast<uint8_t>(quantize_weight(L.weights[static_cast<size_t>((c * L.Cout + m) * taps + t)], sw[static_cast<size_t>(m)], false));
+              static_cast<uint8_t>(quantize_weight(weight(c, m, t), sw[static_cast<size_t>(m)], false));
   }
   const uint64_t p_off = align_up(weights.size());
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
@@ -1649,13 +1714,14 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
   const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
   // ACT: input plane (CB blocks of H·W rows) then the output rows; ACC: parameters, then one
   // accumulator row per output pixel.
-  const int64_t in_rows = CB * L.H * L.W, out_rows = L.OH * L.OW;
+  const int64_t slice_rows = L.H * L.W, in_rows = CB * L.D * slice_rows, out_rows = L.OH * L.OW;
   const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
-  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.H * L.W > 65535 || out_rows > 65535)
-    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' does not fit the scratchpads");
+  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.D * slice_rows > 65535 || out_rows > 65535 ||
+      L.D * L.H > 65535)
+    return make_error(StatusCode::kUnsupported, what + " does not fit the scratchpads");
   const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
-    return make_error(StatusCode::kUnsupported, "ConvTranspose '" + L.name + "' has more weights per output block than the weight scratchpad holds");
+    return make_error(StatusCode::kUnsupported, what + " has more weights per output block than the weight scratchpad holds");
   load_acc_rows(prog, 0, Cacc, N, static_cast<uint32_t>(p_off));
   if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, 0, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
@@ -1666,11 +1732,12 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
     load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, NB);
-  // The input pixels each tap reaches inside the output: [first, last] per axis.
-  auto reach = [](int64_t in, int64_t out, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
-    // in position i lands on i·stride + offset; keep 0 <= that < out.
+  // The positions p in [0, count) a tap walks whose partner p·stride + offset lies in
+  // [0, limit): [first, last] per axis. ConvTranspose walks input pixels (partners: output
+  // pixels), Conv output pixels (partners: input pixels).
+  auto reach = [](int64_t count, int64_t limit, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
     *first = offset >= 0 ? 0 : ceil_div(-offset, stride);
-    *last = std::min(in - 1, out - 1 - offset < 0 ? -1 : (out - 1 - offset) / stride);
+    *last = std::min(count - 1, limit - 1 - offset < 0 ? -1 : (limit - 1 - offset) / stride);
   };
   LayerFacts facts;
   const uint32_t A_out = static_cast<uint32_t>(in_rows);
@@ -1679,59 +1746,70 @@ static Result<LayerFacts> lower_conv_transpose(const ConvLayer& L, const QParams
     ld.sp = hw::Scratchpad::kAct;
     ld.x = static_cast<uint16_t>(L.W);
     ld.x_stride = static_cast<uint32_t>(Cp);
-    ld.y = static_cast<uint16_t>(L.H);
+    ld.y = static_cast<uint16_t>(L.D * L.H);
     ld.y_stride = static_cast<uint32_t>(L.W * Cp);
     ld.z = static_cast<uint16_t>(CB);
     ld.z_stride = N;
-    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.H * L.W * Cp));
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.D * slice_rows * Cp));
     for (int64_t nb = 0; nb < NB; ++nb) {
       if (!weights_fit) load_weights(nb, 1);
-      isa::Load zero;  // the accumulators start at zero
-      zero.sp = hw::Scratchpad::kAcc;
-      zero.sp_base = Cacc;
-      zero.x = static_cast<uint16_t>(out_rows);
-      zero.x_stride = 0;
-      prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
       const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t ky = t / L.KW, kx = t % L.KW;
-        const int64_t oy_off = ky * L.dil_h - L.pad_t, ox_off = kx * L.dil_w - L.pad_l;
-        int64_t iy0, iy1, ix0, ix1;
-        reach(L.H, L.OH, L.stride_h, oy_off, &iy0, &iy1);
-        reach(L.W, L.OW, L.stride_w, ox_off, &ix0, &ix1);
-        if (iy1 < iy0 || ix1 < ix0) continue;  // this tap lands outside the output
-        isa::Gemm gm;
-        gm.clear = false;
-        gm.act = static_cast<uint16_t>(iy0 * L.W + ix0);
-        gm.wgt = static_cast<uint16_t>(wbase + t * CB);
-        gm.acc = static_cast<uint16_t>(Cacc + (iy0 * L.stride_h + oy_off) * L.OW + ix0 * L.stride_w + ox_off);
-        gm.o = static_cast<uint16_t>(iy1 - iy0 + 1);
-        gm.act_so = static_cast<uint16_t>(L.W);
-        gm.acc_so = static_cast<uint16_t>(L.stride_h * L.OW);
-        gm.i = static_cast<uint16_t>(CB);
-        gm.act_si = static_cast<uint16_t>(L.H * L.W);
-        gm.wgt_si = 1;
-        gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
-        gm.r = static_cast<uint16_t>(ix1 - ix0 + 1);
-        gm.act_sr = 1;
-        gm.acc_sr = static_cast<uint16_t>(L.stride_w);
-        prog.gemm(gm);
-        facts.macs += static_cast<uint64_t>((iy1 - iy0 + 1) * (ix1 - ix0 + 1) * CB) * N * N;
+      for (int64_t od = 0; od < L.OD; ++od) {
+        isa::Load zero;  // the accumulators start at zero
+        zero.sp = hw::Scratchpad::kAcc;
+        zero.sp_base = Cacc;
+        zero.x = static_cast<uint16_t>(out_rows);
+        zero.x_stride = 0;
+        prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
+          // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.
+          const int64_t from = L.transposed ? od + L.pad_f - kd * L.dil_d : od * L.stride_d + kd * L.dil_d - L.pad_f;
+          if (from < 0 || (L.transposed && from % L.stride_d != 0)) continue;
+          const int64_t id = L.transposed ? from / L.stride_d : from;
+          if (id >= L.D) continue;
+          const int64_t y_off = ky * L.dil_h - L.pad_t, x_off = kx * L.dil_w - L.pad_l;
+          // The walked pixels [y0, y1] × [x0, x1] (input pixels for ConvTranspose, output
+          // pixels for Conv) and where they and their partners start.
+          int64_t y0, y1, x0, x1;
+          reach(L.transposed ? L.H : L.OH, L.transposed ? L.OH : L.H, L.stride_h, y_off, &y0, &y1);
+          reach(L.transposed ? L.W : L.OW, L.transposed ? L.OW : L.W, L.stride_w, x_off, &x0, &x1);
+          if (y1 < y0 || x1 < x0) continue;  // this tap meets no pixel pair
+          const int64_t partner = (y0 * L.stride_h + y_off) * (L.transposed ? L.OW : L.W) + x0 * L.stride_w + x_off;
+          const int64_t walked = y0 * (L.transposed ? L.W : L.OW) + x0;
+          isa::Gemm gm;
+          gm.clear = false;
+          gm.act = static_cast<uint16_t>(id * slice_rows + (L.transposed ? walked : partner));
+          gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+          gm.acc = static_cast<uint16_t>(Cacc + (L.transposed ? partner : walked));
+          gm.o = static_cast<uint16_t>(y1 - y0 + 1);
+          gm.act_so = static_cast<uint16_t>(L.transposed ? L.W : L.stride_h * L.W);
+          gm.acc_so = static_cast<uint16_t>(L.transposed ? L.stride_h * L.OW : L.OW);
+          gm.i = static_cast<uint16_t>(CB);
+          gm.act_si = static_cast<uint16_t>(L.D * slice_rows);
+          gm.wgt_si = 1;
+          gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
+          gm.r = static_cast<uint16_t>(x1 - x0 + 1);
+          gm.act_sr = static_cast<uint16_t>(L.transposed ? 1 : L.stride_w);
+          gm.acc_sr = static_cast<uint16_t>(L.transposed ? L.stride_w : 1);
+          prog.gemm(gm);
+          facts.macs += static_cast<uint64_t>((y1 - y0 + 1) * (x1 - x0 + 1) * CB) * N * N;
+        }
+        isa::VecRequant vq;
+        vq.bias = true;
+        vq.src = static_cast<uint16_t>(Cacc);
+        vq.dst = static_cast<uint16_t>(A_out);
+        vq.param = static_cast<uint16_t>(3 * nb);
+        vq.r = static_cast<uint16_t>(out_rows);
+        vq.src_sr = 1;
+        vq.dst_sr = 1;
+        vq.zero_point = static_cast<int8_t>(qy.zero_point);
+        vq.clamp_lo = lo;
+        vq.clamp_hi = hi;
+        prog.vec(vq);
+        store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, L.OH, Coutp,
+                         static_cast<uint32_t>(out_off + ((b * L.OD + od) * out_rows) * Coutp + nb * N));
       }
-      isa::VecRequant vq;
-      vq.bias = true;
-      vq.src = static_cast<uint16_t>(Cacc);
-      vq.dst = static_cast<uint16_t>(A_out);
-      vq.param = static_cast<uint16_t>(3 * nb);
-      vq.r = static_cast<uint16_t>(out_rows);
-      vq.src_sr = 1;
-      vq.dst_sr = 1;
-      vq.zero_point = static_cast<int8_t>(qy.zero_point);
-      vq.clamp_lo = lo;
-      vq.clamp_hi = hi;
-      prog.vec(vq);
-      store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, L.OH, Coutp,
-                       static_cast<uint32_t>(out_off + b * out_rows * Coutp + nb * N));
     }
   }
   facts.scratchpad_bytes = static_cast<uint64_t>(in_rows + out_rows) * N + static_cast<uint64_t>(Cacc + out_rows) * N * 4 +

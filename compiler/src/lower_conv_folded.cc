@@ -57,9 +57,11 @@ void put_i32(std::vector<uint8_t>& blob, uint64_t at, int64_t v) {
 }  // namespace
 
 bool conv_folds_taps(const ConvLayer& L, uint32_t N) {
-  // Dynamic weights and ConvTranspose have their own tile loaders (lower.cc).
+  // Dynamic weights, ConvTranspose and 3-D convolutions have their own lowerings (lower.cc).
   // An int32 output (lower_conv_layer stores the accumulators) is not folded either.
-  if (L.depthwise || L.transposed || L.weight_input >= 0 || L.int32_output || L.KW < 2 || L.C * L.KW > N) return false;
+  if (L.depthwise || L.transposed || L.three_d || L.weight_input >= 0 || L.int32_output || L.KW < 2 ||
+      L.C * L.KW > N)
+    return false;
   if (L.pad_t > 15 || L.pad_b > 15) return false;  // LOAD padding fields are 4 bits
   // Every output column must read at least one input pixel (a LOAD row moves >= 1 element).
   for (const TapRange& r : tap_groups(L.OW, L.stride_w, L.pad_l, L.W, L.KW).kinds)

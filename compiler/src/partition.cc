@@ -290,6 +290,113 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
   return L;
 }
 
+// The rest of a layer lower_tap_gemm_conv lowers (ConvTranspose, 3-D Conv): the scratchpad
+// bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows: the input volume
+// and one output slice's accumulators must fit, and the 16-bit row strides of the GEMMs),
+// then W (constant, or a graph input of this node alone: dynamic) and the bias (constant,
+// or with a dynamic W a graph input of this node alone: int32 at the scale s_x·s_w, which
+// needs the per-tensor s_w of a dynamic W). False when the NPU cannot take it.
+bool take_tap_gemm_operands(const Graph& g, size_t ni, ConvLayer& L) {
+  const Node& n = g.nodes[ni];
+  if (L.OH * L.OW > 1024 || L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 ||
+      L.stride_h * (L.transposed ? L.OW : L.W) > 65535)
+    return false;
+  if (!g.is_constant(n.inputs[1])) {
+    L.weight_input = n.inputs[1];
+  } else {
+    const Tensor wt = to_float(*g.value(n.inputs[1]).constant);
+    L.weights.assign(wt.as<float>().begin(), wt.as<float>().end());
+  }
+  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const int b = n.inputs[2];
+    if (g.value(b).shape != std::vector<int64_t>{L.Cout}) return false;
+    if (g.is_constant(b)) {
+      const Tensor t = to_float(*g.value(b).constant);
+      L.bias.assign(t.as<float>().begin(), t.as<float>().end());
+    } else if (L.weight_input >= 0 && sole_graph_input(g, b, ni)) {
+      L.bias_input = b;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A 3-D Conv ([N,C,D,H,W], group 1) with constant or dynamic W [Cout][C][KD][KH][KW] and
+// bias, strides, dilations, explicit or SAME/VALID pads: the sum over kernel depth of 2-D
+// ones, lowered like ConvTranspose (lower.h): one GEMM per tap over the output pixels its
+// input pixels reach, padding taps skipped, so the input is symmetric. Like the 3-D
+// ConvTranspose its input must be a graph input of this node alone and its output a graph
+// output nobody else reads (both stored [N][D][H][W][C padded]).
+std::optional<ConvLayer> match_conv_3d(const Graph& g, size_t ni) {
+  const Node& n = g.nodes[ni];
+  if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.size() != 1 ||
+      n.attr_int("group", 1) != 1)
+    return std::nullopt;
+  const auto& x = g.value(n.inputs[0]).shape;
+  const auto& w = g.value(n.inputs[1]).shape;
+  const auto& y = g.value(n.outputs[0]).shape;
+  if (x.size() != 5 || w.size() != 5 || y.size() != 5 || w[1] != x[1] || y[0] != x[0] || y[1] != w[0]) return std::nullopt;
+  if (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) || !consumers(g, n.outputs[0]).empty())
+    return std::nullopt;
+  const bool dynamic = !g.is_constant(n.inputs[1]);
+  if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
+  const auto k = ints_attr(n, "kernel_shape", {w[2], w[3], w[4]});
+  const auto st = ints_attr(n, "strides", {1, 1, 1});
+  const auto dil = ints_attr(n, "dilations", {1, 1, 1});
+  auto pads = ints_attr(n, "pads", {0, 0, 0, 0, 0, 0});
+  if (k != std::vector<int64_t>{w[2], w[3], w[4]} || st.size() != 3 || dil.size() != 3 || pads.size() != 6) return std::nullopt;
+  auto ap = n.attrs.find("auto_pad");
+  const std::string auto_pad = ap == n.attrs.end() || ap->second.s.empty() ? "NOTSET" : ap->second.s;
+  for (size_t d = 0; d < 3; ++d) {
+    if (st[d] < 1 || dil[d] < 1) return std::nullopt;
+    // The output size says how much padding SAME_* added in total (the odd one last for
+    // UPPER, first for LOWER).
+    const int64_t total = std::max<int64_t>(0, (y[2 + d] - 1) * st[d] + (k[d] - 1) * dil[d] + 1 - x[2 + d]);
+    if (auto_pad == "VALID") {
+      pads[d] = pads[d + 3] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[d + 3] = total - pads[d];
+    } else if (auto_pad != "NOTSET") {
+      return std::nullopt;
+    }
+    if ((x[2 + d] + pads[d] + pads[d + 3] - (k[d] - 1) * dil[d] - 1) / st[d] + 1 != y[2 + d]) return std::nullopt;
+  }
+  ConvLayer L;
+  L.name = n.name;
+  L.three_d = true;
+  L.input = n.inputs[0];
+  L.output = n.outputs[0];
+  L.batch = x[0];
+  L.C = x[1];
+  L.D = x[2];
+  L.H = x[3];
+  L.W = x[4];
+  L.Cout = w[0];
+  L.KD = w[2];
+  L.KH = w[3];
+  L.KW = w[4];
+  L.OD = y[2];
+  L.OH = y[3];
+  L.OW = y[4];
+  L.stride_d = st[0];
+  L.stride_h = st[1];
+  L.stride_w = st[2];
+  L.dil_d = dil[0];
+  L.dil_h = dil[1];
+  L.dil_w = dil[2];
+  L.pad_f = pads[0];
+  L.pad_t = pads[1];
+  L.pad_l = pads[2];
+  L.pad_k = pads[3];
+  L.pad_b = pads[4];
+  L.pad_r = pads[5];
+  if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
+  return L;
+}
+
 // ConvTranspose (2-D, group 1) with constant or dynamic W [C][Cout][KH][KW] and bias.
 std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   const Node& n = g.nodes[ni];
@@ -298,18 +405,23 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
     return std::nullopt;
   // A 1-D ConvTranspose ([N,C,L]) is the 2-D one with H = 1 when its input is a graph input of
   // this node alone and its output a graph output nobody else reads: the compiler then stores
-  // both channels-last ([N][L][C padded]), the NHWC layout with H = 1.
-  const bool one_d = g.value(n.inputs[0]).shape.size() == 3;
+  // both channels-last ([N][L][C padded]), the NHWC layout with H = 1. A 3-D one
+  // ([N,C,D,H,W]) under the same condition is stored [N][D][H][W][C padded] and lowered as a
+  // sum over kernel depth of 2-D ones (lower_tap_gemm_conv); its depth attributes are split
+  // off here and the rest is the 2-D case.
+  const size_t rank = g.value(n.inputs[0]).shape.size();
+  const bool one_d = rank == 3, three_d = rank == 5;
   auto as_2d = [&](std::vector<int64_t> s) {
     if (one_d && s.size() == 3) s.insert(s.begin() + 2, 1);
+    if (three_d && s.size() == 5) s.erase(s.begin() + 2);
     return s;
   };
   const auto x = as_2d(g.value(n.inputs[0]).shape);
   const auto w = as_2d(g.value(n.inputs[1]).shape);
   const auto y = as_2d(g.value(n.outputs[0]).shape);
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[0] != x[1] || y[0] != x[0] || y[1] != w[1]) return std::nullopt;
-  if (one_d && (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) ||
-                !consumers(g, n.outputs[0]).empty()))
+  if ((one_d || three_d) && (!sole_graph_input(g, n.inputs[0], ni) || !is_graph_output(g, n.outputs[0]) ||
+                             !consumers(g, n.outputs[0]).empty()))
     return std::nullopt;
   const bool dynamic = !g.is_constant(n.inputs[1]);
   if (dynamic && !sole_graph_input(g, n.inputs[1], ni)) return std::nullopt;
@@ -329,10 +441,25 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.OH = y[2];
   L.OW = y[3];
   // Attributes of a 1-D node gain the H entry (kernel 1, stride 1, no padding).
+  // Attributes of a 3-D node lose their depth entry (kept in `depth`: for pads the begin
+  // pad, then the end pad).
+  std::map<std::string, std::vector<int64_t>> depth;
   auto attr_2d = [&](const std::string& key, std::vector<int64_t> fallback, int64_t h_value) {
     auto it = n.attrs.find(key);
     if (it == n.attrs.end()) return fallback;
     std::vector<int64_t> v = it->second.ints;
+    if (three_d) {
+      if (key == "output_shape" && v.size() == 5) v.erase(v.begin(), v.begin() + 2);
+      if (key == "pads" && v.size() == 6) {
+        depth[key] = {v[0], v[3]};
+        return std::vector<int64_t>{v[1], v[2], v[4], v[5]};
+      }
+      if (key != "pads" && v.size() == 3) {
+        depth[key] = {v[0]};
+        return std::vector<int64_t>{v[1], v[2]};
+      }
+      return std::vector<int64_t>{};  // rejected below
+    }
     if (!one_d) return v;
     if (v.size() == 1) return std::vector<int64_t>{h_value, v[0]};
     if (v.size() == 2 && key == "pads") return std::vector<int64_t>{0, v[0], 0, v[1]};
@@ -369,35 +496,38 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
       return std::nullopt;
     }
   }
+  if (three_d) {
+    // The depth axis by the same rules as H and W.
+    const auto& xs = g.value(n.inputs[0]).shape;
+    const auto& ws = g.value(n.inputs[1]).shape;
+    const auto& ys = g.value(n.outputs[0]).shape;
+    auto depth_attr = [&](const std::string& key, std::vector<int64_t> fallback) {
+      auto it = depth.find(key);
+      return it == depth.end() ? fallback : it->second;
+    };
+    L.three_d = true;
+    L.D = xs[2];
+    L.KD = ws[2];
+    L.OD = ys[2];
+    if (depth_attr("kernel_shape", {L.KD})[0] != L.KD) return std::nullopt;
+    L.stride_d = depth_attr("strides", {1})[0];
+    L.dil_d = depth_attr("dilations", {1})[0];
+    if (L.stride_d < 1 || L.dil_d < 1) return std::nullopt;
+    const int64_t full = L.stride_d * (L.D - 1) + depth_attr("output_padding", {0})[0] + (L.KD - 1) * L.dil_d + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, full - L.OD);
+      L.pad_f = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else if (auto_pad == "NOTSET") {
+      L.pad_f = depth_attr("pads", {0, 0})[0];
+    }
+  }
   L.stride_h = st[0];
   L.stride_w = st[1];
   L.dil_h = dil[0];
   L.dil_w = dil[1];
   L.pad_t = begin[0];
   L.pad_l = begin[1];
-  // Scratchpad bounds for the smallest array (N = 8 channels per row, 32 KiB ACC rows...):
-  // one input plane and the output plane's accumulators must fit.
-  if (L.OH * L.OW > 1024 || L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 || L.stride_h * L.OW > 65535)
-    return std::nullopt;
-  if (dynamic) {
-    L.weight_input = n.inputs[1];
-  } else {
-    const Tensor wt = to_float(*g.value(n.inputs[1]).constant);
-    L.weights.assign(wt.as<float>().begin(), wt.as<float>().end());
-  }
-  L.bias.assign(static_cast<size_t>(L.Cout), 0.0f);
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-    const int b = n.inputs[2];
-    if (g.value(b).shape != std::vector<int64_t>{L.Cout}) return std::nullopt;
-    if (g.is_constant(b)) {
-      const Tensor t = to_float(*g.value(b).constant);
-      L.bias.assign(t.as<float>().begin(), t.as<float>().end());
-    } else if (dynamic && sole_graph_input(g, b, ni)) {
-      L.bias_input = b;  // int32 with the scale s_x·s_w: needs the per-tensor s_w of a dynamic W
-    } else {
-      return std::nullopt;
-    }
-  }
+  if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
   return L;
 }
 
@@ -545,9 +675,12 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     int64_t ein = 1, eout = 1;
     for (int64_t d : in) ein *= d;
     for (int64_t d : out) eout *= d;
-    if (ein != eout || ein <= 0) return std::nullopt;
+    if (ein != eout || ein < 0) return std::nullopt;
     const bool in4 = in.size() == 4, out4 = out.size() == 4;
     L.kind = EltLayer::Kind::kView;
+    // An empty tensor (a zero dimension) has no bytes in any layout: the reshape moves
+    // nothing and is a view whatever the ranks.
+    if (ein == 0) return L;
     if (in4 || out4) {
       const auto& four = in4 ? in : out;
       const auto& other = in4 ? out : in;
@@ -661,11 +794,12 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.kw = sh[3];
     return L;
   } else if (op == "MaxPool" || op == "AveragePool") {
-    // 2-D pools of NHWC values and 1-D pools of dense [N, C, L] values; pads, SAME/VALID
-    // auto_pad and ceil_mode (the output shape says which windows exist).
+    // 2-D pools of NHWC values, 1-D pools of dense [N, C, L] and 3-D pools of dense
+    // [N, C, D, H, W] values; pads, SAME/VALID auto_pad and ceil_mode (the output shape says
+    // which windows exist).
     const auto& x = g.value(n.inputs[0]).shape;
     const auto& y = g.value(n.outputs[0]).shape;
-    if ((x.size() != 4 && x.size() != 3) || y.size() != x.size() || n.outputs.size() != 1) return std::nullopt;
+    if (x.size() < 3 || x.size() > 5 || y.size() != x.size() || n.outputs.size() != 1) return std::nullopt;
     const size_t rank = x.size() - 2;
     const auto k = ints_attr(n, "kernel_shape", {});
     const auto st = ints_attr(n, "strides", std::vector<int64_t>(rank, 1));
@@ -696,11 +830,35 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
         if (lo >= k[d] || start + lo * dil[d] >= in) return std::nullopt;
       }
     }
-    if (x.size() == 4 ? x[2] * x[3] + y[2] * y[3] > (1 << 13) : x[1] * x[2] + y[1] * y[2] > (1 << 13))
-      return std::nullopt;  // one plane and its output must fit the ACT scratchpad (N = 32: 8192 rows)
+    // One plane and its output must fit the ACT scratchpad (N = 32: 8192 rows). A 3-D pool
+    // holds the window's depth slices of one input plane interleaved (lower_elt_layer), plus
+    // for MaxPool their depth maximum; an AveragePool's window over (depth, rows) is one VEC
+    // window of at most 255 rows.
+    const int64_t depth_taps = rank == 3 ? std::min(k[0], x[2]) : 1;
+    const int64_t plane_rows = x.size() == 3 ? x[1] * x[2] + y[1] * y[2]
+                                             : x[x.size() - 2] * x.back() * (depth_taps + (rank == 3 ? 1 : 0)) +
+                                                   y[y.size() - 2] * y.back();
+    if (plane_rows > (1 << 13)) return std::nullopt;
+    if (rank == 3 && op == "AveragePool" && k[1] * depth_taps > 255) return std::nullopt;
     L.kind = op == "MaxPool" ? EltLayer::Kind::kMaxPool : EltLayer::Kind::kAvgPool;
     L.count_include_pad = op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0;
-    if (rank == 2) {
+    if (rank == 3) {
+      L.kd = k[0];
+      L.sd = st[0];
+      L.pad_f = pads[0];
+      L.pad_k = pads[3];
+      L.dd = dil[0];
+      L.kh = k[1];
+      L.kw = k[2];
+      L.sh = st[1];
+      L.sw = st[2];
+      L.pad_t = pads[1];
+      L.pad_l = pads[2];
+      L.pad_b = pads[4];
+      L.pad_r = pads[5];
+      L.dh = dil[1];
+      L.dw = dil[2];
+    } else if (rank == 2) {
       L.kh = k[0];
       L.kw = k[1];
       L.sh = st[0];
@@ -780,6 +938,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const V
     const std::set<size_t> used_before = used;
     std::optional<NpuLayer> layer;
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
+    else if (auto conv3 = match_conv_3d(g, ni)) layer = std::move(*conv3);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
     else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);

@@ -62,8 +62,14 @@ struct ConvLayer {
   // ConvTranspose: weights are [C][Cout][KH][KW]; pad_t/pad_l are the begin pads the output
   // is cropped by (OH/OW say the rest); the input is always symmetric.
   bool transposed = false;
-  int64_t dil_h = 1, dil_w = 1;  // ConvTranspose only
+  int64_t dil_h = 1, dil_w = 1;  // ConvTranspose and 3-D Conv only
   bool one_d = false;            // ConvTranspose of [N,C,L] values (H = 1, stored channels-last)
+  // Conv and ConvTranspose of [N,C,D,H,W] values (stored channels-last,
+  // [N][D][H][W][C padded]): the depth axis's size, kernel, stride, dilation and pads
+  // (ConvTranspose: the begin pad only); 2-D layers keep D = OD = KD = 1. A 3-D Conv also
+  // uses dil_h/dil_w and its pads are only skipped taps (lower.h).
+  bool three_d = false;
+  int64_t D = 1, OD = 1, KD = 1, stride_d = 1, dil_d = 1, pad_f = 0, pad_k = 0;
   int bias_input = -1;         // dynamic B [Cout], int32 in accumulator units
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
@@ -114,6 +120,9 @@ struct EltLayer {
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;  // pools: never materialised (see lower_elt_layer)
   bool count_include_pad = false;          // AveragePool
   int64_t dh = 1, dw = 1;                  // MaxPool dilations
+  // 3-D pools of dense [N, C, D, H, W] values: the depth window (kernel, stride, pads,
+  // dilation); 1-D and 2-D pools keep kd = 1.
+  int64_t kd = 1, sd = 1, pad_f = 0, pad_k = 0, dd = 1;
 };
 
 using NpuLayer = std::variant<FcLayer, ConvLayer, EltLayer>;

@@ -489,8 +489,18 @@ Status bind_integer_io(Graph& g, int* bound) {
         !readers_of(g, out).empty() || !codes(g.value(code_side).dtype) || g.value(real_side).dtype != DType::kF32 ||
         g.value(real_side).quant)
       continue;
-    const auto p = constant_params(g, q);
-    if (!p || p->q.scale.size() != 1 || p->code_type != g.value(code_side).dtype) continue;
+    auto p = constant_params(g, q);
+    if (!p || p->code_type != g.value(code_side).dtype) continue;
+    if (p->q.scale.size() > 1) {
+      // Per-axis parameters (one scale and zero point per index of `axis`) become a per-axis
+      // quantisation of both device views: the runtime's boundary conversion applies them
+      // element by element, and the NPU still only copies codes.
+      const auto rank = static_cast<int64_t>(g.value(in).shape.size());
+      if (p->q.axis < 0) p->q.axis += rank;
+      if (p->q.axis < 0 || p->q.axis >= rank ||
+          g.value(in).shape[static_cast<size_t>(p->q.axis)] != static_cast<int64_t>(p->q.scale.size()))
+        continue;
+    }
     q = make_node(g, "Identity", q.name, {in}, {out}, nullptr);
     bind(code_side, p->q);
     g.value(real_side).quant = p->q;

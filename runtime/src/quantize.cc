@@ -175,6 +175,7 @@ bool uint8_codes_on_int8(const TensorInfo& info) {
 }
 
 std::pair<uint64_t, uint64_t> view_extent(const TensorInfo& info) {
+  if (info.element_count() == 0) return {info.device_offset, info.device_offset};  // an empty tensor
   uint64_t last = info.device_offset;
   for (size_t d = 0; d < info.shape.size(); ++d)
     last += static_cast<uint64_t>(info.shape[d] - 1) * static_cast<uint64_t>(info.device_strides[d]);

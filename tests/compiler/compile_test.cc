@@ -2,6 +2,7 @@
 // load the image onto a bare-metal device, run, dequantise, compare with the float reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -161,8 +162,62 @@ double all_npu_model_sqnr(const std::string& onnx, uint32_t array_dim) {
 TEST_P(CompileAndRun, NpuSetModelsReach30dB) {
   for (const char* model : {"movement.onnx", "dynamic_conv.onnx", "dynamic_gemm.onnx", "cnn_ops.onnx", "runtime_operands.onnx",
                             "big_transpose.onnx", "gemm_scalar_bias.onnx", "deconv1d.onnx", "dilated_pool.onnx",
-                            "matmul_shared_b.onnx"})
+                            "matmul_shared_b.onnx", "pool3d_max.onnx", "pool3d_avg.onnx", "pool3d_avg_ceil.onnx",
+                            "deconv3d.onnx", "deconv3d_dynamic.onnx", "conv3d.onnx", "conv3d_dynamic.onnx"})
     EXPECT_GE(all_npu_model_sqnr(model, GetParam()), 30.0) << model;
+}
+
+// 3-D pools (rank-5, strided, padded; MaxPool dilated, AveragePool with ceil_mode and
+// count_include_pad) against the float reference run on the input the device holds (its
+// int8 codes dequantised): MaxPool keeps the codes, so it is exact; AveragePool rounds once,
+// so it is within half an output step (of the reference saturated to the output's grid).
+double pool3d_error_in_steps(const std::string& onnx, uint32_t array_dim) {
+  auto graph = load_onnx(kData + "/" + onnx, {});
+  EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
+  std::mt19937 rng(array_dim + 3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Tensor x = Tensor::zeros(DType::kF32, graph->value(graph->inputs[0]).shape);
+  for (float& v : x.as<float>()) v = dist(rng);
+  CompileOptions options;
+  options.array_dim = array_dim;
+  options.calibration = {{x}};
+  auto bytes = compile_onnx_file(kData + "/" + onnx, options);
+  EXPECT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  if (!bytes.is_ok()) return 1e9;
+  auto image = ModelImage::from_bytes(bytes.value(), onnx);
+  EXPECT_TRUE(image.is_ok()) << image.status().to_string();
+  const auto& m = (*image)->model();
+  EXPECT_EQ(m.steps()->size(), 1u);
+  EXPECT_NE(m.steps()->Get(0)->segment_as_NpuSegment(), nullptr) << onnx << " uses the host";
+  const auto* qin = m.inputs()->Get(0)->device()->quant();
+  const QParams q{qin->scale()->Get(0), qin->zero_point()->Get(0)};
+  Tensor held = x;
+  for (float& v : held.as<float>()) v = q.scale * static_cast<float>(quantize_value(v, q) - q.zero_point);
+  auto env = run_reference(graph.value(), {held});
+  EXPECT_TRUE(env.is_ok());
+  const Tensor& ref = env.value()[static_cast<size_t>(graph->outputs[0])];
+  auto outs = run_on_model(**image, {x});
+  const float step = m.outputs()->Get(0)->device()->quant()->scale()->Get(0);
+  const int zp = m.outputs()->Get(0)->device()->quant()->zero_point()->Get(0);
+  double worst = 0;
+  for (size_t i = 0; i < ref.as<float>().size(); ++i) {
+    // The output grid was calibrated on x, not on the held codes: an average of the held
+    // values may lie just outside it, where the device saturates.
+    const double expect = std::clamp(ref.as<float>()[i], step * static_cast<float>(-128 - zp),
+                                     step * static_cast<float>(127 - zp));
+    worst = std::max(worst, std::fabs(expect - outs[0].as<float>()[i]) / step);
+  }
+  std::printf("%s on %ux%u: largest error %.3f output steps\n", onnx.c_str(), array_dim, array_dim, worst);
+  return worst;
+}
+
+TEST_P(CompileAndRun, ThreeDMaxPoolIsExactOnTheDeviceCodes) {
+  EXPECT_EQ(pool3d_error_in_steps("pool3d_max.onnx", GetParam()), 0.0);
+}
+
+TEST_P(CompileAndRun, ThreeDAveragePoolRoundsOnce) {
+  EXPECT_LE(pool3d_error_in_steps("pool3d_avg.onnx", GetParam()), 0.51);
+  EXPECT_LE(pool3d_error_in_steps("pool3d_avg_ceil.onnx", GetParam()), 0.51);
 }
 
 INSTANTIATE_TEST_SUITE_P(ArrayDims, CompileAndRun, ::testing::Values(8u, 16u, 32u));

@@ -9,6 +9,7 @@ normal(0, 1) data (seed 7), weights fed as inputs included; scalar inputs (Clip 
 and 1.5. With --rtl it also runs
 --device rtl and requires outputs bit-identical to sim. Prints both sides on failure.
 """
+import itertools
 import json
 import os
 import subprocess
@@ -19,67 +20,88 @@ import onnx
 from onnx import numpy_helper
 
 
-def conv2d(x, w, b, attrs):
-    """NCHW convolution with groups, strides and pads (dilation 1), in float64."""
-    sh, sw = attrs.get("strides", [1, 1])
-    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
+def conv(x, w, b, attrs):
+    """Convolution of N-D spatial inputs (NCHW, NCDHW) with groups, strides, dilations and
+    explicit or SAME/VALID pads, in float64."""
+    r = x.ndim - 2
+    st = list(attrs.get("strides", [1] * r))
+    dil = list(attrs.get("dilations", [1] * r))
+    pads = list(attrs.get("pads", [0] * (2 * r)))
     group = attrs.get("group", 1)
-    n, c, h, wd = x.shape
-    co, cig, kh, kw = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    oh = (h + pt + pb - kh) // sh + 1
-    ow = (wd + pl + pr - kw) // sw + 1
-    y = np.zeros((n, co, oh, ow))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    ins, ks = x.shape[2:], w.shape[2:]
+    if auto_pad == "VALID":
+        pads = [0] * (2 * r)
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        for i in range(r):
+            total = max(0, (-(-ins[i] // st[i]) - 1) * st[i] + (ks[i] - 1) * dil[i] + 1 - ins[i])
+            small = total // 2
+            pads[i], pads[r + i] = (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple((pads[i], pads[r + i]) for i in range(r)))
+    outs = [(ins[i] + pads[i] + pads[r + i] - (ks[i] - 1) * dil[i] - 1) // st[i] + 1 for i in range(r)]
+    n, co, cig = x.shape[0], w.shape[0], w.shape[1]
+    y = np.zeros((n, co) + tuple(outs))
     cog = co // group
     for g in range(group):
         xs = xp[:, g * cig:(g + 1) * cig]
         ws = w[g * cog:(g + 1) * cog].astype(np.float64)
-        for ky in range(kh):
-            for kx in range(kw):
-                patch = xs[:, :, ky:ky + sh * oh:sh, kx:kx + sw * ow:sw]
-                y[:, g * cog:(g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, ws[:, :, ky, kx])
-    if b is not None:
-        y += b.reshape(1, -1, 1, 1)
-    return y
+        for k in itertools.product(*(range(kk) for kk in ks)):
+            where = tuple(slice(k[i] * dil[i], k[i] * dil[i] + st[i] * outs[i], st[i]) for i in range(r))
+            patch = xs[(slice(None), slice(None)) + where]
+            y[:, g * cog:(g + 1) * cog] += np.einsum("nc...,oc->no...", patch, ws[(slice(None), slice(None)) + k])
+    return y + (b.reshape((1, -1) + (1,) * r) if b is not None else 0)
 
 
-def conv_transpose2d(x, w, b, attrs):
-    """NCHW (or NCL) ConvTranspose, group 1, explicit pads and output_padding, in float64."""
-    if x.ndim == 3:  # 1-D: the 2-D one with H = 1
-        a = dict(attrs)
-        a["strides"] = [1] + list(attrs.get("strides", [1]))
-        p = list(attrs.get("pads", [0, 0]))
-        a["pads"] = [0, p[0], 0, p[1]]
-        a["output_padding"] = [0] + list(attrs.get("output_padding", [0]))
-        return conv_transpose2d(x[:, :, None, :], w[:, :, None, :], b, a)[:, :, 0, :]
-    sh, sw = attrs.get("strides", [1, 1])
-    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
-    oph, opw = attrs.get("output_padding", [0, 0])
-    n, c, h, wd = x.shape
-    _, co, kh, kw = w.shape
-    full = np.zeros((n, co, (h - 1) * sh + kh + oph, (wd - 1) * sw + kw + opw))
-    for ky in range(kh):
-        for kx in range(kw):
-            full[:, :, ky:ky + sh * h:sh, kx:kx + sw * wd:sw] += np.einsum("nchw,co->nohw", x, w[:, :, ky, kx])
-    y = full[:, :, pt:full.shape[2] - pb, pl:full.shape[3] - pr]
-    return y + (b.reshape(1, -1, 1, 1) if b is not None else 0)
+def conv_transpose(x, w, b, attrs):
+    """ConvTranspose of N-D spatial inputs (NCL, NCHW, NCDHW), group 1, explicit pads,
+    strides, dilations and output_padding, in float64."""
+    r = x.ndim - 2
+    st = list(attrs.get("strides", [1] * r))
+    dil = list(attrs.get("dilations", [1] * r))
+    pads = list(attrs.get("pads", [0] * (2 * r)))
+    op = list(attrs.get("output_padding", [0] * r))
+    n, c = x.shape[:2]
+    co, ks = w.shape[1], w.shape[2:]
+    ins = x.shape[2:]
+    full = np.zeros((n, co) + tuple((ins[i] - 1) * st[i] + (ks[i] - 1) * dil[i] + 1 + op[i] for i in range(r)))
+    for k in itertools.product(*(range(kk) for kk in ks)):
+        where = tuple(slice(k[i] * dil[i], k[i] * dil[i] + st[i] * ins[i], st[i]) for i in range(r))
+        full[(slice(None), slice(None)) + where] += np.einsum("nc...,co->no...", x.astype(np.float64),
+                                                             w[(slice(None), slice(None)) + k].astype(np.float64))
+    crop = tuple(slice(pads[i], full.shape[2 + i] - pads[r + i]) for i in range(r))
+    y = full[(slice(None), slice(None)) + crop]
+    return y + (b.reshape((1, -1) + (1,) * r) if b is not None else 0)
 
 
-def pool2d(x, attrs, kind):
-    """MaxPool / AveragePool (count_include_pad 0) with explicit pads and dilations, no ceil_mode."""
-    kh, kw = attrs["kernel_shape"]
-    sh, sw = attrs.get("strides", [1, 1])
-    dh, dw = attrs.get("dilations", [1, 1])
-    pt, pl, pb, pr = attrs.get("pads", [0, 0, 0, 0])
-    n, c, h, wd = x.shape
-    oh, ow = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1, (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
-    y = np.zeros((n, c, oh, ow))
-    for oy in range(oh):
-        for ox in range(ow):
-            ys = [oy * sh - pt + k * dh for k in range(kh)]
-            xs = [ox * sw - pl + k * dw for k in range(kw)]
-            win = x[:, :, [v for v in ys if 0 <= v < h]][:, :, :, [v for v in xs if 0 <= v < wd]]
-            y[:, :, oy, ox] = win.max(axis=(2, 3)) if kind == "max" else win.mean(axis=(2, 3))
+def pool(x, attrs, kind):
+    """MaxPool / AveragePool of N-D spatial inputs with explicit pads, strides, dilations,
+    ceil_mode and count_include_pad (taps inside the padded extent), in float64."""
+    r = x.ndim - 2
+    ks = attrs["kernel_shape"]
+    st = list(attrs.get("strides", [1] * r))
+    dil = list(attrs.get("dilations", [1] * r))
+    pads = list(attrs.get("pads", [0] * (2 * r)))
+    ceil = attrs.get("ceil_mode", 0) == 1
+    include_pad = attrs.get("count_include_pad", 0) == 1
+    ins = x.shape[2:]
+
+    def out_size(i):
+        span = ins[i] + pads[i] + pads[r + i] - (ks[i] - 1) * dil[i] - 1
+        return (-(-span // st[i]) if ceil else span // st[i]) + 1
+
+    outs = [out_size(i) for i in range(r)]
+    y = np.zeros(x.shape[:2] + tuple(outs))
+    for o in itertools.product(*(range(v) for v in outs)):
+        taps = [[o[i] * st[i] - pads[i] + k * dil[i] for k in range(ks[i])] for i in range(r)]
+        valid = [[t for t in taps[i] if 0 <= t < ins[i]] for i in range(r)]
+        win = x.astype(np.float64)[np.ix_(range(x.shape[0]), range(x.shape[1]), *valid)]
+        if kind == "max":
+            y[(slice(None), slice(None)) + o] = win.max(axis=tuple(range(2, 2 + r)))
+        else:
+            count = np.prod([len([t for t in taps[i] if -pads[i] <= t < ins[i] + pads[r + i]]) if include_pad
+                             else len(valid[i]) for i in range(r)])
+            y[(slice(None), slice(None)) + o] = win.sum(axis=tuple(range(2, 2 + r))) / count
     return y
 
 
@@ -99,9 +121,9 @@ def numpy_reference(model_path, inputs):
         elif node.op_type == "MatMul":
             y = ins[0] @ ins[1]
         elif node.op_type == "ConvTranspose":
-            y = conv_transpose2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
+            y = conv_transpose(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
         elif node.op_type in ("MaxPool", "AveragePool"):
-            y = pool2d(ins[0], attrs, "max" if node.op_type == "MaxPool" else "avg")
+            y = pool(ins[0], attrs, "max" if node.op_type == "MaxPool" else "avg")
         elif node.op_type == "Resize":  # nearest, integer scales, asymmetric-equivalent
             s = [int(v) for v in ins[-1]]
             y = ins[0].repeat(s[2], axis=2).repeat(s[3], axis=3)
@@ -124,7 +146,7 @@ def numpy_reference(model_path, inputs):
         elif node.op_type == "Clip":
             y = np.clip(ins[0], ins[1] if len(ins) > 1 else -np.inf, ins[2] if len(ins) > 2 else np.inf)
         elif node.op_type == "Conv":
-            y = conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
+            y = conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
         else:
             raise SystemExit(f"reference does not know {node.op_type}")
         env[node.output[0]] = y.astype(np.float32)

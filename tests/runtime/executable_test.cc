@@ -57,6 +57,41 @@ TEST(ImageVerifier, SpecialisedInputsAndInt32ViewsAreChecked) {
   EXPECT_NE(r.status().message().find("not 4-byte aligned"), std::string::npos) << r.status().message();
 }
 
+// Per-axis device quantisation: one scale and zero point per index of an axis inside the
+// view's rank; the verifier refuses every other combination by name.
+TEST(ImageVerifier, PerAxisQuantisationIsRangeChecked) {
+  auto load = [](const test::ImageOptions& o) { return compiler::ModelImage::from_bytes(test::build_identity_image(o), "t"); };
+  test::ImageOptions ok;  // x is [4, 16]
+  ok.input_axis = 1;
+  ok.input_scales.assign(16, 0.5f);
+  ok.input_zero_points.assign(16, -3);
+  EXPECT_TRUE(load(ok).is_ok()) << load(ok).status().to_string();
+  auto refused = [&](const test::ImageOptions& o, const std::string& why) {
+    auto r = load(o);
+    ASSERT_FALSE(r.is_ok()) << why;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  };
+  test::ImageOptions axis_out_of_rank = ok;
+  axis_out_of_rank.input_axis = 2;
+  refused(axis_out_of_rank, "along axis 2, outside its rank 2");
+  test::ImageOptions negative_axis = ok;
+  negative_axis.input_axis = -2;
+  refused(negative_axis, "along axis -2, outside its rank 2");
+  test::ImageOptions wrong_axis = ok;  // 16 scales along axis 0 of size 4
+  wrong_axis.input_axis = 0;
+  refused(wrong_axis, "16 scales and 16 zero points along axis 0 of size 4");
+  test::ImageOptions short_zero_points = ok;
+  short_zero_points.input_zero_points.resize(15);
+  refused(short_zero_points, "16 scales and 15 zero points along axis 1 of size 16");
+  test::ImageOptions zero_scale = ok;
+  zero_scale.input_scales[7] = 0.0f;
+  refused(zero_scale, "a scale that is not positive and finite");
+  test::ImageOptions per_tensor_with_many = ok;
+  per_tensor_with_many.input_axis = -1;
+  refused(per_tensor_with_many, "per-tensor quantisation with 16 scales");
+}
+
 TEST(Executable, RefusesAnImageForAnotherArrayDim) {
   auto device = std::make_shared<test::FakeDevice>();
   test::ImageOptions o;

@@ -30,6 +30,10 @@ struct ImageOptions {
   int specialized_input = -1;     // >= 0: a SpecializedInput naming this input index ...
   size_t specialized_bytes = 256;  // ... with this many bytes of value (x needs 4·16·4)
   bool int32_view_misaligned = false;  // the input view as int32 at offset 2 (not 4-byte aligned)
+  // The input view's quantisation per axis when input_scales is not empty (x is [4,16]).
+  std::vector<float> input_scales;
+  std::vector<int32_t> input_zero_points;
+  int32_t input_axis = -1;
 };
 
 inline void append(std::vector<uint8_t>& cmds, const isa::Words& w) {
@@ -54,7 +58,11 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
                      ? image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 2, &i32_strides,
                                                      image::DType::I32, quant())
                      : image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 0, &in_strides,
-                                                     image::DType::I8, quant());
+                                                     image::DType::I8,
+                                                     o.input_scales.empty()
+                                                         ? quant()
+                                                         : image::CreateQuantDirect(fb, &o.input_scales,
+                                                                                    &o.input_zero_points, o.input_axis));
   auto out_desc = image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC");
   auto out_view = image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, kOut,
                                                 &out_strides, image::DType::I8, quant());

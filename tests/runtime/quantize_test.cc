@@ -222,6 +222,58 @@ TEST(Quantize, PerAxisScales) {
   EXPECT_EQ(static_cast<int8_t>(act[3]), 6);
 }
 
+// Per-axis along a non-innermost axis of a strided (NHWC, channels padded) view: every
+// element quantises with its channel's scale and zero point (ties to even, saturating, as
+// ONNX QuantizeLinear), and dequantising gives back scale[c]·(q − zp[c]).
+TEST(Quantize, PerAxisRoundTripAlongTheChannelsOfAnNhwcView) {
+  TensorInfo info;
+  info.name = "x";
+  info.dtype = DType::kF32;
+  info.shape = {2, 3, 2, 4};  // N, C, H, W stored NHWC with C padded to 16
+  info.device_dtype = DType::kI8;
+  info.device_strides = {2 * 4 * 16, 1, 4 * 16, 16};
+  info.device_quant.axis = 1;
+  info.device_quant.scale = {0.5f, 0.25f, 2.0f};
+  info.device_quant.zero_point = {0, -100, 7};
+  Tensor x = Tensor::zeros(DType::kF32, info.shape);
+  auto v = x.as<float>();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (static_cast<float>(i) - 20.0f) * 0.375f;
+  v[0] = 0.25f;    // channel 0: 0.5 steps -> ties to even 0
+  v[1] = 0.75f;    // 1.5 steps -> 2
+  v[8] = 1000.0f;  // channel 1: saturates at 127
+  v[9] = -1000.0f; // saturates at -128
+  std::vector<std::byte> act(2 * 2 * 4 * 16);
+  ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+  auto y = dequantize_from(info, act);
+  ASSERT_TRUE(y.is_ok()) << y.status().to_string();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t n = i / 24, c = i / 8 % 3, h = i / 4 % 2, w = i % 4;
+    const float s = info.device_quant.scale[c];
+    const int32_t zp = info.device_quant.zero_point[c];
+    const int8_t q = static_cast<int8_t>(act[((n * 2 + h) * 4 + w) * 16 + c]);
+    const double expect = std::clamp(std::nearbyint(static_cast<double>(v[i]) / s) + zp, -128.0, 127.0);
+    EXPECT_EQ(q, static_cast<int8_t>(expect)) << "element " << i << " (channel " << c << ")";
+    EXPECT_EQ(y->as<float>()[i], s * static_cast<float>(q - zp)) << "element " << i;
+  }
+  EXPECT_EQ(static_cast<int8_t>(act[0]), 0);
+  EXPECT_EQ(static_cast<int8_t>(act[16]), 2);
+  EXPECT_EQ(static_cast<int8_t>(act[1]), 127);
+  EXPECT_EQ(static_cast<int8_t>(act[16 + 1]), -128);
+}
+
+// An empty tensor (a zero dimension) covers no bytes: quantising and dequantising it touch
+// nothing and succeed, even with a zero-byte activation buffer.
+TEST(Quantize, EmptyTensorsCoverNoBytes) {
+  TensorInfo info = info_2d(0, 4, 4, 0.5f, 1);
+  EXPECT_EQ(view_extent(info), (std::pair<uint64_t, uint64_t>{0, 0}));
+  std::vector<std::byte> act;
+  ASSERT_TRUE(quantize_into(Tensor::zeros(DType::kF32, {0, 4}), info, act).is_ok());
+  auto y = dequantize_from(info, act);
+  ASSERT_TRUE(y.is_ok()) << y.status().to_string();
+  EXPECT_EQ(y->shape, (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(y->element_count(), 0);
+}
+
 TEST(Quantize, CheckInputNamesShapeAndDtypeProblems) {
   const TensorInfo info = info_2d(4, 64, 64, 0.1f, 0);
   Tensor wrong_shape = Tensor::zeros(DType::kF32, {4, 63});

@@ -149,6 +149,97 @@ TEST_F(SimTest, SpecialisedQuantisationParameterInputsFoldTheQdqPair) {
   EXPECT_NE(other.status().message().find("('scale') must be [0.03125]"), std::string::npos) << other.status().message();
 }
 
+// Compiles tests/data/<onnx> for this device, calibrated on `inputs`; no host steps allowed.
+std::shared_ptr<const Model> compile_all_npu(const std::string& onnx, const std::vector<Tensor>& inputs, uint32_t array_dim) {
+  compiler::CompileOptions co;
+  co.array_dim = array_dim;
+  co.calibration = {inputs};
+  auto bytes = compiler::compile_onnx_file(std::string(NPU_TEST_DATA) + "/" + onnx, co);
+  EXPECT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  if (!bytes.is_ok()) return nullptr;
+  auto m = Model::from_bytes(std::move(bytes).value(), onnx);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  if (!m.is_ok()) return nullptr;
+  EXPECT_EQ((*m)->host_steps(), 0u) << onnx;
+  return *m;
+}
+
+// Per-axis QuantizeLinear (float -> uint8, axis 1) and DequantizeLinear (int8 -> float,
+// axis -1) at the graph boundary: the device views carry one scale and zero point per
+// channel, and the results are bit-exact with ONNX (ties to even, saturation; real =
+// scale·(q − zp)). Quantising the dequantised codes again gives the codes back.
+TEST_F(SimTest, PerAxisQuantizeAndDequantizeAreBitExact) {
+  const uint32_t dim = runtime_->device(0)->info().array_dim;
+  const std::vector<int64_t> shape{2, 3, 4, 5};
+  Tensor x = Tensor::zeros(DType::kF32, shape);
+  auto xv = x.as<float>();
+  const float q_scale[3] = {0.02f, 0.5f, 0.125f};
+  const int32_t q_zero[3] = {0, 128, 250};
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const size_t c = i / 20 % 3;
+    // Half steps (ties), and values that saturate at both ends.
+    xv[i] = (static_cast<float>(i % 40) - 20.0f + 0.5f) * q_scale[c] * (i % 7 == 0 ? 40.0f : 1.0f);
+  }
+  auto quantize = compile_all_npu("quantize_axis.onnx", {x}, dim);
+  ASSERT_NE(quantize, nullptr);
+  ASSERT_EQ(quantize->outputs()[0].device_quant.axis, 1);
+  auto qs = Session::create(runtime_, quantize);
+  ASSERT_TRUE(qs.is_ok()) << qs.status().to_string();
+  const std::vector<Tensor> q_inputs{x};
+  auto codes = (*qs)->run(q_inputs);
+  ASSERT_TRUE(codes.is_ok()) << codes.status().to_string();
+  ASSERT_EQ(codes->tensors[0].dtype, DType::kU8);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const size_t c = i / 20 % 3;
+    const float expect = std::clamp(std::nearbyint(xv[i] / q_scale[c]) + static_cast<float>(q_zero[c]), 0.0f, 255.0f);
+    EXPECT_EQ(codes->tensors[0].as<uint8_t>()[i], static_cast<uint8_t>(expect)) << "element " << i;
+  }
+
+  Tensor codes8 = Tensor::zeros(DType::kI8, shape);
+  for (size_t i = 0; i < xv.size(); ++i) codes8.as<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 256) - 128);
+  auto dequantize = compile_all_npu("dequantize_axis.onnx", {codes8}, dim);
+  ASSERT_NE(dequantize, nullptr);
+  auto ds = Session::create(runtime_, dequantize);
+  ASSERT_TRUE(ds.is_ok()) << ds.status().to_string();
+  const std::vector<Tensor> dq_inputs{codes8};
+  auto reals = (*ds)->run(dq_inputs);
+  ASSERT_TRUE(reals.is_ok()) << reals.status().to_string();
+  const float d_scale[5] = {0.1f, 0.25f, 1.5f, 0.003f, 2.0f};
+  const int32_t d_zero[5] = {0, -128, 127, 5, -7};
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const size_t c = i % 5;
+    const int32_t q = codes8.as<int8_t>()[i];
+    const float real = static_cast<float>(q - d_zero[c]) * d_scale[c];
+    EXPECT_EQ(reals->tensors[0].as<float>()[i], real) << "element " << i;
+    // The round trip: quantising the real with its channel's parameters gives q back.
+    EXPECT_EQ(std::clamp(std::nearbyint(real / d_scale[c]) + static_cast<float>(d_zero[c]), -128.0f, 127.0f),
+              static_cast<float>(q));
+  }
+}
+
+// A Reshape of an empty tensor (a zero dimension) and a Relu of the result run on the NPU as
+// a segment without work: no zero-size allocation, no crash, an empty output of the new shape.
+TEST_F(SimTest, EmptyTensorsRunEndToEnd) {
+  Tensor x = Tensor::zeros(DType::kF32, {0, 3, 4});
+  auto m = compile_all_npu("empty_reshape.onnx", {x}, runtime_->device(0)->info().array_dim);
+  ASSERT_NE(m, nullptr);
+  auto s = Session::create(runtime_, m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  const std::vector<Tensor> inputs{x};
+  for (int request = 0; request < 2; ++request) {
+    auto out = (*s)->run(inputs);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    ASSERT_EQ(out->tensors.size(), 1u);
+    EXPECT_EQ(out->tensors[0].shape, (std::vector<int64_t>{3, 4, 0}));
+    EXPECT_EQ(out->tensors[0].element_count(), 0);
+  }
+  // A non-empty tensor is still refused by shape, by name.
+  const std::vector<Tensor> not_empty{Tensor::zeros(DType::kF32, {1, 3, 4})};
+  auto wrong = (*s)->run(not_empty);
+  ASSERT_FALSE(wrong.is_ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(SimTest, HandBuiltProgramCopiesExactlyThroughRelocationsAndStrides) {
   auto m = Model::from_image(test::identity_image());
   ASSERT_TRUE(m.is_ok());

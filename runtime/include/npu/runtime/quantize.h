@@ -3,6 +3,8 @@
 //   int8:  q = clamp(nearbyint(x / scale) + zero_point, -128, 127), ties to even (as ONNX
 //          QuantizeLinear); NaN becomes zero_point.
 //   out:   real = scale · (q − zero_point)
+// A per-axis view (device_quant.axis >= 0) applies to each element the scale and zero point
+// of its index along that axis. An empty tensor (a zero dimension) covers no bytes.
 #pragma once
 
 #include <cstddef>
