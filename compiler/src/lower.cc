@@ -515,10 +515,14 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   const uint64_t p_off = align_up(w_off + w_bytes);
   weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
-  // Padding is the real zero only when the input zero point is 0; otherwise border pixels
-  // get their own biases (below). Depthwise convolutions always take that path.
+  // Padding is the real zero only when the input zero point is 0. Otherwise a regular conv
+  // gives its border pixels their own biases (below), and a depthwise conv overwrites the
+  // padding rows of each input tile with the zero point (`fill_padding`), so that one DWCONV
+  // with one bias covers a whole tile: Σ over all taps of (x − zx)·w with x = zx in the
+  // padding is the same int32 as Σ over the valid taps, exactly.
   const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
-  const bool border_bias = L.depthwise || (padded && qx.zero_point != 0);
+  const bool border_bias = !L.depthwise && padded && qx.zero_point != 0;
+  const bool fill_padding = L.depthwise && padded && qx.zero_point != 0;
   const int64_t cin_per_out = L.depthwise ? 1 : L.C;
   std::vector<int32_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
   // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
@@ -567,6 +571,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   } else {
     row_kinds = {{0, L.KH}};
     col_kinds = {{0, L.KW}};
+    row_kind.assign(static_cast<size_t>(L.OH), 0);  // one rectangle: the whole tile
+    col_kind.assign(static_cast<size_t>(L.OW), 0);
   }
   const int64_t regions = static_cast<int64_t>(row_kinds.size() * col_kinds.size());
   // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
@@ -690,13 +696,37 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         ld.pad_b = static_cast<uint8_t>(pbtile);
         prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp));
       }
+      if (fill_padding) {
+        // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
+        // are both zx writes zx whatever it computes (it reads parameter row P, with zero
+        // strides). The tile is CB·Hp lines of Wp rows: the left and right padding columns of
+        // every line, then the top and bottom padding lines of every channel plane.
+        auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
+          if (o == 0 || r == 0) return;
+          isa::VecRequant vq;
+          vq.src = static_cast<uint16_t>(P);
+          vq.param = static_cast<uint16_t>(P);
+          vq.dst = static_cast<uint16_t>(dst);
+          vq.o = static_cast<uint16_t>(o);
+          vq.dst_so = static_cast<uint16_t>(dst_so);
+          vq.r = static_cast<uint16_t>(r);
+          vq.dst_sr = 1;
+          vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
+          prog.vec(vq);
+        };
+        fill(A, CB * Hp, Wp, L.pad_l);
+        fill(static_cast<uint32_t>(A + L.pad_l + L.W), CB * Hp, Wp, L.pad_r);
+        fill(A, CB, Hp * Wp, ptile * Wp);
+        fill(static_cast<uint32_t>(A + (Hp - pbtile) * Wp), CB, Hp * Wp, pbtile * Wp);
+      }
       for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
         const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
         const auto B = static_cast<uint32_t>(copies * in_tile_rows + (block_index % copies) * OHt * L.OW);
         uint32_t vec_src = C0;
         if (L.depthwise) {
-          // DWCONV reads ACT directly: channel block nb of the input is output block nb. One
-          // instruction per rectangle of output pixels that share a tap-validity class.
+          // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
+          // the padding at the zero point (or a zero point of 0) every output pixel has the
+          // same bias: one instruction per tile and block.
           for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
               const int64_t local = r0 - oy0;
               const isa::VecRequant base{

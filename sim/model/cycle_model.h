@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "npu/sim/device.h"
@@ -53,6 +52,9 @@ public:
     for (Engine& e : engines_) e = Engine{};
     for (Channel& c : channels_) c.ready.clear(), c.next = 0;
     recent_.clear();
+    stores_lo_ = UINT64_MAX;
+    stores_hi_ = 0;
+    position_ = 0;
   }
   // A STORE wrote [pa, pa + len): a write into the page table flushes every cache; a write
   // into the fetched block empties the fetch buffer.
@@ -77,10 +79,12 @@ public:
   // for NOP and SYNC). Returns 0: a job's cycles come from end_job().
   uint64_t instruction(uint32_t va, uint32_t pa, uint64_t cmd_end, uint64_t dram_end, const uint32_t* w) {
     if (pending_) schedule();
+    ++position_;
     // Fetch waits while an earlier STORE that overlaps the instruction is queued or running.
     int64_t f = fetch_;
-    for (const Dma& d : recent_)
-      if (d.store && d.lo < uint64_t{va} + 32 && va < d.hi) f = std::max(f, d.done + 1);
+    if (stores_lo_ < uint64_t{va} + 32 && va < stores_hi_)
+      for (const Dma& d : recent_)
+        if (d.store && d.lo < uint64_t{va} + 32 && va < d.hi) f = std::max(f, d.done + 1);
     int64_t cycles = 4;
     if (!buf_valid_ || va < buf_lo_ || va >= buf_hi_) {
       cycles = latency_ + 6;
@@ -133,13 +137,13 @@ public:
   uint64_t load(const std::vector<DmaRow>& rows, const uint32_t* w) {
     const int64_t tlb = ldq_tlb_;
     const uint64_t cycles = LoadPipe{latency_, &ldq_tlb_}.run(rows);
-    if (memoize_) load_memo_.remember(w, tlb, DmaCost{cycles, ldq_tlb_});
+    if (memoize_) load_memo_.remember(w, tlb, DmaCost{cycles, ldq_tlb_}, position_);
     return cost(cycles);
   }
   uint64_t store(const std::vector<DmaRow>& rows, const uint32_t* w) {
     const int64_t tlb = stq_tlb_;
     const uint64_t cycles = store_cycles(rows);
-    if (memoize_) store_memo_.remember(w, tlb, DmaCost{cycles, stq_tlb_});
+    if (memoize_) store_memo_.remember(w, tlb, DmaCost{cycles, stq_tlb_}, position_);
     return cost(cycles);
   }
 
@@ -157,12 +161,12 @@ public:
     uint64_t cycles;
     int64_t tlb_after;
   };
-  const DmaCost* known_load(const uint32_t* w) const { return memoize_ ? load_memo_.find(w, ldq_tlb_) : nullptr; }
+  const DmaCost* known_load(const uint32_t* w) { return memoize_ ? load_memo_.find(w, ldq_tlb_, position_) : nullptr; }
   uint64_t charge_load(const DmaCost& known) {
     ldq_tlb_ = known.tlb_after;
     return cost(known.cycles);
   }
-  const DmaCost* known_store(const uint32_t* w) const { return memoize_ ? store_memo_.find(w, stq_tlb_) : nullptr; }
+  const DmaCost* known_store(const uint32_t* w) { return memoize_ ? store_memo_.find(w, stq_tlb_, position_) : nullptr; }
   uint64_t charge_store(const DmaCost& known) {
     stq_tlb_ = known.tlb_after;
     return cost(known.cycles);
@@ -196,16 +200,53 @@ public:
   }
 
   // Remembered DMA costs by (instruction words, translation cache): at most kEntries,
-  // forgotten all at once when full.
+  // forgotten all at once when full. An open-addressing table (linear probing, at most half
+  // full, its size a power of two), in front of which sits a cache by the instruction's
+  // position in its job: a job that repeats its command stream finds each instruction's entry
+  // at its position, in the order it runs (one sequential walk instead of a random probe per
+  // LOAD/STORE). Both are keyed by the full key, so either answers exactly. A pointer from
+  // find() stays valid until the next find() or remember().
   class DmaCostMemo {
    public:
-    const DmaCost* find(const uint32_t* w, int64_t tlb) const {
-      const auto it = costs_.find(key(w, tlb));
-      return it == costs_.end() ? nullptr : &it->second;
+    const DmaCost* find(const uint32_t* w, int64_t tlb, uint32_t position) {
+      if (slots_.empty()) return nullptr;
+      const Key k = key(w, tlb);
+      Slot* front = position < by_position_.size() ? &by_position_[position] : nullptr;
+      if (front && front->used && front->key == k) return &front->cost;
+      for (size_t i = hash(k) & mask();; i = (i + 1) & mask()) {
+        const Slot& s = slots_[i];
+        if (!s.used) return nullptr;
+        if (s.key == k) {
+          if (!front) return &s.cost;
+          *front = s;
+          return &front->cost;
+        }
+      }
     }
-    void remember(const uint32_t* w, int64_t tlb, const DmaCost& c) {
-      if (costs_.size() >= kEntries) costs_.clear();
-      costs_.insert_or_assign(key(w, tlb), c);
+    void remember(const uint32_t* w, int64_t tlb, const DmaCost& c, uint32_t position) {
+      if (used_ >= kEntries) {
+        slots_.clear();
+        by_position_.clear();
+        used_ = 0;
+      }
+      if (2 * (used_ + 1) > slots_.size()) grow();
+      const Key k = key(w, tlb);
+      if (position < kPositions) {
+        if (position >= by_position_.size()) by_position_.resize(std::max<size_t>(position + 1, 2 * by_position_.size()));
+        by_position_[position] = Slot{true, k, c};
+      }
+      for (size_t i = hash(k) & mask();; i = (i + 1) & mask()) {
+        Slot& s = slots_[i];
+        if (!s.used) {
+          s = Slot{true, k, c};
+          ++used_;
+          return;
+        }
+        if (s.key == k) {
+          s.cost = c;
+          return;
+        }
+      }
     }
 
    private:
@@ -215,19 +256,38 @@ public:
       int64_t tlb;
       bool operator==(const Key&) const = default;
     };
-    struct KeyHash {
-      size_t operator()(const Key& k) const {
-        uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
-        for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
-        return static_cast<size_t>(h ^ (h >> 29));
-      }
+    struct Slot {
+      bool used = false;
+      Key key{};
+      DmaCost cost{};
     };
+    static size_t hash(const Key& k) {
+      uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(k.tlb);  // FNV-1a
+      for (uint32_t v : k.words) h = (h ^ v) * 0x100000001b3ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
     static Key key(const uint32_t* w, int64_t tlb) {
       Key k{{}, tlb};
       std::copy(w, w + 8, k.words.begin());
       return k;
     }
-    std::unordered_map<Key, DmaCost, KeyHash> costs_;
+    size_t mask() const { return slots_.size() - 1; }
+    // Doubles the table (from 1024 slots) and re-inserts the entries.
+    void grow() {
+      std::vector<Slot> old = std::move(slots_);
+      slots_.assign(old.empty() ? 1024 : 2 * old.size(), Slot{});
+      for (const Slot& s : old)
+        if (s.used)
+          for (size_t i = hash(s.key) & mask();; i = (i + 1) & mask())
+            if (!slots_[i].used) {
+              slots_[i] = s;
+              break;
+            }
+    }
+    static constexpr uint32_t kPositions = uint32_t{1} << 16;  // positions cached in front
+    std::vector<Slot> slots_;
+    std::vector<Slot> by_position_;
+    size_t used_ = 0;
   };
 
   uint64_t cost(uint64_t engine_cycles) {
@@ -266,8 +326,22 @@ public:
     if (push_next) channels_[cur_.engine == 0 ? 0 : 2].ready.push_back(done + 1);
     if (cur_.hi > cur_.lo) {
       // Only DMAs still running after the dispatcher's time can delay a later instruction.
-      std::erase_if(recent_, [&](const Dma& d) { return d.done + 1 <= fetch_; });
+      // One pass drops the others and takes the span of the STOREs that stay: instruction()
+      // looks for a STORE over the fetched instruction only when it lies inside that span (a
+      // command buffer rarely does).
       recent_.push_back(Dma{cur_.engine == 2, cur_.lo, cur_.hi, done});
+      stores_lo_ = UINT64_MAX;
+      stores_hi_ = 0;
+      size_t kept = 0;
+      for (const Dma& d : recent_) {
+        if (d.done + 1 <= fetch_) continue;
+        if (d.store) {
+          stores_lo_ = std::min(stores_lo_, d.lo);
+          stores_hi_ = std::max(stores_hi_, d.hi);
+        }
+        recent_[kept++] = d;
+      }
+      recent_.resize(kept);
     }
   }
   // The edge from which the next token of `channel` is available.
@@ -309,6 +383,7 @@ public:
   std::array<Engine, 3> engines_;
   std::array<Channel, 4> channels_;
   std::vector<Dma> recent_;
+  uint64_t stores_lo_ = UINT64_MAX, stores_hi_ = 0;  // the span of the STOREs in recent_
   // The memory bus is hw::kDmaBeatBytes wide (the RTL is generated for that width only).
   static int64_t beats(uint32_t pa, uint32_t len) {
     constexpr int64_t kBeat = static_cast<int64_t>(hw::kDmaBeatBytes);
@@ -392,6 +467,7 @@ public:
   uint32_t latency_;
   bool memoize_;
   DmaCostMemo load_memo_, store_memo_;
+  uint32_t position_ = 0;  // instructions of the current job dispatched so far
   int64_t ifu_tlb_ = kEmpty, ldq_tlb_ = kEmpty;
   int64_t stq_tlb_ = kEmpty;
   bool buf_valid_ = false;

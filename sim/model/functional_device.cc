@@ -1,7 +1,10 @@
 // The functional model of the NPU: the bit-exact reference for the RTL and a cycle
 // predictor for it. Every rule implemented here is written down in docs/architecture.md
 // section 1; the comments below only say why an implementation choice was made.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -323,7 +326,7 @@ class FunctionalDevice final : public Device {
       isa::Words w;
       std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
       job_cycles_ += timing_.instruction(va, chunks.phys[0], uint64_t{cmd_va} + cmd_bytes, dram_.size(), w.data());
-      if (auto f = execute(w, va)) return f;
+      if (const Fault f = execute(w, va); f.code != ErrorCode::kNone) return f;
       count(hw::Counter::kInstrs, 1);
       if (trace_) {
         TraceEvent ev;
@@ -346,7 +349,10 @@ class FunctionalDevice final : public Device {
     return true;
   }
 
-  std::optional<Fault> execute(const isa::Words& w, uint32_t va) {
+  // Returns the instruction's fault, ErrorCode::kNone if it completed. (A plain Fault, not an
+  // optional: GCC assembles the optional of every path in memory and reloads it wider than it
+  // stored it, a store-forwarding stall on every instruction.)
+  Fault execute(const isa::Words& w, uint32_t va) {
     const Fault illegal{ErrorCode::kIllegalInstruction, va};
     const uint32_t opcode = w[0] & 0xFF;
     const bool pop_prev = w[0] & (1u << 8), pop_next = w[0] & (1u << 9);
@@ -409,13 +415,13 @@ class FunctionalDevice final : public Device {
       case hw::Opcode::kVec: fault = do_vec(w); break;
       default: break;  // NOP and SYNC: tokens only
     }
-    if (fault) return fault;
+    if (fault) return *fault;
     // Pushes take effect after the instruction: an overflow is reported with its effects visible.
     if (push_prev && tokens_[prev_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, prev_out};
     if (push_next && tokens_[next_out] >= hw::kMaxTokens) return Fault{ErrorCode::kTokenDeadlock, next_out};
     if (push_prev) ++tokens_[prev_out];
     if (push_next) ++tokens_[next_out];
-    return std::nullopt;
+    return Fault{ErrorCode::kNone, 0};
   }
 
   uint32_t sp_rows(uint32_t sp) const {
@@ -500,6 +506,29 @@ class FunctionalDevice final : public Device {
     }
   }
 
+  // `count` rows of `len` < `row_bytes` bytes from src + x·src_stride, each zero-filled to
+  // `row_bytes` at dst + x·row_bytes (a LOAD of fewer than N elements per row). With AVX-512
+  // BW each row is one masked load (which reads only the row's bytes) and one masked store;
+  // otherwise a copy and a clear per row.
+  static void copy_partial_rows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride,
+                                uint32_t count, uint32_t len) {
+    static const bool avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    if (avx512bw && row_bytes <= 64) return copy_partial_rows_avx512(dst, row_bytes, src, src_stride, count, len);
+    for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
+      std::memcpy(dst, src, len);
+      std::memset(dst + len, 0, row_bytes - len);
+    }
+  }
+  __attribute__((target("avx512f,avx512bw"))) static void copy_partial_rows_avx512(std::byte* dst, size_t row_bytes,
+                                                                                  const std::byte* src,
+                                                                                  size_t src_stride, uint32_t count,
+                                                                                  uint32_t len) {
+    const __mmask64 read = len == 64 ? ~__mmask64{0} : (__mmask64{1} << len) - 1;
+    const __mmask64 write = row_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << row_bytes) - 1;
+    for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride)
+      _mm512_mask_storeu_epi8(dst, write, _mm512_maskz_loadu_epi8(read, src));
+  }
+
   // When the `count` rows va0 + x·stride (len bytes each) all lie in one page that
   // translates and whose frame holds them, the physical address of row 0: the whole line then
   // takes one translation. Otherwise nothing, and the caller translates row by row (which
@@ -560,10 +589,7 @@ class FunctionalDevice final : public Device {
             // and it writes no DRAM, so the order against the pending run does not matter).
             copy_rows(dst, sp_row_bytes, src, stride, X, row_bytes);
           } else {
-            for (uint32_t x = 0; x < X; ++x) {
-              copy.add(dst + x * sp_row_bytes, src + static_cast<size_t>(x) * stride, row_bytes);
-              copy.add(dst + x * sp_row_bytes + row_bytes, nullptr, sp_row_bytes - row_bytes);
-            }
+            copy_partial_rows(dst, sp_row_bytes, src, stride, X, row_bytes);  // disjoint rows, as above
           }
           if (!known) append_line_rows(va0, stride, X, row_bytes);
           bytes += uint64_t{X} * row_bytes;
@@ -685,20 +711,34 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(act_max, act_rows_)) return f;
     if (auto f = check_range(wgt_max, wgt_rows_ / n_)) return f;
     if (auto f = check_range(acc_max, acc_rows_)) return f;
-    for (uint32_t o = 0; o < O; ++o) {
-      for (uint32_t i = 0; i < I; ++i) {
-        // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
-        // convolution cycles through the same few tiles for every output row.
-        const uint32_t tile_index = wgt + o * wso + i * wsi;
-        PackedSlot& slot = packed_[tile_index % kPackedSlots];
-        if (slot.index != tile_index) {
-          pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &slot.tile);
-          slot.index = tile_index;
-        }
-        mac_rows(slot.tile, act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
-                 static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
-                 static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
+    // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
+    // convolution cycles through the same few tiles for every output row.
+    auto packed_tile = [&](uint32_t tile_index) -> const PackedTile& {
+      const uint32_t slot = tile_index % kPackedSlots;
+      if (packed_index_[slot] != tile_index) {
+        pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &packed_[slot]);
+        packed_index_[slot] = tile_index;
       }
+      return packed_[slot];
+    };
+    // When the accumulator rows of different o are disjoint (o·cso lies past every row of an
+    // earlier o) and the tile does not depend on o, each accumulator row sees the same updates
+    // in the same order whether o or i is the outer loop (GEMM reads ACT and WGT, writes only
+    // ACC). Then the whole O×R walk of each i is one kernel call with its tile held, instead of
+    // O calls of R rows (a 1×1 convolution of an 8×8 image: R = 8).
+    const bool o_blocks_disjoint = wso == 0 && uint64_t{cso} > uint64_t{I - 1} * csi + uint64_t{R - 1} * csr;
+    if (O > 1 && o_blocks_disjoint) {
+      for (uint32_t i = 0; i < I; ++i)
+        mac_rows_2d(packed_tile(wgt + i * wsi), act_.data() + static_cast<size_t>(act + i * asi) * n_,
+                    static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
+                    acc_.data() + static_cast<size_t>(acc + i * csi) * n_, static_cast<ptrdiff_t>(cso) * n_,
+                    static_cast<ptrdiff_t>(csr) * n_, O, R, clear && i == 0);
+    } else {
+      for (uint32_t o = 0; o < O; ++o)
+        for (uint32_t i = 0; i < I; ++i)
+          mac_rows(packed_tile(wgt + o * wso + i * wsi), act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
+                   static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
+                   static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
     }
     job_cycles_ += timing_.gemm(O, I, R);
     count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
@@ -824,18 +864,16 @@ class FunctionalDevice final : public Device {
   std::vector<DmaRow> dma_rows_;  // the current LOAD/STORE's rows, for the cycle predictor
   static constexpr uint32_t kNoTile = 0xFFFFFFFFu;
   static constexpr uint32_t kPackedSlots = 64;
-  struct PackedSlot {
-    uint32_t index = kNoTile;  // the WGT tile held; a LOAD into that tile invalidates the slot
-    PackedTile tile;
-  };
-  std::vector<PackedSlot> packed_ = std::vector<PackedSlot>(kPackedSlots);
-  void forget_packed_tiles() {
-    for (PackedSlot& slot : packed_) slot.index = kNoTile;
-  }
+  // Slot s holds the packing of WGT tile packed_index_[s]; a LOAD into that tile invalidates it.
+  // The indices are kept apart from the ~3 KiB tiles so that looking one up (every GEMM block)
+  // and forgetting a range (every WGT LOAD) read one or two cache lines, not one per slot.
+  std::vector<PackedTile> packed_ = std::vector<PackedTile>(kPackedSlots);
+  std::array<uint32_t, kPackedSlots> packed_index_;
+  void forget_packed_tiles() { packed_index_.fill(kNoTile); }
   // Forgets the packed copies of tiles first..last (a LOAD into those WGT rows).
   void forget_packed_tiles(uint32_t first, uint32_t last) {
-    for (PackedSlot& slot : packed_)
-      if (slot.index >= first && slot.index <= last) slot.index = kNoTile;
+    for (uint32_t& index : packed_index_)
+      if (index >= first && index <= last) index = kNoTile;
   }
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;

@@ -75,36 +75,54 @@ __attribute__((target("avx512f"))) inline void apply_row_avx512(int32_t* row, co
 }
 
 // AVX-512 VNNI for n = 16 or 32: one zmm holds 16 output columns; the whole tile stays in
-// registers (n/4 k-quads × n/16 zmm).
+// registers (n/4 k-quads × n/16 zmm). The rows are an O×R walk (row (o, r) at o·so + r·sr on
+// both sides), taken in (o, r) order and batched across o, so that a GEMM block of short rows
+// (a 1×1 convolution of a small image: R = 8) still fills whole batches.
 template <uint32_t N>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_rows_avx512vnni(
-    const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
-    uint32_t rows, bool overwrite) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_walk_avx512vnni(
+    const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+    ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
   constexpr uint32_t kQuads = N / 4, kVecs = N / 16, kBatch = N == 16 ? 4 : 2;
   __m512i w[kQuads][kVecs], init[kVecs];
   for (uint32_t q = 0; q < kQuads; ++q)
     for (uint32_t v = 0; v < kVecs; ++v) w[q][v] = _mm512_load_si512(tile.quads + (q * N + v * 16) * 4);
   for (uint32_t v = 0; v < kVecs; ++v) init[v] = _mm512_load_si512(tile.minus_128_colsum + v * 16);
-  uint32_t r = 0;
-  for (; r + kBatch <= rows; r += kBatch) {
+  uint32_t o = 0, r = 0;
+  auto next_row = [&](const int8_t** a, int32_t** c) {
+    *a = act + static_cast<ptrdiff_t>(o) * act_so + static_cast<ptrdiff_t>(r) * act_sr;
+    *c = acc + static_cast<ptrdiff_t>(o) * acc_so + static_cast<ptrdiff_t>(r) * acc_sr;
+    if (++r == r_count) {
+      r = 0;
+      ++o;
+    }
+  };
+  const uint64_t rows = uint64_t{o_count} * r_count;
+  uint64_t k = 0;
+  for (; k + kBatch <= rows; k += kBatch) {
+    const int8_t* a_row[kBatch];
+    int32_t* acc_row[kBatch];
+    for (uint32_t b = 0; b < kBatch; ++b) next_row(&a_row[b], &acc_row[b]);
     __m512i p[kBatch][kVecs];
     for (uint32_t b = 0; b < kBatch; ++b)
       for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = init[v];
     for (uint32_t q = 0; q < kQuads; ++q)
       for (uint32_t b = 0; b < kBatch; ++b) {
-        const __m512i a = _mm512_set1_epi32(biased_quad(act + (r + b) * act_stride + 4 * q));
+        const __m512i a = _mm512_set1_epi32(biased_quad(a_row[b] + 4 * q));
         for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = _mm512_dpbusd_epi32(p[b][v], a, w[q][v]);
       }
-    for (uint32_t b = 0; b < kBatch; ++b) apply_row_avx512<kVecs>(acc + (r + b) * acc_stride, p[b], overwrite);
+    for (uint32_t b = 0; b < kBatch; ++b) apply_row_avx512<kVecs>(acc_row[b], p[b], overwrite);
   }
-  for (; r < rows; ++r) {
+  for (; k < rows; ++k) {
+    const int8_t* a_row;
+    int32_t* acc_row;
+    next_row(&a_row, &acc_row);
     __m512i p[kVecs];
     for (uint32_t v = 0; v < kVecs; ++v) p[v] = init[v];
     for (uint32_t q = 0; q < kQuads; ++q) {
-      const __m512i a = _mm512_set1_epi32(biased_quad(act + r * act_stride + 4 * q));
+      const __m512i a = _mm512_set1_epi32(biased_quad(a_row + 4 * q));
       for (uint32_t v = 0; v < kVecs; ++v) p[v] = _mm512_dpbusd_epi32(p[v], a, w[q][v]);
     }
-    apply_row_avx512<kVecs>(acc + r * acc_stride, p, overwrite);
+    apply_row_avx512<kVecs>(acc_row, p, overwrite);
   }
 }
 
@@ -163,6 +181,33 @@ bool cpu_has_avx_vnni() {
   return has;
 }
 
+// Packs a 16×16 tile for the AVX-512 VNNI kernel with VBMI: the four rows 4j..4j+3 are one
+// zmm, and k-quad j is that zmm with its bytes permuted (byte c·4 + h from byte h·16 + c); the
+// column sums come from vpdpbusd against ones (Σ_h 1·W[4j+h][c] in int32 lane c, exact).
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void pack_tile16_vbmi(const int8_t* tile,
+                                                                                       PackedTile* out) {
+  alignas(64) static constexpr uint8_t kQuadOrder[64] = {
+      0, 16, 32, 48, 1, 17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
+      37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
+      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  const __m512i order = _mm512_load_si512(kQuadOrder);
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i sum = _mm512_setzero_si512();
+  for (uint32_t j = 0; j < 4; ++j) {
+    // (maskz forms: GCC 12's unmasked ones start from a self-initialised "undefined" vector,
+    // which -Wuninitialized reports, GCC bug 105593.)
+    const __m512i quads = _mm512_maskz_permutexvar_epi8(~__mmask64{0}, order, _mm512_loadu_si512(tile + j * 64));
+    _mm512_store_si512(out->quads + j * 64, quads);
+    sum = _mm512_dpbusd_epi32(sum, ones, quads);
+  }
+  _mm512_store_si512(out->minus_128_colsum, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, sum, 7)));
+}
+
+bool cpu_has_avx512vbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
 }  // namespace
 
 std::string_view mac_kernel_name(MacKernel kernel) {
@@ -203,6 +248,7 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
       }
     return;
   }
+  if (kernel == MacKernel::kAvx512Vnni && n == 16 && cpu_has_avx512vbmi()) return pack_tile16_vbmi(tile, out);
   // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
   // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in
   // int16 (|Σ| <= 32·128 fits).
@@ -228,6 +274,18 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
   }
 }
 
+void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  if (tile.kernel == MacKernel::kAvx512Vnni && tile.n != 8) {
+    if (tile.n == 16)
+      return mac_walk_avx512vnni<16>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    return mac_walk_avx512vnni<32>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  }
+  for (uint32_t o = 0; o < o_count; ++o)
+    mac_rows(tile, act + static_cast<ptrdiff_t>(o) * act_so, act_sr, acc + static_cast<ptrdiff_t>(o) * acc_so, acc_sr,
+             r_count, overwrite);
+}
+
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
               uint32_t rows, bool overwrite) {
   switch (tile.kernel) {
@@ -242,8 +300,8 @@ void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, i
     case MacKernel::kAvx512Vnni:
       switch (tile.n) {
         case 8: return mac_rows_avx512vnni_ymm<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
-        case 16: return mac_rows_avx512vnni<16>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
-        default: return mac_rows_avx512vnni<32>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+        case 16: return mac_walk_avx512vnni<16>(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);
+        default: return mac_walk_avx512vnni<32>(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);
       }
   }
 }

@@ -51,4 +51,9 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc,
               ptrdiff_t acc_stride, uint32_t rows, bool overwrite);
 
+// mac_rows over an o_count × r_count walk: row (o, r) reads act + o·act_so + r·act_sr and
+// updates acc + o·acc_so + r·acc_sr, in (o, r) order (the same as mac_rows once per o).
+void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);
+
 }  // namespace npu::sim

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 namespace npu::sim {
 namespace {
@@ -127,17 +128,23 @@ NPU_AVX512_INLINE HeldRequant8 hold_requant8(const RequantParams& p, const int32
   return q;
 }
 // + zp, vec_clamp (the low test on the unclamped value, as the scalar rule, which matters
-// when lo > hi), narrow to int8 by truncation (the low byte).
-NPU_AVX512_INLINE __m128i finish8(__m512i r, const HeldFinish& f) {
+// when lo > hi), in int64 lanes: int8 values, or with wrap (bounds the whole int64 range)
+// every value, whose low byte the narrowing keeps.
+NPU_AVX512_INLINE __m512i clamp8(__m512i r, const HeldFinish& f) {
   r = _mm512_add_epi64(r, f.zp);
-  return _mm512_cvtepi64_epi8(_mm512_mask_mov_epi64(_mm512_min_epi64(r, f.hi), _mm512_cmplt_epi64_mask(r, f.lo), f.lo));
+  return _mm512_mask_mov_epi64(_mm512_min_epi64(r, f.hi), _mm512_cmplt_epi64_mask(r, f.lo), f.lo);
+}
+// clamp8, narrowed to int8.
+NPU_AVX512_INLINE __m128i finish8(__m512i r, const HeldFinish& f) { return _mm512_cvtepi64_epi8(clamp8(r, f)); }
+// A requantisation of the int32 values v (+ bias), clamped, in int64 lanes.
+NPU_AVX512_INLINE __m512i requantized8(__m256i v, const HeldRequant8& q, const HeldFinish& f) {
+  // vpmuldq: the exact 64-bit product of the sign-extended low halves.
+  const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(_mm256_add_epi32(v, q.bias)), q.mult);
+  return clamp8(_mm512_srav_epi64(_mm512_add_epi64(t, q.half), q.shift), f);
 }
 // Lanes c..c+7 of a requantisation of the int32 values v (+ bias) into y + c.
 NPU_AVX512_INLINE void requantize8(__m256i v, const HeldRequant8& q, const HeldFinish& f, int8_t* y, uint32_t c) {
-  // vpmuldq: the exact 64-bit product of the sign-extended low halves.
-  const __m512i t = _mm512_mul_epi32(_mm512_cvtepi32_epi64(_mm256_add_epi32(v, q.bias)), q.mult);
-  const __m512i r = _mm512_srav_epi64(_mm512_add_epi64(t, q.half), q.shift);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), finish8(r, f));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y + c), _mm512_cvtepi64_epi8(requantized8(v, q, f)));
 }
 
 // Lanes 8·G wide (n = 8, 16, 32), every parameter held in registers for the whole walk.
@@ -154,12 +161,50 @@ __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_held(const int32
                   8 * g);
 }
 
+// n = 16 with VBMI: the two halves' clamped int64 lanes are narrowed together by one vpermt2b
+// (the low byte of each qword, as vpmovqb takes it) and stored as one 16-byte row, instead of
+// two vpmovqb (two shuffle uops each) and two 8-byte stores.
+#define NPU_AVX512_VBMI_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi"
+// Lanes 0..15 of a requantisation of v_lo, v_hi (lanes 0..7, 8..15) into y.
+__attribute__((target(NPU_AVX512_VBMI_TARGET), always_inline)) inline void requantize16_vbmi(
+    __m256i v_lo, __m256i v_hi, const HeldRequant8& q0, const HeldRequant8& q1, const HeldFinish& f, int8_t* y) {
+  // Result byte k < 8 is byte 8k of the low half, byte 8 + k byte 8k of the high half.
+  const __m512i low_bytes = _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0x7870686058504840, 0x3830282018100800);
+  const __m512i lo = requantized8(v_lo, q0, f), hi = requantized8(v_hi, q1, f);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_castsi512_si128(_mm512_permutex2var_epi8(lo, low_bytes, hi)));
+}
+__attribute__((target(NPU_AVX512_VBMI_TARGET))) void requantize_rows16_vbmi(const int32_t* x, const int32_t* bias,
+                                                                            const RequantParams& p, int8_t* y,
+                                                                            const RowWalk& rows) {
+  const HeldRequant8 q0 = hold_requant8(p, bias, 0), q1 = hold_requant8(p, bias, 8);
+  const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    const int32_t* src = x + row.src;
+    requantize16_vbmi(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)),
+                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 8)), q0, q1, f, y + row.dst);
+  }
+}
+
+bool cpu_has_avx512vbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
 __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int32_t* x, const int32_t* bias,
                                                                        const RequantParams& p, int8_t* y,
                                                                        const RowWalk& rows, uint32_t n) {
+  if (p.lo == p.hi && !p.wrap) {
+    // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
+    // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
+    // wrap, legal only with both bounds 0, the result is the low byte instead.)
+    for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, p.lo, n);
+    return;
+  }
   switch (n) {
     case 8: return requantize_rows_held<1>(x, bias, p, y, rows);
-    case 16: return requantize_rows_held<2>(x, bias, p, y, rows);
+    case 16:
+      if (cpu_has_avx512vbmi()) return requantize_rows16_vbmi(x, bias, p, y, rows);
+      return requantize_rows_held<2>(x, bias, p, y, rows);
     case 32: return requantize_rows_held<4>(x, bias, p, y, rows);
     default: break;
   }
@@ -178,15 +223,29 @@ __attribute__((target(NPU_AVX512_TARGET))) void binary_rows_avx512(const int8_t*
   const __m512i shift = _mm512_set1_epi64(p.shift);
   const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
   const bool mul = p.mul;
+  // With |za|, |zb| <= 2^15 and m0, m1 in int32 (always, from ACC lanes) no product wraps:
+  // |a − za|, |b − zb| < 2^16, their product < 2^31, each product with m0 or m1 < 2^62. The
+  // exact products are then vpmuldq (one uop, 32×32 → 64 bits signed) instead of vpmullq
+  // (three), with the same bits.
+  auto within = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  constexpr int64_t kZero = int64_t{1} << 15;
+  const bool narrow = within(p.za, -kZero, kZero) && within(p.zb, -kZero, kZero) &&
+                      within(p.m0, INT32_MIN, INT32_MAX) && within(p.m1, INT32_MIN, INT32_MAX);
   for (RowCursor row(rows); !row.done(); row.next())
     for (uint32_t c = 0; c < n; c += 8) {
       const __m512i da = _mm512_sub_epi64(
           _mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + row.src + c))), za);
       const __m512i db = _mm512_sub_epi64(
           _mm512_cvtepi8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + row.src + c))), zb);
-      // vpmullq keeps the low 64 bits: the wrapping products of the scalar definition.
-      const __m512i t = mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
-                              : _mm512_add_epi64(_mm512_mullo_epi64(da, m0), _mm512_mullo_epi64(db, m1));
+      __m512i t;
+      if (narrow) {
+        t = mul ? _mm512_mul_epi32(_mm512_mul_epi32(da, db), m0)
+                : _mm512_add_epi64(_mm512_mul_epi32(da, m0), _mm512_mul_epi32(db, m1));
+      } else {
+        // vpmullq keeps the low 64 bits: the wrapping products of the scalar definition.
+        t = mul ? _mm512_mullo_epi64(_mm512_mullo_epi64(da, db), m0)
+                : _mm512_add_epi64(_mm512_mullo_epi64(da, m0), _mm512_mullo_epi64(db, m1));
+      }
       _mm_storel_epi64(reinterpret_cast<__m128i*>(y + row.dst + c), finish8(round_shift8(t, shift), f));
     }
 }
@@ -229,27 +288,42 @@ __attribute__((target(NPU_AVX512_TARGET))) void window_reduce_avx512(const int8_
 
 // DWCONV rows for n <= 16 with the widened tap weights and the requantisation held. kKw and
 // kKh are the window when the caller knows it (the loops then unroll fully), 0 to take it from
-// `win`. The int32 sum is exact (|Σ| < 2^31), so the tap order does not matter.
-template <uint32_t kKw, uint32_t kKh>
-__attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_held(const int8_t* x, const Window& win,
-                                                                 const __m512i* weights, const HeldRequant8& q0,
-                                                                 const HeldRequant8& q1, const HeldFinish& f,
-                                                                 int8_t* y, const RowWalk& rows, uint32_t n) {
-  const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;
-  const ptrdiff_t row_stride = win.row_stride;
-  const __mmask16 lanes = lanes16(n, 0);
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    __m512i sum = _mm512_setzero_si512();
-    for (uint32_t ky = 0; ky < kh; ++ky) {
-      const int8_t* xr = x + row.src + ky * row_stride;
-      for (uint32_t kx = 0; kx < kw; ++kx)
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr + kx * n)),
-                                                      weights[ky * kw + kx]));
-    }
-    requantize8(_mm512_castsi512_si256(sum), q0, f, y + row.dst, 0);
-    if (n > 8) requantize8(_mm512_extracti64x4_epi64(sum, 1), q1, f, y + row.dst, 8);
+// `win`. The int32 sum is exact (|Σ| < 2^31), so the tap order does not matter. FINISH
+// requantises the row's sum into y + row.dst: two 8-lane halves, or (n = 16 with VBMI) one
+// 16-byte row as REQUANT does.
+#define NPU_DWCONV_ROWS_HELD(NAME, TARGET, FINISH)                                                                \
+  template <uint32_t kKw, uint32_t kKh>                                                                         \
+  __attribute__((target(TARGET))) void NAME(const int8_t* x, const Window& win, const __m512i* weights,         \
+                                            const HeldRequant8& q0, const HeldRequant8& q1, const HeldFinish& f, \
+                                            int8_t* y, const RowWalk& rows, uint32_t n) {                         \
+    const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;                                            \
+    const ptrdiff_t row_stride = win.row_stride;                                                                \
+    const __mmask16 lanes = lanes16(n, 0);                                                                      \
+    for (RowCursor row(rows); !row.done(); row.next()) {                                                        \
+      __m512i sum = _mm512_setzero_si512();                                                                     \
+      for (uint32_t ky = 0; ky < kh; ++ky) {                                                                    \
+        const int8_t* xr = x + row.src + ky * row_stride;                                                       \
+        for (uint32_t kx = 0; kx < kw; ++kx)                                                                    \
+          sum = _mm512_add_epi32(                                                                               \
+              sum, _mm512_madd_epi16(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, xr + kx * n)),            \
+                                     weights[ky * kw + kx]));                                                   \
+      }                                                                                                         \
+      FINISH(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1), q0, q1, f, y + row.dst, n);         \
+    }                                                                                                           \
   }
+NPU_AVX512_INLINE void finish_halves(__m256i lo, __m256i hi, const HeldRequant8& q0, const HeldRequant8& q1,
+                                     const HeldFinish& f, int8_t* y, uint32_t n) {
+  requantize8(lo, q0, f, y, 0);
+  if (n > 8) requantize8(hi, q1, f, y, 8);
 }
+__attribute__((target(NPU_AVX512_VBMI_TARGET), always_inline)) inline void finish16_vbmi(
+    __m256i lo, __m256i hi, const HeldRequant8& q0, const HeldRequant8& q1, const HeldFinish& f, int8_t* y, uint32_t) {
+  requantize16_vbmi(lo, hi, q0, q1, f, y);
+}
+NPU_DWCONV_ROWS_HELD(dwconv_rows_held, NPU_AVX512_TARGET, finish_halves)
+NPU_DWCONV_ROWS_HELD(dwconv_rows16_held_vbmi, NPU_AVX512_VBMI_TARGET, finish16_vbmi)
+#undef NPU_DWCONV_ROWS_HELD
+#undef NPU_AVX512_VBMI_TARGET
 
 __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t* x, const Window& win,
                                                                    const int32_t* bias, const RequantParams& p,
@@ -268,6 +342,11 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
     const HeldRequant8 q1 = n > 8 ? hold_requant8(p, bias, 8) : q0;
     const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
     // The depthwise convolutions of CNNs are 3x3 and 5x5.
+    if (n == 16 && cpu_has_avx512vbmi()) {
+      if (win.kw == 3 && win.kh == 3) return dwconv_rows16_held_vbmi<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
+      if (win.kw == 5 && win.kh == 5) return dwconv_rows16_held_vbmi<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
+      return dwconv_rows16_held_vbmi<0, 0>(x, win, weights, q0, q1, f, y, rows, n);
+    }
     if (win.kw == 3 && win.kh == 3) return dwconv_rows_held<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
     if (win.kw == 5 && win.kh == 5) return dwconv_rows_held<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
     return dwconv_rows_held<0, 0>(x, win, weights, q0, q1, f, y, rows, n);

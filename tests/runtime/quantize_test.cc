@@ -126,30 +126,39 @@ TEST(Quantize, WalksStridesAndZeroesUncoveredBytes) {
 }
 
 // quantize_into's row loops (contiguous and strided innermost dimension, rows longer than
-// its 256-element chunks) give quantize_int8 of every element, for NaN, infinities, and
-// zero points inside and outside the float fast path.
+// its 256-element chunks; the vectorised run kernels and the constant-stride scatters) give
+// quantize_int8 of every element, for NaN, infinities, exact halves (scale 0.5), and zero
+// points inside and outside the float fast path.
 TEST(Quantize, IntoMatchesQuantizeInt8ElementByElement) {
   uint32_t state = 777;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };
   for (const int32_t zp : {0, -7, 100, -300, 5000000, -2000000000}) {
-    for (const int64_t col_stride : {1, 3}) {
-      const int64_t rows = 3, cols = 300;
-      TensorInfo info = info_2d(rows, cols, cols * col_stride, 0.37f, zp);
-      info.device_strides[1] = col_stride;
-      Tensor x = Tensor::zeros(DType::kF32, {rows, cols});
-      auto v = x.as<float>();
-      for (size_t i = 0; i < v.size(); ++i) {
-        const uint32_t r = next();
-        v[i] = i % 50 == 0 ? std::numeric_limits<float>::quiet_NaN()
-               : i % 50 == 1 ? std::numeric_limits<float>::infinity()
-               : i % 50 == 2 ? -std::numeric_limits<float>::infinity()
-                             : static_cast<float>(static_cast<int32_t>(r % 20000) - 10000) * 0.0625f;
+    for (const float scale : {0.37f, 0.5f}) {
+      for (const int64_t col_stride : {1, 2, 3, 4, 5}) {
+        const int64_t rows = 3, cols = 300;
+        TensorInfo info = info_2d(rows, cols, cols * col_stride, scale, zp);
+        info.device_strides[1] = col_stride;
+        Tensor x = Tensor::zeros(DType::kF32, {rows, cols});
+        auto v = x.as<float>();
+        for (size_t i = 0; i < v.size(); ++i) {
+          const uint32_t r = next();
+          v[i] = i % 50 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                 : i % 50 == 1 ? std::numeric_limits<float>::infinity()
+                 : i % 50 == 2 ? -std::numeric_limits<float>::infinity()
+                               : static_cast<float>(static_cast<int32_t>(r % 20000) - 10000) * 0.0625f;
+        }
+        std::vector<std::byte> act(static_cast<size_t>(rows * cols * col_stride), std::byte{0});
+        ASSERT_TRUE(quantize_into(x, info, act).is_ok());
+        for (int64_t i = 0; i < rows * cols; ++i)
+          ASSERT_EQ(static_cast<int8_t>(act[static_cast<size_t>(i * col_stride)]), quantize_int8(v[static_cast<size_t>(i)], scale, zp))
+              << "element " << i << " = " << v[static_cast<size_t>(i)] << ", zp " << zp << ", scale " << scale
+              << ", stride " << col_stride;
+        for (size_t j = 0; j < act.size(); ++j) {  // the bytes between the elements stay cleared
+          if (j % static_cast<size_t>(col_stride) != 0) {
+            ASSERT_EQ(act[j], std::byte{0}) << "byte " << j << ", stride " << col_stride;
+          }
+        }
       }
-      std::vector<std::byte> act(static_cast<size_t>(rows * cols * col_stride), std::byte{0});
-      ASSERT_TRUE(quantize_into(x, info, act).is_ok());
-      for (int64_t i = 0; i < rows * cols; ++i)
-        ASSERT_EQ(static_cast<int8_t>(act[static_cast<size_t>(i * col_stride)]), quantize_int8(v[static_cast<size_t>(i)], 0.37f, zp))
-            << "element " << i << " = " << v[static_cast<size_t>(i)] << ", zp " << zp << ", stride " << col_stride;
     }
   }
 }

@@ -81,5 +81,39 @@ TEST(MacKernels, EveryUsableKernelMatchesTheNaiveGemm) {
   EXPECT_GT(tested, 0);
 }
 
+// mac_rows_2d is the naive GEMM once per o, in order, for every kernel: walks whose o blocks
+// are disjoint, overlap, or alias completely (so_ = 0), and whose batches straddle o.
+TEST(MacKernels, TwoDimensionalWalkIsOneNaiveGemmPerO) {
+  std::mt19937 rng(4321);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (MacKernel kernel : kAllMacKernels) {
+    for (uint32_t n : {8u, 16u, 32u}) {
+      if (!mac_kernel_usable(kernel, n)) continue;
+      for (int trial = 0; trial < 200; ++trial) {
+        SCOPED_TRACE(describe(kernel, n) + " trial " + std::to_string(trial));
+        std::vector<int8_t> w(n * n);
+        for (auto& x : w) x = static_cast<int8_t>(byte(rng));
+        auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+        const uint32_t o_count = static_cast<uint32_t>(pick(1, 5)), r_count = static_cast<uint32_t>(pick(1, 11));
+        const ptrdiff_t act_sr = ptrdiff_t{n} * pick(0, 2), act_so = ptrdiff_t{n} * pick(0, 25);
+        const ptrdiff_t acc_sr = ptrdiff_t{n} * pick(0, 2), acc_so = ptrdiff_t{n} * pick(0, 25);
+        std::vector<int8_t> act(static_cast<size_t>(o_count * act_so + r_count * act_sr + n));
+        for (auto& x : act) x = static_cast<int8_t>(byte(rng));
+        std::vector<int32_t> acc(static_cast<size_t>(o_count * acc_so + r_count * acc_sr + n));
+        for (auto& x : acc) x = std::uniform_int_distribution<int32_t>(INT32_MIN, INT32_MAX)(rng);
+        const bool overwrite = trial % 3 == 0;
+        std::vector<int32_t> want = acc;
+        for (uint32_t o = 0; o < o_count; ++o)
+          naive(w, act.data() + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n, overwrite);
+        PackedTile tile;
+        pack_tile(w.data(), n, kernel, &tile);
+        mac_rows_2d(tile, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr, o_count, r_count, overwrite);
+        ASSERT_EQ(acc, want) << o_count << "x" << r_count << " act so/sr " << act_so << "/" << act_sr << " acc so/sr "
+                             << acc_so << "/" << acc_sr << (overwrite ? " overwrite" : " accumulate");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace npu::sim

@@ -87,9 +87,11 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
           // Every shift, and garbage in the high bits (only the low 6 count).
           shift[c] = static_cast<int32_t>(rnd.below(64) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
         }
-        // Every third trial with the wrap bit (REQUANT, ADD, MUL; DWCONV never wraps).
+        // Every third trial with the wrap bit (REQUANT, ADD, MUL; DWCONV never wraps), every 8th
+        // with equal clamp bounds (the AVX-512 kernel writes the bound directly unless it wraps).
         const bool wrap = trial % 3 == 0;
-        const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte(), false};
+        const int8_t rq_zp = rnd.byte(), rq_lo = rnd.byte();
+        const RequantParams rq{mult.data(), shift.data(), rq_zp, rq_lo, trial % 8 == 5 ? rq_lo : rnd.byte(), false};
         RequantParams rq_wrap = rq;
         rq_wrap.wrap = wrap;
         std::vector<int8_t> want(dst_extent(walk, n), 7), got = want;
@@ -145,6 +147,17 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         dwconv_rows(VecKernel::kPortable, xs.data(), window, b, rq, want.data(), walk, n);
         dwconv_rows(kernel, xs.data(), window, b, rq, got.data(), walk, n);
         ASSERT_EQ(got, want) << "DWCONV " << kw << "x" << kh;
+        // The same window with an identity requantisation and a bias that cancels the sum up
+        // to a small remainder: the output is that remainder, so a sum off by a little shows
+        // (random multipliers and shifts mostly saturate the int8 output).
+        std::vector<int32_t> sum(n), unit_mult(n, 1), no_shift(n, 0), cancel(n);
+        window_reduce(VecKernel::kPortable, WindowOp::kMac, xs.data(), row_stride, kw, kh, ws.data(), n, sum.data());
+        for (uint32_t c = 0; c < n; ++c) cancel[c] = static_cast<int32_t>(rnd.below(201)) - 100 - sum[c];
+        const RequantParams identity{unit_mult.data(), no_shift.data(), 0, -128, 127, false};
+        std::vector<int8_t> exact_want(n), exact_got(n);
+        dwconv_rows(VecKernel::kPortable, xs.data(), window, cancel.data(), identity, exact_want.data(), RowWalk{}, n);
+        dwconv_rows(kernel, xs.data(), window, cancel.data(), identity, exact_got.data(), RowWalk{}, n);
+        ASSERT_EQ(exact_got, exact_want) << "DWCONV " << kw << "x" << kh << ", cancelled sum";
       }
     }
   }
