@@ -41,8 +41,9 @@ struct Node {
   std::vector<int> outputs;
   std::map<std::string, Attribute> attrs;
   std::string proto;  // the serialised ONNX NodeProto (host steps carry it into the image)
-  // Add/Sub/Mul of integer codes bound to device views (bind_integer_io): ONNX integer
-  // arithmetic, the result wraps modulo 2^8 (lowered to VEC with the wrap bit).
+  // Add/Sub/Mul (uint8 Div) of integer codes bound to device views (bind_integer_io): ONNX
+  // integer arithmetic, the result wraps modulo 2^8 (lowered to VEC with the wrap bit); Div
+  // truncates (restoring division on the VEC unit, exact).
   bool integer_wrap = false;
 
   int64_t attr_int(const std::string& key, int64_t fallback) const {

@@ -1108,6 +1108,48 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
       prog.load(pl, BK::Weights, static_cast<uint32_t>(first));
     };
+    if (L.kind == Kind::kDiv && L.wrap) {
+      // ONNX uint8 Div (truncating) on codes of scale 1, zero point −128 (bind_integer_io):
+      // restoring division, one quotient bit per step from bit 7 down, all on the VEC unit
+      // with exact 64-bit intermediates (no reciprocal, so no rounding):
+      //   c = [r ≥ b·2^i]   ADD  r·1 + b·(−2^i), zp 1, clamp [0, 1]
+      //   p = c·b·2^i       MUL  (c − 0)(b + 128)·2^i, ≤ r ≤ 255 whenever c = 1
+      //   r = r − p         ADD
+      //   q = q + c·2^i     ADD  (step 7 ignores q's stale rows: multiplier 0)
+      // A zero divisor yields quotient 255 and leaves the remainder (every step subtracts 0).
+      if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f || qx.zero_point != -128 ||
+          qb.zero_point != -128 || qy.zero_point != -128)
+        return make_error(StatusCode::kInternal, "integer Div '" + L.name + "' needs uint8 codes of scale 1");
+      // Parameter rows: [0] copy, then per step i = 7..0: compare, product, q update; [25] r update.
+      const uint64_t first = put_scalar_params(weights, N, 1, 0, 0, -128, 0);
+      for (int i = 7; i >= 0; --i) {
+        put_scalar_params(weights, N, 1, -(1 << i), 0, -128, -128);
+        put_scalar_params(weights, N, 1 << i, 0, 0, 0, -128);
+        put_scalar_params(weights, N, i == 7 ? 0 : 1, 1 << i, 0, -128, 0);
+      }
+      put_scalar_params(weights, N, 1, -1, 0, -128, -128);
+      load_params(first, 26);
+      auto vec = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows, int8_t zp,
+                     int8_t lo, int8_t hi) {
+        isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                          .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows), .zero_point = zp,
+                          .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+        prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
+      };
+      // Regions: A dividend, then quotient (stored); B divisor; C the bit c; D remainder; E c·b·2^i.
+      run_binary(0, 5, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
+        const uint32_t D = C + rows, E = D + rows;
+        vec(hw::VecMode::kAdd, 0, A, A, D, rows, -128, -128, 127);  // r = a
+        for (uint32_t step = 0; step < 8; ++step) {
+          const uint32_t P = 1 + 3 * step;
+          vec(hw::VecMode::kAdd, P, D, B, C, rows, 1, 0, 1);
+          vec(hw::VecMode::kMul, P + 1, C, B, E, rows, -128, -128, 127);
+          vec(hw::VecMode::kAdd, 25, D, E, D, rows, -128, -128, 127);
+          vec(hw::VecMode::kAdd, P + 2, A, C, A, rows, -128, -128, 127);
+        }
+      });
+      return facts;
+    }
     if (L.kind == Kind::kDiv) {
       // 1/y over y's codes (clamped to y's calibrated range, which keeps one sign), then
       // x · (1/y) by VEC MUL; the table runs in place on the divisor rows.

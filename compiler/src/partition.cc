@@ -634,7 +634,7 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       return L;
     }
     if (g.is_constant(n.inputs[1])) return std::nullopt;
-    if (op == "Div") {
+    if (op == "Div" && !n.integer_wrap) {
       // x / y = x · (1/y) with a reciprocal table over y's codes: y's calibrated range must
       // keep away from 0 (one sign), else 1/y has no bounded range to quantise.
       auto r = ranges ? ranges->find(n.inputs[1]) : decltype(ranges->end()){};

@@ -99,7 +99,7 @@ struct EltLayer {
   int output = -1;
   std::function<float(float)> fn;  // kLut: the real-valued function the table samples
   float b_sign = 1.0f;             // kAdd: -1 for Sub
-  bool wrap = false;               // kAdd/kMul: integer arithmetic on codes (Node::integer_wrap)
+  bool wrap = false;               // kAdd/kMul/kDiv: integer arithmetic on codes (Node::integer_wrap)
   bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
   bool broadcast_last = false;     // kMul/kAdd/kPRelu: dense a [..., L] against b [L] (or [1, .., L])
   bool b_per_image = true;         // broadcast_channels: b has one row block per image (else one for all)

@@ -426,7 +426,11 @@ Status bind_integer_io(Graph& g, int* bound) {
     bool exact_on_codes = true;
     for (int r : readers) {
       const Node& n = g.nodes[static_cast<size_t>(r)];
-      const bool arithmetic = (n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2;
+      // Integer Div truncates: exact on the VEC unit for uint8 (unsigned restoring division);
+      // int8 Div, with its signs, stays on the host.
+      const bool arithmetic = (n.op == "Add" || n.op == "Sub" || n.op == "Mul" ||
+                               (n.op == "Div" && g.value(x).dtype == DType::kU8)) &&
+                              n.inputs.size() == 2;
       const bool op_ok = (n.op == "MaxPool" && n.outputs.size() == 1) || n.op == "Relu" || n.op == "Clip" || arithmetic;
       const bool reads_x = arithmetic ? std::count(n.inputs.begin(), n.inputs.end(), x) > 0 : n.inputs[0] == x;
       exact_on_codes = exact_on_codes && op_ok && reads_x && n.outputs.size() == 1 &&
@@ -460,7 +464,7 @@ Status bind_integer_io(Graph& g, int* bound) {
     unit.zero_point = {g.value(x).dtype == DType::kU8 ? -128 : 0};
     for (int r : readers) {
       Node& n = g.nodes[static_cast<size_t>(r)];
-      n.integer_wrap = n.op == "Add" || n.op == "Sub" || n.op == "Mul";
+      n.integer_wrap = n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div";
       for (size_t k = 1; k < n.inputs.size(); ++k)
         if (n.inputs[k] >= 0 && g.is_constant(n.inputs[k])) {
           // Constant bounds as floats: the partitioner reads float scalars.

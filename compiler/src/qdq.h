@@ -67,8 +67,8 @@ Status fold_qdq(Graph& g, QdqSummary* summary);
 //    removed and the producer writes the output on the model's grid;
 //  - an int8/uint8 graph input read only by operators that are exact on codes (MaxPool without
 //    Indices, Relu, Clip with constant bounds or bounds fed as inputs of the same dtype read
-//    by it alone, Add/Sub/Mul whose other operand is x itself or an input of the same dtype
-//    that only it reads: ONNX integer arithmetic, marked Node::integer_wrap) whose outputs
+//    by it alone, Add/Sub/Mul (and uint8 Div) whose other operand is x itself or an input of
+//    the same dtype that only it reads: ONNX integer arithmetic, marked Node::integer_wrap) whose outputs
 //    are graph outputs of the same dtype nobody reads: all of them take the quantisation
 //    scale 1 with the code's own zero (uint8: -128 after the shift, int8: 0).
 // Returns how many values it bound in *bound. The compiler must check that no host step
