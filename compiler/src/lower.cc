@@ -303,12 +303,7 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
         } else if (L.int32_output) {
           // No requantisation follows: the accumulators start from the constant bias row
           // (zero-point terms included), repeated by the X stride 0.
-          isa::Load ld;
-          ld.sp = hw::Scratchpad::kAcc;
-          ld.sp_base = C;
-          ld.x = static_cast<uint16_t>(mt);
-          ld.x_stride = 0;
-          prog.load(ld, BK::Weights, static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+          repeat_acc_row(prog, C, mt, static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
         } else if (preload_bias) {
           // The accumulators start from the int32 bias rows (one row for every m when the bias
           // is a vector); the GEMM then accumulates onto them.
@@ -754,14 +749,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
               const uint32_t bias_row = static_cast<uint32_t>(p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
               const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
               const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
-              for (int64_t k = 0; k < runs; ++k) {
-                isa::Load ld;
-                ld.sp = hw::Scratchpad::kAcc;
-                ld.sp_base = static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0);
-                ld.x = static_cast<uint16_t>(run_rows);
-                ld.x_stride = 0;
-                prog.load(ld, BK::Weights, bias_row);
-              }
+              for (int64_t k = 0; k < runs; ++k)
+                repeat_acc_row(prog, static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0), run_rows, bias_row);
             };
             if (border_bias) for_each_region(oy0, oh, preload);
             else preload(oy0, oy0 + oh, 0, L.OW, 0);
@@ -851,6 +840,15 @@ void load_acc_rows(Program& prog, uint32_t acc_row, int64_t rows, uint32_t N, ui
   prog.load(ld, image::BufferKind::Weights, offset);
 }
 
+void repeat_acc_row(Program& prog, uint32_t acc_row, int64_t rows, uint32_t offset) {
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kAcc;
+  ld.sp_base = acc_row;
+  ld.x = static_cast<uint16_t>(rows);
+  ld.x_stride = 0;
+  prog.load(ld, image::BufferKind::Weights, offset);
+}
+
 void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_t OW, int64_t rows,
                       int64_t cp, uint32_t offset) {
   isa::Store st;
@@ -891,6 +889,16 @@ uint64_t put_scalar_params(std::vector<uint8_t>& weights, uint32_t n, int32_t m0
   put_u32(weights, off + 12, static_cast<uint32_t>(za));
   put_u32(weights, off + 16, static_cast<uint32_t>(zb));
   return off;
+}
+
+// Loads `count` consecutive parameter rows written by put_scalar_params (the first at weight
+// byte `first`) into ACC rows 0 .. count − 1.
+void load_scalar_params(Program& prog, uint32_t N, uint64_t first, uint32_t count) {
+  isa::Load pl;
+  pl.sp = hw::Scratchpad::kAcc;
+  pl.x = static_cast<uint16_t>(count);
+  pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
+  prog.load(pl, image::BufferKind::Weights, static_cast<uint32_t>(first));
 }
 
 isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t kw, uint32_t kh, uint32_t wys) {
@@ -1080,13 +1088,18 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     };
     // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P;
     // `wrap`: the result's low byte instead of the clamp (whose bounds are then 0).
+    // The general form: output zero point `zp` and clamp [lo, hi] as given.
+    auto vec_binary_clamped = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst,
+                                  uint32_t rows, int8_t zp, int8_t lo, int8_t hi, bool wrap) {
+      isa::VecRequant v{.wrap = wrap, .src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                        .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows), .zero_point = zp,
+                        .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
+    };
     auto vec_binary = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
                           const QParams& out, bool wrap = false) {
-      isa::VecRequant v{.wrap = wrap, .src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
-                        .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows),
-                        .zero_point = static_cast<int8_t>(out.zero_point), .src_sr = 1, .dst_sr = 1,
-                        .clamp_lo = static_cast<int8_t>(wrap ? 0 : -128), .clamp_hi = static_cast<int8_t>(wrap ? 0 : 127)};
-      prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
+      vec_binary_clamped(mode, P, src, aux, dst, rows, static_cast<int8_t>(out.zero_point),
+                         static_cast<int8_t>(wrap ? 0 : -128), static_cast<int8_t>(wrap ? 0 : 127), wrap);
     };
     // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
     auto add_params = [&](const QParams& qa, const QParams& qbb, double sign, const QParams& out) {
@@ -1101,13 +1114,7 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qa.zero_point,
                                qbb.zero_point);
     };
-    auto load_params = [&](uint64_t first, uint32_t count) {
-      isa::Load pl;
-      pl.sp = hw::Scratchpad::kAcc;
-      pl.x = static_cast<uint16_t>(count);
-      pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
-      prog.load(pl, BK::Weights, static_cast<uint32_t>(first));
-    };
+    auto load_params = [&](uint64_t first, uint32_t count) { load_scalar_params(prog, N, first, count); };
     if (L.kind == Kind::kDiv && L.wrap) {
       // ONNX uint8 Div (truncating) on codes of scale 1, zero point −128 (bind_integer_io):
       // restoring division, one quotient bit per step from bit 7 down, all on the VEC unit
@@ -1130,12 +1137,7 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       put_scalar_params(weights, N, 1, -1, 0, -128, -128);
       load_params(first, 26);
       auto vec = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows, int8_t zp,
-                     int8_t lo, int8_t hi) {
-        isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
-                          .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows), .zero_point = zp,
-                          .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
-        prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
-      };
+                     int8_t lo, int8_t hi) { vec_binary_clamped(mode, P, src, aux, dst, rows, zp, lo, hi, false); };
       // Regions: A dividend, then quotient (stored); B divisor; C the bit c; D remainder; E c·b·2^i.
       run_binary(0, 5, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
         const uint32_t D = C + rows, E = D + rows;
@@ -1457,11 +1459,7 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       const int32_t sh = shared_shift(m);
       put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qx.zero_point, 0);
     }
-    isa::Load pl;
-    pl.sp = hw::Scratchpad::kAcc;
-    pl.x = static_cast<uint16_t>(divisors.size());
-    pl.x_stride = static_cast<uint32_t>(align_up(4 * N));  // put_scalar_params aligns each row
-    prog.load(pl, BK::Weights, static_cast<uint32_t>(p_off));
+    load_scalar_params(prog, N, p_off, static_cast<uint32_t>(divisors.size()));
   }
   const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
   const uint32_t D = static_cast<uint32_t>(plane_rows);  // output plane rows start here
@@ -1797,12 +1795,7 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
       if (!weights_fit) load_weights(nb, 1);
       const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
       for (int64_t od = 0; od < L.OD; ++od) {
-        isa::Load zero;  // the accumulators start at zero
-        zero.sp = hw::Scratchpad::kAcc;
-        zero.sp_base = Cacc;
-        zero.x = static_cast<uint16_t>(out_rows);
-        zero.x_stride = 0;
-        prog.load(zero, BK::Weights, static_cast<uint32_t>(zero_off));
+        repeat_acc_row(prog, Cacc, out_rows, static_cast<uint32_t>(zero_off));  // accumulators start at zero
         for (int64_t t = 0; t < taps; ++t) {
           const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
           // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.

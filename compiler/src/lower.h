@@ -68,6 +68,11 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
 // output block) from the weight buffer at byte `offset` into ACC rows from `acc_row` on.
 void load_acc_rows(Program& prog, uint32_t acc_row, int64_t rows, uint32_t N, uint32_t offset);
 
+// Loads one int32 row (a bias row, or zeros) from the weight buffer at byte `offset` into
+// `rows` consecutive ACC rows from `acc_row` on (X stride 0 repeats it): accumulators that a
+// GEMM without `clear` then accumulates onto.
+void repeat_acc_row(Program& prog, uint32_t acc_row, int64_t rows, uint32_t offset);
+
 // Stores `rows` output rows of OW pixels, each a scratchpad row from `sp_base` on, into an
 // NHWC activation with `cp` (padded) channels per pixel: `row_elems` channels per pixel, the
 // first at activation-buffer byte `offset`.
