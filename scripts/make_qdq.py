@@ -64,44 +64,47 @@ def conv(x, w, b, node):
     return out
 
 
+def float_node(nd, a):
+    """The output of float node `nd` for its inputs `a` (float64 arrays, None for an empty name)."""
+    op = nd.op_type
+    if op == "Conv":
+        return conv(a[0], a[1], a[2] if len(a) > 2 else None, nd)
+    if op == "Relu":
+        return np.maximum(a[0], 0)
+    if op == "HardSwish":
+        return a[0] * np.clip(a[0] / 6 + 0.5, 0, 1)
+    if op == "HardSigmoid":
+        return np.clip(attr(nd, "alpha", 0.2) * a[0] + attr(nd, "beta", 0.5), 0, 1)
+    if op == "GlobalAveragePool":
+        return a[0].mean(axis=(2, 3), keepdims=True)
+    if op == "Mul":
+        return a[0] * a[1]
+    if op == "Add":
+        return a[0] + a[1]
+    if op == "Clip":
+        lo = a[1] if len(a) > 1 and a[1] is not None else -np.inf
+        hi = a[2] if len(a) > 2 and a[2] is not None else np.inf
+        return np.clip(a[0], lo, hi)
+    if op == "MatMul":
+        return a[0] @ a[1]
+    if op == "Gemm":
+        x = a[0].T if attr(nd, "transA", 0) else a[0]
+        w = a[1].T if attr(nd, "transB", 0) else a[1]
+        y = attr(nd, "alpha", 1.0) * (x @ w)
+        if len(a) > 2 and a[2] is not None:
+            y = y + attr(nd, "beta", 1.0) * a[2]
+        return y
+    if op == "Flatten":
+        return a[0].reshape(a[0].shape[0], -1)
+    raise SystemExit(f"make_qdq.py: no numpy kernel for {op} (node {nd.name})")
+
+
 def run_float(model, x):
     """Every value of the float model for input x (float64)."""
     env = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in model.graph.initializer}
     env[model.graph.input[0].name] = x.astype(np.float64)
     for nd in model.graph.node:
-        a = [env[i] if i else None for i in nd.input]
-        op = nd.op_type
-        if op == "Conv":
-            y = conv(a[0], a[1], a[2] if len(a) > 2 else None, nd)
-        elif op == "Relu":
-            y = np.maximum(a[0], 0)
-        elif op == "HardSwish":
-            y = a[0] * np.clip(a[0] / 6 + 0.5, 0, 1)
-        elif op == "HardSigmoid":
-            y = np.clip(attr(nd, "alpha", 0.2) * a[0] + attr(nd, "beta", 0.5), 0, 1)
-        elif op == "GlobalAveragePool":
-            y = a[0].mean(axis=(2, 3), keepdims=True)
-        elif op == "Mul":
-            y = a[0] * a[1]
-        elif op == "Add":
-            y = a[0] + a[1]
-        elif op == "Clip":
-            lo = a[1] if len(a) > 1 and a[1] is not None else -np.inf
-            hi = a[2] if len(a) > 2 and a[2] is not None else np.inf
-            y = np.clip(a[0], lo, hi)
-        elif op == "MatMul":
-            y = a[0] @ a[1]
-        elif op == "Gemm":
-            x = a[0].T if attr(nd, "transA", 0) else a[0]
-            w = a[1].T if attr(nd, "transB", 0) else a[1]
-            y = attr(nd, "alpha", 1.0) * (x @ w)
-            if len(a) > 2 and a[2] is not None:
-                y = y + attr(nd, "beta", 1.0) * a[2]
-        elif op == "Flatten":
-            y = a[0].reshape(a[0].shape[0], -1)
-        else:
-            raise SystemExit(f"make_qdq.py: no numpy kernel for {op} (node {nd.name})")
-        env[nd.output[0]] = y
+        env[nd.output[0]] = float_node(nd, [env[i] if i else None for i in nd.input])
     return env
 
 
