@@ -171,7 +171,10 @@ std::unique_ptr<UmdDevice> UmdDevice::open_with_os(std::unique_ptr<Os> os, std::
       return fail("no device node " + p + ": is the npu kernel driver loaded? (" +
                   "`ls /sys/class/accel`, `dmesg | grep npu`); for a simulator use sim or rtl");
     }
-    if (err == ENODEV) return fail(p + ": device is gone (unplugged or failed to probe)");
+    if (err == ENODEV) {
+      if (std::string why = kmd::last_probe_error(p); !why.empty()) return fail(p + ": failed to probe: " + why);
+      return fail(p + ": device is gone (unplugged or failed to probe)");
+    }
     return fail("cannot open " + p + ": " + std::strerror(err));
   }
   impl->fd = fd;

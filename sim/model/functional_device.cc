@@ -7,8 +7,11 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "cpu_features.h"
 #include "cycle_model.h"
 #include "mac_kernels.h"
 #include "vec_kernels.h"
@@ -507,13 +510,12 @@ class FunctionalDevice final : public Device {
   }
 
   // `count` rows of `len` < `row_bytes` bytes from src + x·src_stride, each zero-filled to
-  // `row_bytes` at dst + x·row_bytes (a LOAD of fewer than N elements per row). With AVX-512
-  // BW each row is one masked load (which reads only the row's bytes) and one masked store;
-  // otherwise a copy and a clear per row.
-  static void copy_partial_rows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride,
-                                uint32_t count, uint32_t len) {
-    static const bool avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    if (avx512bw && row_bytes <= 64) return copy_partial_rows_avx512(dst, row_bytes, src, src_stride, count, len);
+  // `row_bytes` at dst + x·row_bytes (a LOAD of fewer than N elements per row). On the
+  // AVX-512 paths each row is one masked load (which reads only the row's bytes) and one masked
+  // store; otherwise a copy and a clear per row.
+  void copy_partial_rows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride, uint32_t count,
+                         uint32_t len) const {
+    if (dma_avx512_ && row_bytes <= 64) return copy_partial_rows_avx512(dst, row_bytes, src, src_stride, count, len);
     for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
       std::memcpy(dst, src, len);
       std::memset(dst + len, 0, row_bytes - len);
@@ -846,8 +848,10 @@ class FunctionalDevice final : public Device {
   DeviceConfig config_;
   std::span<std::byte> dram_;
   uint32_t n_;
-  MacKernel mac_kernel_ = best_mac_kernel(n_);
-  VecKernel vec_kernel_ = best_vec_kernel();
+  KernelPath kernel_path_ = config_.kernels.value_or(default_kernel_path());
+  MacKernel mac_kernel_ = mac_kernel_for(kernel_path_, n_);
+  VecKernel vec_kernel_ = vec_kernel_for(kernel_path_);
+  bool dma_avx512_ = kernel_path_features(kernel_path_).avx512;
   CycleModel timing_;
   TraceSink trace_;
   uint32_t act_rows_ = 0, wgt_rows_ = 0, acc_rows_ = 0;
@@ -879,6 +883,15 @@ class FunctionalDevice final : public Device {
   uint64_t job_cycles_ = 0;
 };
 
+// The config's kernel path, checked: the one place that refuses a path this CPU cannot run.
+KernelPath checked_kernel_path(const DeviceConfig& config) {
+  if (!config.kernels) return default_kernel_path();
+  if (const std::string missing = kernel_path_missing_features(*config.kernels); !missing.empty())
+    throw std::invalid_argument("kernel path " + std::string(kernel_path_name(*config.kernels)) +
+                                ": this CPU lacks " + missing);
+  return *config.kernels;
+}
+
 }  // namespace
 
 std::unique_ptr<Device> make_functional_device(const DeviceConfig& config,
@@ -886,7 +899,14 @@ std::unique_ptr<Device> make_functional_device(const DeviceConfig& config,
   if (std::find(hw::kSupportedArrayDims.begin(), hw::kSupportedArrayDims.end(),
                 config.array_dim) == hw::kSupportedArrayDims.end())
     return nullptr;
-  return std::make_unique<FunctionalDevice>(config, dram);
+  DeviceConfig checked = config;
+  checked.kernels = checked_kernel_path(config);
+  return std::make_unique<FunctionalDevice>(checked, dram);
+}
+
+std::string describe_functional_kernels(const DeviceConfig& config) {
+  const KernelPath path = checked_kernel_path(config);
+  return std::string(kernel_path_name(path)) + ": " + describe_kernel_path(path, config.array_dim);
 }
 
 }  // namespace npu::sim

@@ -1,9 +1,10 @@
 #include "mac_kernels.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
+
+#include "cpu_features.h"
 
 namespace npu::sim {
 namespace {
@@ -164,23 +165,6 @@ NPU_VNNI256_KERNEL(mac_rows_avx512vnni_ymm, "avx2,avx512f,avx512vl,avx512vnni", 
 
 bool n_supported(uint32_t n) { return n == 8 || n == 16 || n == 32; }
 
-bool cpu_has_avx512vnni() {
-  // The 512-bit and the VL forms both: the n = 8 kernel uses ymm registers.
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-  return has;
-}
-
-bool cpu_has_avx_vnni() {
-  // CPUID.(EAX=7, ECX=1):EAX bit 4, read directly: clang 14's __builtin_cpu_supports does not
-  // know "avxvnni". The AVX2 check also covers the OS saving the ymm state.
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 4) & 1u);
-  }();
-  return has;
-}
-
 // Packs a 16×16 tile for the AVX-512 VNNI kernel with VBMI: the four rows 4j..4j+3 are one
 // zmm, and k-quad j is that zmm with its bytes permuted (byte c·4 + h from byte h·16 + c); the
 // column sums come from vpdpbusd against ones (Σ_h 1·W[4j+h][c] in int32 lane c, exact).
@@ -203,11 +187,6 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void pack_tile
   _mm512_store_si512(out->minus_128_colsum, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, sum, 7)));
 }
 
-bool cpu_has_avx512vbmi() {
-  static const bool has = __builtin_cpu_supports("avx512vbmi");
-  return has;
-}
-
 }  // namespace
 
 std::string_view mac_kernel_name(MacKernel kernel) {
@@ -216,26 +195,34 @@ std::string_view mac_kernel_name(MacKernel kernel) {
     case MacKernel::kAvx2: return "avx2";
     case MacKernel::kAvxVnni: return "avx-vnni";
     case MacKernel::kAvx512Vnni: return "avx512-vnni";
+    case MacKernel::kAvx512VnniVbmi: return "avx512-vnni-vbmi";
   }
   return "?";
 }
 
 bool mac_kernel_usable(MacKernel kernel, uint32_t n) {
   if (!n_supported(n)) return false;
+  const CpuFeatures& cpu = host_cpu_features();
   switch (kernel) {
     case MacKernel::kPortable: return true;
-    case MacKernel::kAvx2: return __builtin_cpu_supports("avx2");
-    case MacKernel::kAvxVnni: return cpu_has_avx_vnni();
-    case MacKernel::kAvx512Vnni: return cpu_has_avx512vnni();
+    case MacKernel::kAvx2: return cpu.avx2;
+    case MacKernel::kAvxVnni: return cpu.avx_vnni;
+    case MacKernel::kAvx512Vnni: return cpu.avx512_vnni;
+    case MacKernel::kAvx512VnniVbmi: return cpu.avx512_vnni && cpu.avx512_vbmi;
   }
   return false;
 }
 
-MacKernel best_mac_kernel(uint32_t n) {
-  for (MacKernel k : {MacKernel::kAvx512Vnni, MacKernel::kAvxVnni, MacKernel::kAvx2})
-    if (mac_kernel_usable(k, n)) return k;
+MacKernel mac_kernel_for(KernelPath path, uint32_t n) {
+  const CpuFeatures f = kernel_path_features(path);
+  // The VBMI packing exists for 16×16 tiles only; other sizes run the plain VNNI kernel.
+  if (f.avx512_vnni) return f.avx512_vbmi && n == 16 ? MacKernel::kAvx512VnniVbmi : MacKernel::kAvx512Vnni;
+  if (f.avx_vnni) return MacKernel::kAvxVnni;
+  if (f.avx2) return MacKernel::kAvx2;
   return MacKernel::kPortable;
 }
+
+MacKernel best_mac_kernel(uint32_t n) { return mac_kernel_for(best_kernel_path(), n); }
 
 void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out) {
   out->kernel = kernel;
@@ -248,7 +235,7 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
       }
     return;
   }
-  if (kernel == MacKernel::kAvx512Vnni && n == 16 && cpu_has_avx512vbmi()) return pack_tile16_vbmi(tile, out);
+  if (kernel == MacKernel::kAvx512VnniVbmi && n == 16) return pack_tile16_vbmi(tile, out);
   // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
   // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in
   // int16 (|Σ| <= 32·128 fits).
@@ -276,7 +263,8 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
 
 void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                  ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
-  if (tile.kernel == MacKernel::kAvx512Vnni && tile.n != 8) {
+  const bool avx512vnni = tile.kernel == MacKernel::kAvx512Vnni || tile.kernel == MacKernel::kAvx512VnniVbmi;
+  if (avx512vnni && tile.n != 8) {
     if (tile.n == 16)
       return mac_walk_avx512vnni<16>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
     return mac_walk_avx512vnni<32>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
@@ -298,6 +286,7 @@ void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, i
         default: return mac_rows_avxvnni<32>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
       }
     case MacKernel::kAvx512Vnni:
+    case MacKernel::kAvx512VnniVbmi:  // (differs in packing only)
       switch (tile.n) {
         case 8: return mac_rows_avx512vnni_ymm<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
         case 16: return mac_walk_avx512vnni<16>(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);

@@ -1,13 +1,15 @@
 // The functional model's int8 GEMM kernels: one weight tile against many activation rows,
 // the shape of the GEMM instruction (the tile is stationary while rows stream). Several
-// kernels compute the same wrapping int32 result bit for bit; the fastest one this CPU runs
-// is chosen at run time (CPUID), and the portable kernel runs anywhere. Pure functions;
-// thread-safe.
+// kernels compute the same wrapping int32 result bit for bit; the device's kernel path
+// (npu/sim/kernel_paths.h) chooses one, and the portable kernel runs anywhere. Pure
+// functions; thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "npu/sim/kernel_paths.h"
 
 namespace npu::sim {
 
@@ -16,14 +18,17 @@ enum class MacKernel : uint8_t {
   kAvx2,        // vpmaddwd on int16 k-pairs (n a multiple of 8)
   kAvxVnni,     // AVX-VNNI vpdpbusd, 256-bit (n a multiple of 8)
   kAvx512Vnni,  // AVX-512 VNNI vpdpbusd, 512-bit for n >= 16, 256-bit (VL) for n = 8
+  kAvx512VnniVbmi,  // the same, and 16×16 tiles packed by one VBMI byte permute per k-quad row
 };
 inline constexpr MacKernel kAllMacKernels[] = {MacKernel::kPortable, MacKernel::kAvx2, MacKernel::kAvxVnni,
-                                              MacKernel::kAvx512Vnni};
+                                              MacKernel::kAvx512Vnni, MacKernel::kAvx512VnniVbmi};
 
 std::string_view mac_kernel_name(MacKernel kernel);
 // Whether this CPU (and OS) runs `kernel` for an n×n tile (n in {8, 16, 32}).
 bool mac_kernel_usable(MacKernel kernel, uint32_t n);
-// The fastest usable kernel for n; decided once per process from CPUID.
+// The kernel of `path` for n: the one with the most of the path's features.
+MacKernel mac_kernel_for(KernelPath path, uint32_t n);
+// mac_kernel_for(best_kernel_path(), n).
 MacKernel best_mac_kernel(uint32_t n);
 
 // A weight tile in the layout of the kernel it was packed for.

@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstring>
 
+#include "cpu_features.h"
+
 namespace npu::sim {
 namespace {
 
@@ -185,14 +187,9 @@ __attribute__((target(NPU_AVX512_VBMI_TARGET))) void requantize_rows16_vbmi(cons
   }
 }
 
-bool cpu_has_avx512vbmi() {
-  static const bool has = __builtin_cpu_supports("avx512vbmi");
-  return has;
-}
-
 __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int32_t* x, const int32_t* bias,
                                                                        const RequantParams& p, int8_t* y,
-                                                                       const RowWalk& rows, uint32_t n) {
+                                                                       const RowWalk& rows, uint32_t n, bool vbmi) {
   if (p.lo == p.hi && !p.wrap) {
     // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
     // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
@@ -203,7 +200,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void requantize_rows_avx512(const int
   switch (n) {
     case 8: return requantize_rows_held<1>(x, bias, p, y, rows);
     case 16:
-      if (cpu_has_avx512vbmi()) return requantize_rows16_vbmi(x, bias, p, y, rows);
+      if (vbmi) return requantize_rows16_vbmi(x, bias, p, y, rows);
       return requantize_rows_held<2>(x, bias, p, y, rows);
     case 32: return requantize_rows_held<4>(x, bias, p, y, rows);
     default: break;
@@ -327,7 +324,8 @@ NPU_DWCONV_ROWS_HELD(dwconv_rows16_held_vbmi, NPU_AVX512_VBMI_TARGET, finish16_v
 
 __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t* x, const Window& win,
                                                                    const int32_t* bias, const RequantParams& p,
-                                                                   int8_t* y, const RowWalk& rows, uint32_t n) {
+                                                                   int8_t* y, const RowWalk& rows, uint32_t n,
+                                                                   bool vbmi) {
   constexpr uint32_t kMaxHeldTaps = 32;
   const uint32_t taps = win.kw * win.kh;
   if (n <= 16 && taps <= kMaxHeldTaps) {
@@ -342,7 +340,7 @@ __attribute__((target(NPU_AVX512_TARGET))) void dwconv_rows_avx512(const int8_t*
     const HeldRequant8 q1 = n > 8 ? hold_requant8(p, bias, 8) : q0;
     const HeldFinish f = hold_finish(p.zp, p.lo, p.hi, p.wrap);
     // The depthwise convolutions of CNNs are 3x3 and 5x5.
-    if (n == 16 && cpu_has_avx512vbmi()) {
+    if (n == 16 && vbmi) {
       if (win.kw == 3 && win.kh == 3) return dwconv_rows16_held_vbmi<3, 3>(x, win, weights, q0, q1, f, y, rows, n);
       if (win.kw == 5 && win.kh == 5) return dwconv_rows16_held_vbmi<5, 5>(x, win, weights, q0, q1, f, y, rows, n);
       return dwconv_rows16_held_vbmi<0, 0>(x, win, weights, q0, q1, f, y, rows, n);
@@ -403,37 +401,49 @@ __attribute__((target(NPU_VBMI_TARGET))) void lut_rows_vbmi(const int8_t* table,
 }  // namespace
 
 std::string_view vec_kernel_name(VecKernel kernel) {
-  return kernel == VecKernel::kPortable ? "portable" : "avx512";
+  switch (kernel) {
+    case VecKernel::kPortable: return "portable";
+    case VecKernel::kAvx512: return "avx512";
+    case VecKernel::kAvx512Vbmi: return "avx512-vbmi";
+  }
+  return "?";
 }
 
 bool vec_kernel_usable(VecKernel kernel) {
-  if (kernel == VecKernel::kPortable) return true;
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return has;
+  const CpuFeatures& cpu = host_cpu_features();
+  switch (kernel) {
+    case VecKernel::kPortable: return true;
+    case VecKernel::kAvx512: return cpu.avx512;
+    case VecKernel::kAvx512Vbmi: return cpu.avx512 && cpu.avx512_vbmi;
+  }
+  return false;
 }
 
-VecKernel best_vec_kernel() {
-  return vec_kernel_usable(VecKernel::kAvx512) ? VecKernel::kAvx512 : VecKernel::kPortable;
+VecKernel vec_kernel_for(KernelPath path) {
+  const CpuFeatures f = kernel_path_features(path);
+  if (!f.avx512) return VecKernel::kPortable;
+  return f.avx512_vbmi ? VecKernel::kAvx512Vbmi : VecKernel::kAvx512;
 }
+
+VecKernel best_vec_kernel() { return vec_kernel_for(best_kernel_path()); }
 
 void requantize_rows(VecKernel kernel, const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
                      const RowWalk& rows, uint32_t n) {
-  if (kernel == VecKernel::kAvx512) return requantize_rows_avx512(x, bias, p, y, rows, n);
+  if (kernel != VecKernel::kPortable)
+    return requantize_rows_avx512(x, bias, p, y, rows, n, kernel == VecKernel::kAvx512Vbmi);
   for (RowCursor row(rows); !row.done(); row.next()) requantize_row_portable(x + row.src, bias, p, y + row.dst, n);
 }
 
 void binary_rows(VecKernel kernel, const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y,
                  const RowWalk& rows, uint32_t n) {
-  if (kernel == VecKernel::kAvx512) return binary_rows_avx512(a, b, p, y, rows, n);
+  if (kernel != VecKernel::kPortable) return binary_rows_avx512(a, b, p, y, rows, n);
   for (RowCursor row(rows); !row.done(); row.next())
     binary_row_portable(a + row.src, b + row.src, p, y + row.dst, n);
 }
 
 void lut_rows(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y,
               const RowWalk& rows, uint32_t n) {
-  static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
-  if (kernel == VecKernel::kAvx512 && has_vbmi) return lut_rows_vbmi(table, x, lo, hi, y, rows, n);
+  if (kernel == VecKernel::kAvx512Vbmi) return lut_rows_vbmi(table, x, lo, hi, y, rows, n);
   for (RowCursor row(rows); !row.done(); row.next()) lut_row_portable(table, x + row.src, lo, hi, y + row.dst, n);
 }
 
@@ -449,7 +459,8 @@ void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row
 
 void dwconv_rows(VecKernel kernel, const int8_t* x, const Window& window, const int32_t* bias, const RequantParams& p,
                  int8_t* y, const RowWalk& rows, uint32_t n) {
-  if (kernel == VecKernel::kAvx512) return dwconv_rows_avx512(x, window, bias, p, y, rows, n);
+  if (kernel != VecKernel::kPortable)
+    return dwconv_rows_avx512(x, window, bias, p, y, rows, n, kernel == VecKernel::kAvx512Vbmi);
   for (RowCursor row(rows); !row.done(); row.next()) {
     int32_t sum[32];
     window_reduce_portable(WindowOp::kMac, x + row.src, window.row_stride, window.kw, window.kh, window.weights, n,

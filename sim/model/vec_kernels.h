@@ -1,7 +1,7 @@
 // The functional model's VEC-unit row kernels: the per-lane arithmetic of REQUANT, ADD/MUL
 // and the window modes (MAXPOOL, AVGPOOL, DWCONV) on one row of n lanes. The portable
-// kernel is the reference; the AVX-512 kernel (chosen at run time by CPUID) computes the
-// same bits. The arithmetic is architecture.md 1.4 "VEC modes". Row pointers may be equal
+// kernel is the reference; the AVX-512 kernels (chosen by the device's kernel path,
+// npu/sim/kernel_paths.h) compute the same bits. The arithmetic is architecture.md 1.4 "VEC modes". Row pointers may be equal
 // (in place) but must not otherwise overlap. Pure functions; thread-safe.
 #pragma once
 
@@ -9,17 +9,23 @@
 #include <cstdint>
 #include <string_view>
 
+#include "npu/sim/kernel_paths.h"
+
 namespace npu::sim {
 
 enum class VecKernel : uint8_t {
-  kPortable,  // plain C++, runs anywhere
-  kAvx512,    // AVX-512 F/BW/VL/DQ, 8 or 16 lanes per instruction
+  kPortable,    // plain C++, runs anywhere
+  kAvx512,      // AVX-512 F/BW/VL/DQ, 8 or 16 lanes per instruction; LUT portable
+  kAvx512Vbmi,  // the same, with VBMI: LUT by byte permutes, n = 16 rows narrowed by one permute
 };
-inline constexpr VecKernel kAllVecKernels[] = {VecKernel::kPortable, VecKernel::kAvx512};
+inline constexpr VecKernel kAllVecKernels[] = {VecKernel::kPortable, VecKernel::kAvx512, VecKernel::kAvx512Vbmi};
 
 std::string_view vec_kernel_name(VecKernel kernel);
+// Whether this CPU (and OS) runs `kernel`.
 bool vec_kernel_usable(VecKernel kernel);
-// The fastest usable kernel; decided once per process from CPUID.
+// The kernel of `path`.
+VecKernel vec_kernel_for(KernelPath path);
+// vec_kernel_for(best_kernel_path()).
 VecKernel best_vec_kernel();
 
 // The VEC unit's rounding shift on 64-bit two's-complement values (shift in 0..63).
@@ -86,7 +92,7 @@ void binary_rows(VecKernel kernel, const int8_t* a, const int8_t* b, const Binar
 
 // LUT: y[c] = vec_clamp(table[x[c] + 128]) per row; `table` holds the 256 entries (the
 // caller's snapshot of the table rows, taken when the instruction starts, as the RTL does).
-// The AVX-512 kernel needs VBMI for this mode and uses the portable code without it.
+// kAvx512 runs the portable code for this mode (it needs VBMI).
 void lut_rows(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y,
               const RowWalk& rows, uint32_t n);
 

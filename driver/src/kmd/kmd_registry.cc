@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <charconv>
 #include <map>
+#include <stdexcept>
 
 #include "kmd_internal.h"
 #include "uapi/drm/npu_accel.h"
@@ -16,6 +17,7 @@ struct Entry {
   uint32_t platform = 0;
   DeviceFactory make;
   std::shared_ptr<KDevice> current;
+  std::string probe_error;  // why the last probe failed
 };
 
 struct Registry {
@@ -47,7 +49,16 @@ int instance(std::string_view name, std::shared_ptr<KDevice>* out) {
   Entry& e = it->second;
   if (!e.current || e.current->unplugged()) {
     e.current.reset();
-    int err = KDevice::create(std::string(name), e.platform, e.make, &e.current);
+    e.probe_error.clear();
+    int err = 0;
+    try {
+      err = KDevice::create(std::string(name), e.platform, e.make, &e.current);
+    } catch (const std::exception& ex) {
+      // A factory refuses its configuration by throwing; the probe fails as a driver's would.
+      e.probe_error = ex.what();
+      e.current.reset();
+      return ENODEV;
+    }
     if (err != 0) return err;
   }
   *out = e.current;
@@ -175,6 +186,13 @@ bool device_available(std::string_view name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   return r.entries.find(name) != r.entries.end();
+}
+
+std::string last_probe_error(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  auto it = r.entries.find(name);
+  return it == r.entries.end() ? std::string() : it->second.probe_error;
 }
 
 std::vector<std::string> device_names() {

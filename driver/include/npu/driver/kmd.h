@@ -100,6 +100,9 @@ int register_device(std::string name, uint32_t platform, DeviceFactory make);
 
 // Whether an in-process device of this name can be opened ("rtl" only when built).
 bool device_available(std::string_view name);
+// Why the last probe of `name` failed (what a kernel driver would print to dmesg: the device
+// factory's exception message, e.g. an unusable NPU_SIM_KERNELS); empty when it did not.
+std::string last_probe_error(std::string_view name);
 // Names of the in-process devices that can be opened.
 std::vector<std::string> device_names();
 

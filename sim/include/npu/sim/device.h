@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "npu/hw/config.h"
+#include "npu/sim/kernel_paths.h"
 
 namespace npu::sim {
 
@@ -33,6 +35,10 @@ struct DeviceConfig {
   // costed before (same instruction, same translation cache; exact, see
   // sim/model/cycle_model.h). Off only to check that this changes no prediction.
   bool memoize_dma_costs = true;
+  // Functional model only: the host-CPU kernel path (npu/sim/kernel_paths.h); empty takes
+  // default_kernel_path() (NPU_SIM_KERNELS, else the best this CPU runs). Every path gives
+  // the same bits.
+  std::optional<KernelPath> kernels;
 };
 
 // One executed instruction, for the instruction trace (off by default). The RTL reports
@@ -80,9 +86,14 @@ class Device {
   virtual void set_trace(TraceSink sink) = 0;
 };
 
-// The functional model. `dram` must outlive the device.
+// The functional model. `dram` must outlive the device. Returns null for an unsupported
+// array_dim; throws std::invalid_argument (one line: the value and the fix) when the kernel
+// path, from the config or NPU_SIM_KERNELS, is unknown or not runnable on this CPU.
 std::unique_ptr<Device> make_functional_device(const DeviceConfig& config,
                                                std::span<std::byte> dram);
+// The kernel path a functional device of `config` runs, and what it runs for each kernel
+// family ("avx512-vbmi: gemm=... vec=... dma=..."); throws as make_functional_device does.
+std::string describe_functional_kernels(const DeviceConfig& config);
 
 // Convenience reads of the register file shared by every caller.
 uint64_t read_counter(Device& device, hw::Counter counter);
