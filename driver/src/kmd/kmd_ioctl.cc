@@ -5,6 +5,7 @@
 // the kernel's size, handed to the handler, and copied out with the caller's size even when
 // the handler failed. User pointers are read and written through copy_from_user /
 // copy_to_user, which return EFAULT instead of crashing on a bad address.
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -20,12 +21,49 @@
 
 namespace npu::driver::kmd {
 
+namespace {
+
+// Copies through a pipe, a page at a time: write() from an unreadable range and read() into an
+// unwritable one fail with EFAULT, as copy_*_user do. The fallback for where process_vm_readv/
+// writev are not available: container seccomp profiles that block them (EPERM) and user-mode
+// emulators such as qemu-user (ENOSYS). One pipe per thread, made on first use.
+int copy_through_pipe(void* dst, const void* src, size_t n) {
+  struct Pipe {
+    int fd[2] = {-1, -1};
+    Pipe() {
+      if (pipe2(fd, O_CLOEXEC) != 0) fd[0] = fd[1] = -1;
+    }
+    ~Pipe() {
+      for (int f : fd)
+        if (f >= 0) close(f);
+    }
+  };
+  thread_local Pipe p;
+  if (p.fd[0] < 0) return EFAULT;
+  constexpr size_t kChunk = 4096;  // below the pipe's capacity: one write never blocks
+  for (size_t at = 0; at < n; at += kChunk) {
+    const size_t k = std::min(kChunk, n - at);
+    if (write(p.fd[1], static_cast<const char*>(src) + at, k) != static_cast<ssize_t>(k)) return EFAULT;
+    if (read(p.fd[0], static_cast<char*>(dst) + at, k) != static_cast<ssize_t>(k)) {
+      char drain[kChunk];  // the k bytes are still in the pipe: empty it for the next copy
+      if (read(p.fd[0], drain, k) < 0) p.fd[0] = -1;  // (cannot happen; never reuse a full pipe)
+      return EFAULT;
+    }
+  }
+  return 0;
+}
+
+bool process_vm_unavailable(ssize_t result) { return result < 0 && (errno == ENOSYS || errno == EPERM); }
+
+}  // namespace
+
 int copy_from_user(void* dst, uint64_t src, size_t n) {
   if (n == 0) return 0;
   if (src == 0) return EFAULT;
   struct iovec local = {dst, n};
   struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(src)), n};
   ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (process_vm_unavailable(got)) return copy_through_pipe(dst, remote.iov_base, n);
   return got == static_cast<ssize_t>(n) ? 0 : EFAULT;
 }
 
@@ -35,6 +73,7 @@ int copy_to_user(uint64_t dst, const void* src, size_t n) {
   struct iovec local = {const_cast<void*>(src), n};
   struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), n};
   ssize_t put = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+  if (process_vm_unavailable(put)) return copy_through_pipe(remote.iov_base, src, n);
   return put == static_cast<ssize_t>(n) ? 0 : EFAULT;
 }
 
