@@ -39,6 +39,12 @@ matmul_shared_b.onnx  MatMul [2,6,40] x [40,24] with B a graph input (one B for 
 big_transpose.onnx  Transpose [300,200] then Relu: 60000 element rows, more than one scratchpad load
 reshape_shape_input.onnx  Reshape [2,3,4] whose shape operand is a graph input (int64)
 dynamic_gemm.onnx    Gemm with A, B (transB) and a matrix C as graph inputs, alpha 0.5, beta 2
+exporter_patterns.onnx  blocks as Paddle2ONNX and PyTorch spell them (opset 11): Conv, then
+                 Mul(constant, y) + constant (PP-LCNet's learnable affine, constant first), hard-swish
+                 as x*Clip(x+3,0,6)/6 and another affine; depthwise Conv with a per-channel Mul/Add;
+                 squeeze-and-excitation (GlobalAveragePool, 1x1 Convs, HardSigmoid, Mul by [1,C,1,1]);
+                 ConvTranspose k2 s2, a separate bias Add, BatchNormalization, Relu; SiLU x*Sigmoid(x)
+                 and GELU x*(1+Erf(x/sqrt(2)))/2. [1,8,12,12] -> [1,8,24,24]
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -403,6 +409,50 @@ def integer_io(op):
                              producer_name="npu make_models.py")
 
 
+def exporter_patterns(rng):
+    def c(name, value):
+        return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+    inits = [c("w0", rng.normal(0, 0.3, (16, 8, 3, 3))), c("b0", rng.normal(0, 0.1, (16,))),
+             c("a0", [0.9]), c("c0", [0.3]), c("three", 3.0), c("zero", 0.0), c("six", 6.0),
+             c("a1", [0.6]), c("c1", [-0.2]),
+             c("w1", rng.normal(0, 0.4, (16, 1, 3, 3))), c("b1", rng.normal(0, 0.1, (16,))),
+             c("s1", rng.uniform(0.5, 1.5, (1, 16, 1, 1))), c("t1", rng.normal(0, 0.2, (16, 1, 1))),
+             c("wse0", rng.normal(0, 0.4, (4, 16, 1, 1))), c("bse0", rng.normal(0, 0.1, (4,))),
+             c("wse1", rng.normal(0, 0.4, (16, 4, 1, 1))), c("bse1", rng.normal(0, 0.1, (16,))),
+             c("wt", rng.normal(0, 0.3, (16, 8, 2, 2))), c("bt", rng.normal(0, 0.1, (1, 8, 1, 1))),
+             c("bn_scale", rng.uniform(0.5, 2, (8,))), c("bn_bias", rng.normal(0, 0.2, (8,))),
+             c("bn_mean", rng.normal(0, 0.2, (8,))), c("bn_var", rng.uniform(0.05, 0.5, (8,))),
+             c("sqrt2", [1.4142135]), c("one", [1.0]), c("half", [0.5])]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Conv", ["x", "w0", "b0"], ["y0"], name="conv0", pads=[1, 1, 1, 1]),
+         n("Mul", ["a0", "y0"], ["m0"], name="affine0_mul"), n("Add", ["m0", "c0"], ["t0"], name="affine0_add"),
+         n("Add", ["t0", "three"], ["hs_a"], name="hs_add"), n("Clip", ["hs_a", "zero", "six"], ["hs_c"], name="hs_clip"),
+         n("Mul", ["t0", "hs_c"], ["hs_m"], name="hs_mul"), n("Div", ["hs_m", "six"], ["hs"], name="hs_div"),
+         n("Mul", ["a1", "hs"], ["m1"], name="affine1_mul"), n("Add", ["m1", "c1"], ["t1x"], name="affine1_add"),
+         n("Conv", ["t1x", "w1", "b1"], ["y1"], name="dwconv", group=16, pads=[1, 1, 1, 1]),
+         n("Mul", ["y1", "s1"], ["m2"], name="channel_mul"), n("Add", ["m2", "t1"], ["t2"], name="channel_add"),
+         n("GlobalAveragePool", ["t2"], ["se_g"], name="se_pool"),
+         n("Conv", ["se_g", "wse0", "bse0"], ["se_0"], name="se_conv0"), n("Relu", ["se_0"], ["se_r"], name="se_relu"),
+         n("Conv", ["se_r", "wse1", "bse1"], ["se_1"], name="se_conv1"),
+         n("HardSigmoid", ["se_1"], ["se_s"], name="se_gate", alpha=0.2, beta=0.5),
+         n("Mul", ["t2", "se_s"], ["se"], name="se_mul"),
+         n("ConvTranspose", ["se", "wt"], ["up"], name="deconv", strides=[2, 2], kernel_shape=[2, 2]),
+         n("Add", ["up", "bt"], ["ub"], name="deconv_bias"),
+         n("BatchNormalization", ["ub", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["bn"], name="bn"),
+         n("Relu", ["bn"], ["r"], name="relu"),
+         n("Sigmoid", ["r"], ["sg"], name="silu_sigmoid"), n("Mul", ["r", "sg"], ["silu"], name="silu_mul"),
+         n("Div", ["silu", "sqrt2"], ["gd"], name="gelu_div"), n("Erf", ["gd"], ["ge"], name="gelu_erf"),
+         n("Add", ["ge", "one"], ["g1"], name="gelu_add"), n("Mul", ["silu", "g1"], ["gm"], name="gelu_mul"),
+         n("Mul", ["gm", "half"], ["y"], name="gelu_half")],
+        "exporter_patterns",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 24, 24])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -438,6 +488,7 @@ def main():
     save(qdq_param_inputs(), os.path.join(out, "qdq_param_inputs.onnx"))
     save(integer_io("Relu"), os.path.join(out, "integer_io_relu.onnx"))
     save(integer_io("Sqrt"), os.path.join(out, "integer_io_sqrt.onnx"))
+    save(exporter_patterns(np.random.default_rng(16)), os.path.join(out, "exporter_patterns.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

@@ -252,12 +252,13 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         sample[i] = std::move(real);
       }
   }
-  int folded_constants = 0, folded_bn = 0;
+  int folded_constants = 0, folded_bn = 0, swapped = 0;
   NPU_RETURN_IF_ERROR(fold_constants(g, &folded_constants));
+  NPU_RETURN_IF_ERROR(canonicalize_commutative(g, &swapped));
   NPU_RETURN_IF_ERROR(fold_batchnorm(g, &folded_bn));
   if (folded_constants || folded_bn)
-    say("folded " + std::to_string(folded_constants) + " constant node(s) and " + std::to_string(folded_bn) +
-        " BatchNormalization(s)");
+    say("folded " + std::to_string(folded_constants) + " constant node(s), and " + std::to_string(folded_bn) +
+        " BatchNormalization/Mul/Add node(s) into convolutions");
 
   // Calibration: the float reference over every sample gives each value's range and shape
   // (and checks that every operator has a host kernel).

@@ -1,6 +1,8 @@
 #include "partition.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -540,6 +542,148 @@ float scalar_constant(const Graph& g, int v, bool* ok) {
   return to_float(*g.value(v).constant).as<float>()[0];
 }
 
+// --- element-wise chains ------------------------------------------------------------------
+// Exporters spell activations out as chains of primitive operators on one tensor: hard-swish
+// as x·Clip(x + 3, 0, 6)/6, SiLU as x·Sigmoid(x), GELU as x·(1 + Erf(x/√2))/2, and PP-LCNet's
+// learnable affine a·x + b around them. Every such chain is a function of its one run-time
+// input alone, so it is one table lookup on the VEC unit: one pass and one rounding instead of
+// one per operator.
+
+// Whether n is an element-wise operator whose run-time operands all lie in `known` and whose
+// other operands are one-element constants, with the shape of its output that of `shape`.
+bool chain_operator(const Graph& g, const Node& n, const std::set<int>& known, const std::vector<int64_t>& shape) {
+  static const std::set<std::string> kOps = {"Relu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
+                                             "LeakyRelu", "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Exp",
+                                             "Erf", "Sqrt", "Reciprocal", "Pow", "Softplus"};
+  if (!kOps.count(n.op) || n.integer_wrap || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  if (g.value(n.outputs[0]).shape != shape || g.value(n.outputs[0]).dtype != DType::kF32) return false;
+  bool reads_known = false;
+  for (int v : n.inputs) {
+    if (v < 0) continue;
+    if (known.count(v)) {
+      reads_known = true;
+    } else if (!g.is_constant(v) || g.value(v).constant->element_count() != 1) {
+      return false;
+    }
+  }
+  return reads_known;
+}
+
+// The real-valued function of a chain's nodes (in order) of its input x.
+std::function<float(float)> chain_function(const Graph& g, const std::vector<size_t>& nodes, int x) {
+  struct Step {
+    std::string op;
+    std::vector<int> in;         // value index, or -1 with the constant in `c`
+    std::vector<float> c;
+    float alpha, beta, lo, hi;
+    int out;
+  };
+  std::vector<Step> steps;
+  for (size_t ni : nodes) {
+    const Node& n = g.nodes[ni];
+    Step st{n.op, {}, {}, n.attr_float("alpha", n.op == "LeakyRelu" ? 0.01f : 0.2f), n.attr_float("beta", 0.5f),
+            n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY), n.outputs[0]};
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int v = n.inputs[k];
+      const bool constant = v >= 0 && g.is_constant(v);
+      const float c = constant ? to_float(*g.value(v).constant).as<float>()[0] : 0.0f;
+      if (n.op == "Clip" && k > 0) {
+        if (constant) (k == 1 ? st.lo : st.hi) = c;
+        continue;
+      }
+      st.in.push_back(constant ? -1 : v);
+      st.c.push_back(c);
+    }
+    steps.push_back(std::move(st));
+  }
+  return [steps = std::move(steps), x](float xv) {
+    std::vector<std::pair<int, float>> env = {{x, xv}};
+    auto get = [&](const Step& s, size_t k) {
+      if (s.in[k] < 0) return s.c[k];
+      for (const auto& [v, f] : env)
+        if (v == s.in[k]) return f;
+      return 0.0f;  // unreachable: chain_operator checked every operand
+    };
+    float y = 0;
+    for (const Step& s : steps) {
+      const float a = get(s, 0), b = s.in.size() > 1 ? get(s, 1) : 0.0f;
+      const std::string& op = s.op;
+      if (op == "Relu") y = std::max(a, 0.0f);
+      else if (op == "Clip") y = std::clamp(a, s.lo, s.hi);
+      else if (op == "Sigmoid") y = 1.0f / (1.0f + std::exp(-a));
+      else if (op == "Tanh") y = std::tanh(a);
+      else if (op == "HardSigmoid") y = std::clamp(s.alpha * a + s.beta, 0.0f, 1.0f);
+      else if (op == "HardSwish") y = a * std::clamp(a / 6.0f + 0.5f, 0.0f, 1.0f);
+      else if (op == "LeakyRelu") y = a >= 0 ? a : s.alpha * a;
+      else if (op == "Add") y = a + b;
+      else if (op == "Sub") y = a - b;
+      else if (op == "Mul") y = a * b;
+      else if (op == "Div") y = a / b;
+      else if (op == "Neg") y = -a;
+      else if (op == "Abs") y = std::fabs(a);
+      else if (op == "Exp") y = std::exp(a);
+      else if (op == "Erf") y = std::erf(a);
+      else if (op == "Sqrt") y = std::sqrt(a);
+      else if (op == "Reciprocal") y = 1.0f / a;
+      else if (op == "Pow") y = std::pow(a, b);
+      else if (op == "Softplus") y = std::log1p(std::exp(a));
+      env.emplace_back(s.out, y);
+    }
+    return y;
+  };
+}
+
+// The longest chain of two or more element-wise operators from node ni on that reads one
+// run-time value x, whose values only the chain reads except its last (the layer's output),
+// and whose intermediate values declare no quantisation (a QDQ model's rounding points stay).
+std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<size_t>& used,
+                                    std::vector<size_t>* members) {
+  const Node& first = g.nodes[ni];
+  int x = -1;
+  for (int v : first.inputs)
+    if (v >= 0 && !g.is_constant(v)) {
+      if (x >= 0 && v != x) return std::nullopt;
+      x = v;
+    }
+  if (x < 0 || g.value(x).dtype != DType::kF32 || g.value(x).shape.empty()) return std::nullopt;
+  const std::vector<int64_t>& shape = g.value(x).shape;
+  std::set<int> known = {x};
+  std::vector<size_t> chain;
+  for (size_t j = ni; j < g.nodes.size(); ++j) {
+    if (used.count(j) || !chain_operator(g, g.nodes[j], known, shape)) continue;
+    if (j == ni || std::any_of(g.nodes[j].inputs.begin(), g.nodes[j].inputs.end(),
+                               [&](int v) { return v != x && known.count(v); })) {
+      chain.push_back(j);
+      known.insert(g.nodes[j].outputs[0]);
+    }
+  }
+  if (chain.empty() || chain[0] != ni) return std::nullopt;
+  // Shrink to the longest prefix with one exit: every value but the last read only inside.
+  while (chain.size() >= 2) {
+    const std::set<size_t> in_chain(chain.begin(), chain.end());
+    bool closed = true;
+    for (size_t k = 0; k + 1 < chain.size() && closed; ++k) {
+      const int v = g.nodes[chain[k]].outputs[0];
+      if (is_graph_output(g, v) || g.value(v).quant || g.value(v).io_codes) closed = false;
+      for (int c : consumers(g, v))
+        if (!in_chain.count(static_cast<size_t>(c))) closed = false;
+    }
+    if (closed) break;
+    chain.pop_back();
+  }
+  if (chain.size() < 2) return std::nullopt;
+  EltLayer L;
+  L.name = first.name;
+  L.op = "Chain(";
+  for (size_t k = 0; k < chain.size(); ++k) L.op += (k ? "," : "") + g.nodes[chain[k]].op;
+  L.op += ")";
+  L.inputs = {x};
+  L.output = g.nodes[chain.back()].outputs[0];
+  L.fn = chain_function(g, chain, x);
+  *members = std::move(chain);
+  return L;
+}
+
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
 std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges) {
   const Node& n = g.nodes[ni];
@@ -941,7 +1085,10 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const V
     else if (auto conv3 = match_conv_3d(g, ni)) layer = std::move(*conv3);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
-    else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);
+    else if (std::vector<size_t> members; auto chain = match_chain(g, ni, used, &members)) {
+      layer = std::move(*chain);
+      used.insert(members.begin(), members.end());
+    } else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);
     if (layer && g.value(npu_layer_output(*layer)).io_codes == DType::kI32) {
       // An int32 graph output (ConvInteger/MatMulInteger, qdq.h) leaves the device as the
       // layer's accumulators: regular convolutions and GEMMs without fused activations or a

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "npu/compiler/host_ops.h"
@@ -72,52 +73,132 @@ Status fold_constants(Graph& g, int* folded) {
   return Status::ok();
 }
 
+namespace {
+
+// The node producing `value` among those not dropped, or nullptr (a graph input or a constant).
+Node* producer_of(Graph& g, int value, const std::vector<bool>& dropped) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!dropped[i] && !g.nodes[i].outputs.empty() && g.nodes[i].outputs[0] == value) return &g.nodes[i];
+  return nullptr;
+}
+
+// A Conv or ConvTranspose with constant weights (and a constant bias or none) whose output
+// only the node reading it consumes: what fold_into_conv may rewrite. Its output channel
+// count in *cout.
+bool foldable_conv(const Graph& g, const Node* conv, int64_t* cout) {
+  if (conv == nullptr || (conv->op != "Conv" && conv->op != "ConvTranspose") || conv->inputs.size() < 2 ||
+      conv->outputs.size() != 1 || !g.is_constant(conv->inputs[1]))
+    return false;
+  if (conv->inputs.size() > 2 && conv->inputs[2] >= 0 && !g.is_constant(conv->inputs[2])) return false;
+  const Value& out = g.value(conv->outputs[0]);
+  if (readers(g, conv->outputs[0]) != 1 || out.quant || out.io_codes) return false;  // declared rounding point
+  const auto& ws = g.value(conv->inputs[1]).shape;
+  if (ws.size() < 3) return false;
+  const int64_t group = conv->attr_int("group", 1);
+  *cout = conv->op == "Conv" ? ws[0] : ws[1] * group;
+  return *cout > 0;
+}
+
+// Rewrites conv so that it computes y'[c] = scale[c]·y[c] + shift[c] of its old output y,
+// into new constants (other readers of the old weights keep them), and makes it produce
+// `new_output`. Weight element e belongs to output channel (Conv: e / per-filter; ConvTranspose
+// [Cin, Cout/group, k...]: group of its input channel times Cout/group plus its second index).
+void fold_into_conv(Graph& g, Node& conv, int64_t cout, const std::vector<float>& scale,
+                    const std::vector<float>& shift, int new_output, const std::string& suffix) {
+  Tensor w = to_float(*g.value(conv.inputs[1]).constant);
+  Tensor b = Tensor::zeros(DType::kF32, {cout});
+  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0) b = to_float(*g.value(conv.inputs[2]).constant);
+  const auto& ws = w.shape;
+  int64_t spatial = 1;
+  for (size_t d = 2; d < ws.size(); ++d) spatial *= ws[d];
+  const int64_t group = conv.attr_int("group", 1);
+  auto channel = [&](int64_t e) -> size_t {
+    if (conv.op == "Conv") return static_cast<size_t>(e / (ws[1] * spatial));
+    const int64_t ci = e / (ws[1] * spatial), j = (e / spatial) % ws[1];
+    return static_cast<size_t>((ci / (ws[0] / group)) * ws[1] + j);
+  };
+  auto wv = w.as<float>();
+  for (int64_t e = 0; e < w.element_count(); ++e) wv[static_cast<size_t>(e)] *= scale[channel(e)];
+  auto bv = b.as<float>();
+  for (size_t c = 0; c < static_cast<size_t>(cout); ++c) bv[c] = bv[c] * scale[c] + shift[c];
+  Value wval{g.value(conv.inputs[1]).name + suffix, DType::kF32, w.shape, std::move(w)};
+  Value bval{conv.name + suffix + "_bias", DType::kF32, {cout}, std::move(b)};
+  conv.inputs[1] = g.add_value(std::move(wval));
+  const int bias = g.add_value(std::move(bval));
+  if (conv.inputs.size() > 2) conv.inputs[2] = bias;
+  else conv.inputs.push_back(bias);
+  conv.outputs[0] = new_output;
+}
+
+// A constant of one element, or of one per channel c of a [N, C, ...] value ([C], [C, 1, ..],
+// [1, C, 1, ..]), as cout floats; nothing for any other shape.
+std::optional<std::vector<float>> per_channel(const Graph& g, int v, int64_t cout, size_t rank) {
+  if (!g.is_constant(v)) return std::nullopt;
+  const Tensor t = to_float(*g.value(v).constant);
+  const auto& s = t.shape;
+  const auto vals = t.as<float>();
+  if (t.element_count() == 1) return std::vector<float>(static_cast<size_t>(cout), vals[0]);
+  if (t.element_count() != cout || s.size() > rank) return std::nullopt;
+  // The channel axis of the broadcast is rank - 1 - (position from the right).
+  size_t axis = s.size();
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] == cout) axis = d;
+  if (axis == s.size() || rank - s.size() + axis != 1) return std::nullopt;
+  return std::vector<float>(vals.begin(), vals.end());
+}
+
+}  // namespace
+
+Status canonicalize_commutative(Graph& g, int* swapped) {
+  *swapped = 0;
+  for (Node& n : g.nodes) {
+    if ((n.op != "Add" && n.op != "Mul") || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) continue;
+    // Only where the broadcast result keeps the run-time operand's shape, so nothing else
+    // about the node changes.
+    if (g.is_constant(n.inputs[0]) && !g.is_constant(n.inputs[1]) &&
+        g.value(n.inputs[1]).shape == g.value(n.outputs[0]).shape) {
+      std::swap(n.inputs[0], n.inputs[1]);
+      ++*swapped;
+    }
+  }
+  return Status::ok();
+}
+
 Status fold_batchnorm(Graph& g, int* folded) {
   *folded = 0;
   std::vector<bool> drop(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node& bn = g.nodes[i];
-    if (bn.op != "BatchNormalization" || bn.inputs.size() < 5 || bn.outputs.size() != 1) continue;
-    bool constant = true;
-    for (size_t k = 1; k < 5; ++k) constant = constant && g.is_constant(bn.inputs[k]);
-    if (!constant) continue;
-    // The producer must be a Conv whose output only this BatchNormalization reads.
-    auto producer = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
-      return !n.outputs.empty() && n.outputs[0] == bn.inputs[0];
-    });
-    if (producer == g.nodes.end() || producer->op != "Conv" || producer->inputs.size() < 2 ||
-        !g.is_constant(producer->inputs[1]) || readers(g, bn.inputs[0]) != 1)
-      continue;
-    Node& conv = *producer;
-    const Tensor w = to_float(*g.value(conv.inputs[1]).constant);
-    const int64_t cout = w.shape.empty() ? 0 : w.shape[0];
-    auto vec = [&](size_t k) { return to_float(*g.value(bn.inputs[k]).constant); };
-    const Tensor scale = vec(1), bias = vec(2), mean = vec(3), var = vec(4);
-    if (scale.element_count() != cout || bias.element_count() != cout || mean.element_count() != cout ||
-        var.element_count() != cout)
-      continue;
-    const float eps = bn.attr_float("epsilon", 1e-5f);
-    Tensor new_w = w;
-    Tensor new_b = Tensor::zeros(DType::kF32, {cout});
-    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0) {
-      if (!g.is_constant(conv.inputs[2])) continue;
-      new_b = to_float(*g.value(conv.inputs[2]).constant);
+    Node& n = g.nodes[i];
+    const bool bn = n.op == "BatchNormalization" && n.inputs.size() >= 5 && n.outputs.size() == 1;
+    const bool affine = (n.op == "Mul" || n.op == "Add" || n.op == "Sub") && n.inputs.size() == 2 &&
+                        n.outputs.size() == 1 && n.inputs[0] >= 0 && n.inputs[1] >= 0;
+    if (!bn && !affine) continue;
+    Node* conv = producer_of(g, n.inputs[0], drop);
+    int64_t cout = 0;
+    if (!foldable_conv(g, conv, &cout)) continue;
+    const size_t rank = g.value(n.inputs[0]).shape.size();
+    if (g.value(n.outputs[0]).shape != g.value(n.inputs[0]).shape) continue;  // the op must not broadcast y
+    std::vector<float> scale(static_cast<size_t>(cout), 1.0f), shift(static_cast<size_t>(cout), 0.0f);
+    if (bn) {
+      std::vector<std::vector<float>> p;  // scale, bias, mean, var: [C] each
+      for (size_t k = 1; k < 5; ++k) {
+        if (!g.is_constant(n.inputs[k]) || g.value(n.inputs[k]).constant->element_count() != cout) break;
+        const Tensor t = to_float(*g.value(n.inputs[k]).constant);
+        p.emplace_back(t.as<float>().begin(), t.as<float>().end());
+      }
+      if (p.size() != 4) continue;
+      const float eps = n.attr_float("epsilon", 1e-5f);
+      for (size_t c = 0; c < scale.size(); ++c) {
+        scale[c] = p[0][c] / std::sqrt(p[3][c] + eps);
+        shift[c] = p[1][c] - p[2][c] * scale[c];
+      }
+    } else {
+      auto c = per_channel(g, n.inputs[1], cout, rank);
+      if (!c) continue;
+      if (n.op == "Mul") scale = *c;
+      else for (size_t k = 0; k < shift.size(); ++k) shift[k] = n.op == "Add" ? (*c)[k] : -(*c)[k];
     }
-    const int64_t per = w.element_count() / std::max<int64_t>(cout, 1);
-    for (int64_t c = 0; c < cout; ++c) {
-      const float k = scale.as<float>()[static_cast<size_t>(c)] / std::sqrt(var.as<float>()[static_cast<size_t>(c)] + eps);
-      for (int64_t e = 0; e < per; ++e) new_w.as<float>()[static_cast<size_t>(c * per + e)] *= k;
-      float& b = new_b.as<float>()[static_cast<size_t>(c)];
-      b = (b - mean.as<float>()[static_cast<size_t>(c)]) * k + bias.as<float>()[static_cast<size_t>(c)];
-    }
-    // New constant values, so that other readers of the original weights are untouched.
-    Value wv{g.value(conv.inputs[1]).name + "_bn_folded", DType::kF32, new_w.shape, std::move(new_w)};
-    Value bv{conv.name + "_bn_bias", DType::kF32, {cout}, std::move(new_b)};
-    conv.inputs[1] = g.add_value(std::move(wv));
-    const int bias_value = g.add_value(std::move(bv));
-    if (conv.inputs.size() > 2) conv.inputs[2] = bias_value;
-    else conv.inputs.push_back(bias_value);
-    conv.outputs[0] = bn.outputs[0];  // the Conv now produces what the BatchNorm did
+    fold_into_conv(g, *conv, cout, scale, shift, n.outputs[0], bn ? "_bn_folded" : "_" + n.op + "_folded");
     drop[i] = true;
     ++*folded;
   }

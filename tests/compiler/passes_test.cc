@@ -6,21 +6,38 @@
 #include <random>
 
 #include "ir.h"
+#include "partition.h"
 #include "passes.h"
 
 namespace npu::compiler {
+
+Tensor normal_input(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor x = Tensor::zeros(DType::kF32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  for (auto& v : x.as<float>()) v = dist(rng);
+  return x;
+}
+
+// The graph's first output for input x on the float reference.
+Tensor reference_output(const Graph& g, const Tensor& x) {
+  auto env = run_reference(g, {x});
+  EXPECT_TRUE(env.is_ok()) << env.status().to_string();
+  return env.is_ok() ? env.value()[static_cast<size_t>(g.outputs[0])] : Tensor{};
+}
+
+void expect_close(const Tensor& got, const Tensor& expected) {
+  ASSERT_EQ(got.shape, expected.shape);
+  for (size_t i = 0; i < got.as<float>().size(); ++i)
+    ASSERT_NEAR(got.as<float>()[i], expected.as<float>()[i], 1e-4f) << i;
+}
 
 TEST(Passes, FoldBatchNormAndShapeChainKeepResults) {
   auto graph = load_onnx(std::string(NPU_TEST_DATA) + "/bn_shape_chain.onnx", {});
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
   Graph g = graph.value();
-  Tensor x = Tensor::zeros(DType::kF32, {1, 3, 8, 8});
-  std::mt19937 rng(5);
-  std::normal_distribution<float> dist;
-  for (auto& v : x.as<float>()) v = dist(rng);
-  auto before = run_reference(g, {x});
-  ASSERT_TRUE(before.is_ok());
-  const Tensor expected = before.value()[static_cast<size_t>(g.outputs[0])];
+  const Tensor x = normal_input({1, 3, 8, 8}, 5);
+  const Tensor expected = reference_output(g, x);
 
   int constants = 0, bns = 0;
   ASSERT_TRUE(fold_constants(g, &constants).is_ok());
@@ -31,12 +48,45 @@ TEST(Passes, FoldBatchNormAndShapeChainKeepResults) {
     EXPECT_NE(n.op, "BatchNormalization");
     EXPECT_NE(n.op, "Shape");
   }
-  auto after = run_reference(g, {x});
-  ASSERT_TRUE(after.is_ok()) << after.status().to_string();
-  const Tensor& got = after.value()[static_cast<size_t>(g.outputs[0])];
-  ASSERT_EQ(got.shape, expected.shape);
-  for (size_t i = 0; i < got.as<float>().size(); ++i)
-    EXPECT_NEAR(got.as<float>()[i], expected.as<float>()[i], 1e-4f) << i;
+  expect_close(reference_output(g, x), expected);
+}
+
+// Blocks as Paddle2ONNX and PyTorch write them (scripts/make_models.py exporter_patterns):
+// the constant-first Mul is swapped, the affine ops after the convolutions and the
+// BatchNormalization after the ConvTranspose fold into weights and biases, with the same
+// float results; partitioning then takes each element-wise chain as one table lookup.
+TEST(Passes, ExporterPatternsFoldAndChainIntoLookups) {
+  auto graph = load_onnx(std::string(NPU_TEST_DATA) + "/exporter_patterns.onnx", {});
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  Graph g = graph.value();
+  const Tensor x = normal_input({1, 8, 12, 12}, 9);
+  const Tensor expected = reference_output(g, x);
+
+  int constants = 0, swapped = 0, folded = 0;
+  ASSERT_TRUE(fold_constants(g, &constants).is_ok());
+  ASSERT_TRUE(canonicalize_commutative(g, &swapped).is_ok());
+  ASSERT_TRUE(fold_batchnorm(g, &folded).is_ok());
+  EXPECT_EQ(swapped, 2);  // the two Mul(constant, y)
+  // affine0 Mul+Add into conv0, channel Mul+Add into the depthwise conv, bias Add and
+  // BatchNormalization into the ConvTranspose. affine1 follows a Div, not a conv: it stays.
+  EXPECT_EQ(folded, 6);
+  for (const Node& n : g.nodes) {
+    EXPECT_NE(n.op, "BatchNormalization");
+    if (n.op == "Add" || n.op == "Mul") {
+      EXPECT_FALSE(g.is_constant(n.inputs[0])) << n.name << ": constant first operand left";
+    }
+  }
+  expect_close(reference_output(g, x), expected);
+
+  std::vector<std::string> chains;
+  for (const PartitionStep& step : partition(g, 16)) {
+    ASSERT_TRUE(step.on_npu) << "host step: " << g.nodes[static_cast<size_t>(step.node)].label();
+    for (const NpuLayer& layer : step.ops)
+      if (npu_layer_op(layer).rfind("Chain(", 0) == 0) chains.push_back(npu_layer_op(layer));
+  }
+  // Hard-swish with the affine after it; Relu, SiLU and GELU as one function.
+  EXPECT_EQ(chains, (std::vector<std::string>{"Chain(Add,Clip,Mul,Div,Mul,Add)",
+                                              "Chain(Relu,Sigmoid,Mul,Div,Erf,Add,Mul,Mul)"}));
 }
 
 }  // namespace npu::compiler

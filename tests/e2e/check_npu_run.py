@@ -10,6 +10,7 @@ and 1.5. With --rtl it also runs
 --device rtl and requires outputs bit-identical to sim. Prints both sides on failure.
 """
 import itertools
+import math
 import json
 import os
 import subprocess
@@ -147,6 +148,17 @@ def numpy_reference(model_path, inputs):
             y = np.clip(ins[0], ins[1] if len(ins) > 1 else -np.inf, ins[2] if len(ins) > 2 else np.inf)
         elif node.op_type == "Conv":
             y = conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None, attrs)
+        elif node.op_type == "Mul":
+            y = ins[0] * ins[1]
+        elif node.op_type == "GlobalAveragePool":
+            y = ins[0].mean(axis=(2, 3), keepdims=True)
+        elif node.op_type == "HardSigmoid":
+            y = np.clip(attrs.get("alpha", 0.2) * ins[0] + attrs.get("beta", 0.5), 0, 1)
+        elif node.op_type == "BatchNormalization":
+            scale, bias, mean, var = (v.reshape(1, -1, 1, 1) for v in ins[1:5])
+            y = (ins[0] - mean) / np.sqrt(var + attrs.get("epsilon", 1e-5)) * scale + bias
+        elif node.op_type == "Erf":
+            y = np.vectorize(math.erf)(ins[0].astype(np.float64))
         else:
             raise SystemExit(f"reference does not know {node.op_type}")
         env[node.output[0]] = y.astype(np.float32)
