@@ -86,6 +86,15 @@ std::string kernel_path_missing_features(KernelPath path) {
   return missing;
 }
 
+std::string host_cpu_feature_names() {
+  const CpuFeatures& f = host_cpu_features();
+  std::string names;
+  for (auto [has, name] : {std::pair{f.avx2, "AVX2"}, {f.avx_vnni, "AVX-VNNI"}, {f.avx512, "AVX-512"},
+                           {f.avx512_vnni, "AVX-512-VNNI"}, {f.avx512_vbmi, "AVX-512-VBMI"}})
+    if (has) names += std::string(names.empty() ? "" : " ") + name;
+  return names.empty() ? "none" : names;
+}
+
 bool kernel_path_supported(KernelPath path) { return kernel_path_missing_features(path).empty(); }
 
 KernelPath best_kernel_path() {

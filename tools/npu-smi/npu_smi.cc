@@ -16,7 +16,9 @@
 
 #include "npu/driver/umd.h"
 #include "npu/hw/config.h"
+#include "npu/sim/device.h"
 #include "npu/sim/isa.h"
+#include "npu/sim/kernel_paths.h"
 #include "uapi/drm/npu_accel.h"
 
 namespace {
@@ -109,6 +111,14 @@ int cmd_info(UmdDevice& dev) {
   std::printf("driver        %s %u.%u.%u\n", i.driver_name.c_str(), i.driver_major, i.driver_minor,
               i.driver_patch);
   std::printf("platform      %s\n", i.platform.c_str());
+  if (i.platform == "functional") {
+    // The functional model runs in this process: which of this CPU's features its kernels use
+    // (docs/architecture.md 1.8, NPU_SIM_KERNELS). The device opened, so the path is valid.
+    npu::sim::DeviceConfig dc;
+    dc.array_dim = i.array_dim;
+    std::printf("host cpu      %s\n", npu::sim::host_cpu_feature_names().c_str());
+    std::printf("host kernels  %s\n", npu::sim::describe_functional_kernels(dc).c_str());
+  }
   std::printf("device id     0x%08x\n", i.device_id);
   std::printf("isa version   %s\n", ver(i.isa_version).c_str());
   std::printf("fw version    %s\n", ver(i.fw_version).c_str());

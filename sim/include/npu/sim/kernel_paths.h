@@ -37,6 +37,9 @@ bool kernel_path_supported(KernelPath path);
 // The instruction-set extensions `path` needs that this CPU lacks ("AVX-512 VNNI, AVX-512
 // VBMI"); empty when it runs the path.
 std::string kernel_path_missing_features(KernelPath path);
+// The extensions of this CPU the paths use, by name: "AVX2 AVX-VNNI AVX-512 AVX-512-VNNI
+// AVX-512-VBMI" ("none" when it has none of them).
+std::string host_cpu_feature_names();
 // The path with the most features this CPU runs.
 KernelPath best_kernel_path();
 
