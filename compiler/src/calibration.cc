@@ -9,8 +9,8 @@ namespace npu::compiler {
 Result<CalibrationMethod> parse_calibration_method(const std::string& text) {
   CalibrationMethod m;
   if (text == "minmax") return m;
-  if (text == "entropy") {
-    m.kind = CalibrationMethod::Kind::kEntropy;
+  if (text == "entropy" || text == "mse") {
+    m.kind = text == "mse" ? CalibrationMethod::Kind::kMse : CalibrationMethod::Kind::kEntropy;
     return m;
   }
   if (text == "percentile" || text.rfind("percentile=", 0) == 0) {
@@ -28,7 +28,7 @@ Result<CalibrationMethod> parse_calibration_method(const std::string& text) {
     return m;
   }
   return make_error(StatusCode::kInvalidArgument,
-                    "--calibration " + text + ": expected minmax, percentile[=P] or entropy");
+                    "--calibration " + text + ": expected minmax, percentile[=P], entropy or mse");
 }
 
 void AbsHistogram::add(std::span<const float> values) {
@@ -118,12 +118,40 @@ double entropy_threshold(const AbsHistogram& h, int quant_bins) {
   return static_cast<double>(best) * h.bin_width();
 }
 
+double mse_threshold(const AbsHistogram& h, double lo, double hi) {
+  const auto& c = h.counts();
+  const size_t n = c.size();
+  const double w = h.bin_width();
+  // Suffix sums over bins i >= k of the counts, count·centre and count·centre²: the clipping
+  // error at threshold t = k·w is Σ c_i (centre_i − t)² = S2 − 2t·S1 + t²·S0.
+  std::vector<double> s0(n + 1, 0.0), s1(n + 1, 0.0), s2(n + 1, 0.0);
+  for (size_t i = n; i-- > 0;) {
+    const double centre = (static_cast<double>(i) + 0.5) * w;
+    s0[i] = s0[i + 1] + c[i];
+    s1[i] = s1[i + 1] + c[i] * centre;
+    s2[i] = s2[i + 1] + c[i] * centre * centre;
+  }
+  if (s0[0] == 0) return h.limit();
+  double best_t = h.limit(), best = std::numeric_limits<double>::infinity();
+  for (size_t k = 1; k <= n; ++k) {
+    const double t = static_cast<double>(k) * w;
+    const double step = (std::min(hi, t) - std::max(lo, -t)) / 255.0;
+    const double clip = k < n ? s2[k] - 2 * t * s1[k] + t * t * s0[k] : 0.0;
+    const double err = (s0[0] - s0[k]) * step * step / 12.0 + std::max(clip, 0.0);
+    if (err < best) {
+      best = err;
+      best_t = t;
+    }
+  }
+  return best_t;
+}
+
 std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,
                                          const AbsHistogram* histogram) {
   if (method.kind == CalibrationMethod::Kind::kMinMax || !histogram) return {lo, hi};
-  const double t = method.kind == CalibrationMethod::Kind::kPercentile
-                       ? percentile_threshold(*histogram, method.percentile)
-                       : entropy_threshold(*histogram);
+  const double t = method.kind == CalibrationMethod::Kind::kPercentile ? percentile_threshold(*histogram, method.percentile)
+                   : method.kind == CalibrationMethod::Kind::kMse      ? mse_threshold(*histogram, lo, hi)
+                                                                       : entropy_threshold(*histogram);
   const float tf = static_cast<float>(t);
   return {std::max(lo, -tf), std::min(hi, tf)};
 }

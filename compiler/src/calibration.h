@@ -43,6 +43,12 @@ double percentile_threshold(const AbsHistogram& h, double percent);
 inline constexpr double kMaxClippedFraction = 0.01;
 double entropy_threshold(const AbsHistogram& h, int quant_bins = 128);
 
+// The threshold t (a bin's upper edge) that minimises the expected squared error of
+// quantising the histogram's values to 256 levels over [max(lo, −t), min(hi, t)]: rounding
+// noise step²/12 for each value inside, (|x| − t)² for each clipped one (at its bin centre).
+// Outliers are clipped exactly when clipping them costs less than the coarser step would.
+double mse_threshold(const AbsHistogram& h, double lo, double hi);
+
 // The range [lo, hi] (min/max of the value) clipped to ±threshold for the chosen method.
 std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,
                                          const AbsHistogram* histogram);

@@ -307,6 +307,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   say("calibrated on " + std::to_string(samples.size()) + " sample(s)" +
       (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
        : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
+       : options.calibration_method.kind == CalibrationMethod::Kind::kMse     ? " (mse)"
                                                                               : " (percentile)"));
   for (const auto& [i, t] : specialize_inputs(g, samples, is_shape_operand)) {
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");

@@ -31,6 +31,7 @@ AbsHistogram histogram_of(const std::vector<float>& v) {
 TEST(Calibration, ParsesMethods) {
   EXPECT_EQ(parse_calibration_method("minmax")->kind, CalibrationMethod::Kind::kMinMax);
   EXPECT_EQ(parse_calibration_method("entropy")->kind, CalibrationMethod::Kind::kEntropy);
+  EXPECT_EQ(parse_calibration_method("mse")->kind, CalibrationMethod::Kind::kMse);
   auto p = parse_calibration_method("percentile");
   ASSERT_TRUE(p.is_ok());
   EXPECT_DOUBLE_EQ(p->percentile, 99.99);
@@ -79,6 +80,29 @@ TEST(Calibration, EntropyClipsALongTail) {
   const double t = entropy_threshold(h);
   EXPECT_LT(t, 0.25 * h.limit());
   EXPECT_GT(t, 2.0);
+}
+
+TEST(Calibration, MseKeepsAUniformRangeAndClipsRareOutliers) {
+  std::vector<float> u;
+  for (int i = 0; i < 200000; ++i) u.push_back(static_cast<float>(i % 1000) / 1000.0f * 4.0f);
+  const AbsHistogram hu = histogram_of(u);
+  EXPECT_GT(mse_threshold(hu, 0.0, 4.0), 0.95 * hu.limit());
+  // A Laplace(0, 1) tail (|x| up to about ln(200000) = 12): the squared-error optimum for
+  // 256 levels clips it at about 10 scale units (a known result for 8 bits), keeping the body.
+  std::mt19937 rng(3);
+  std::exponential_distribution<float> e(1.0f);
+  std::vector<float> v;
+  for (int i = 0; i < 200000; ++i) v.push_back(i % 2 ? e(rng) : -e(rng));
+  const AbsHistogram hv = histogram_of(v);
+  const double t = mse_threshold(hv, -hv.limit(), hv.limit());
+  EXPECT_LT(t, 0.9 * hv.limit());
+  EXPECT_GT(t, 6.0);
+  // And 20 far outliers among 200,000 N(0,1): clipping them would cost more (20·45² in squared
+  // error) than the coarser step costs the body (200,000·step²/12), so they are kept.
+  std::vector<float> g = gaussian(200000, 3);
+  for (int i = 0; i < 20; ++i) g.push_back(40.0f + static_cast<float>(i));
+  const AbsHistogram hg = histogram_of(g);
+  EXPECT_GT(mse_threshold(hg, -5.0, 59.0), 0.9 * hg.limit());
 }
 
 TEST(Calibration, EntropyNeverClipsTheBodyOfAnOffsetDistribution) {

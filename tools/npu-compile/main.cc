@@ -19,8 +19,9 @@ constexpr const char* kUsage =
     "  -o IMAGE          where to write the model image\n"
     "  --calib DIR       calibration samples: DIR/<sample>/input_<k>.npy\n"
     "  --calibration M   activation ranges: minmax (default), percentile[=P] (clip |x| at\n"
-    "                    the P% point, default 99.99) or entropy (KL-divergence threshold,\n"
-    "                    2048-bin histogram, 128 levels). Scales a QDQ model declares with\n"
+    "                    the P% point, default 99.99), entropy (KL-divergence threshold,\n"
+    "                    2048-bin histogram, 128 levels) or mse (the clip with the least\n"
+    "                    squared quantisation error). Scales a QDQ model declares with\n"
     "                    QuantizeLinear/DequantizeLinear are always used as they are\n"
     "  --export-qdq FILE also write the quantised graph as a QDQ ONNX model (uint8\n"
     "                    activations and int8 per-channel weights with the compiler's\n"
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
       options.calibration_dir = v;
     } else if (arg == "--calibration") {
       const char* v = value("--calibration");
-      if (!v) return fail("--calibration needs minmax, percentile[=P] or entropy");
+      if (!v) return fail("--calibration needs minmax, percentile[=P], entropy or mse");
       auto method = npu::compiler::parse_calibration_method(v);
       if (!method) return fail(method.status().message());
       options.calibration_method = *method;

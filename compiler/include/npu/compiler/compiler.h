@@ -20,12 +20,12 @@ namespace npu::compiler {
 // histogram (2048 bins) and its 128-level quantisation (TensorRT's method). Values whose
 // quantisation the model declares (QDQ) are not calibrated.
 struct CalibrationMethod {
-  enum class Kind { kMinMax, kPercentile, kEntropy };
+  enum class Kind { kMinMax, kPercentile, kEntropy, kMse };
   Kind kind = Kind::kMinMax;
   double percentile = 99.99;
 };
 
-// Parses "minmax", "percentile", "percentile=P" (0 < P <= 100) or "entropy".
+// Parses "minmax", "percentile", "percentile=P" (0 < P <= 100), "entropy" or "mse".
 Result<CalibrationMethod> parse_calibration_method(const std::string& text);
 
 struct CompileOptions {
