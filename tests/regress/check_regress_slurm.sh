@@ -1,116 +1,21 @@
 #!/usr/bin/env bash
-# check_regress_slurm.sh REGRESS BUILD_DIR
-# Starts a one-node Slurm cluster (munged, slurmctld, slurmd) in a temporary directory, runs a
-# small sim-diff regression through it and locally with the same seeds, and checks that
+# scripts/slurm-one-node check_regress_slurm.sh REGRESS BUILD_DIR
+# Inside a one-node Slurm cluster (scripts/slurm-one-node starts it in a temporary directory,
+# exports SLURM_CONF and stops it whatever happens), runs a small sim-diff regression through
+# Slurm and locally with the same seeds, and checks that
 #   - both pass and write the same summary.json (all but its "run" key) and a JUnit file,
 #   - a failure injected into one shard makes both exit 1 naming that shard and the command
 #     that reproduces it, and that command fails on its own too,
 #   - bad arguments exit 2 with one line.
-# The daemons' PIDs are recorded and they are stopped whatever happens; at the end no daemon
-# of this cluster (nor a slurmstepd) may be left running. Needs root (as CI runs) and the
-# Debian packages slurm-wlm and munge; without them it fails with that reason.
 set -euo pipefail
 REGRESS=$1
 BUILD=$2
 PROGRAMS=${REGRESS_TEST_PROGRAMS:-8}
-
 fail() { echo "FAIL: $*" >&2; exit 1; }
-for exe in munged slurmctld slurmd sbatch squeue sinfo scancel; do
-  command -v "$exe" >/dev/null || fail "$exe not found; install the Debian packages slurm-wlm and munge (scripts/install-deps)"
-done
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: the one-node Slurm cluster runs its daemons as root (CI runs as root)"; exit 77; }
-
-T=$(mktemp -d /tmp/npu-regress-slurm.XXXXXX)
-chmod 700 "$T"
-PIDS=()
-stop_daemons() {  # TERM, up to 5 s, then KILL; job steps outlive slurmd (ours are the only ones)
-  local pid alive
-  [ -n "${SLURM_CONF:-}" ] && scancel --quiet --user=root >/dev/null 2>&1
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for _ in $(seq 50); do
-    alive=0
-    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && break
-    sleep 0.1
-  done
-  for pid in "${PIDS[@]}" $(pgrep -x slurmstepd); do kill -KILL "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  return 0
-}
-on_exit() {
-  local rc=$?
-  set +e
-  stop_daemons
-  if [ $rc -ne 0 ]; then
-    for log in slurmctld.log slurmd.log munged.log; do
-      [ -f "$T/$log" ] && { echo "--- tail of $log"; tail -n 15 "$T/$log"; }
-    done
-  fi
-  rm -rf "$T"
-  exit $rc
-}
-trap on_exit EXIT
-trap 'exit 130' INT TERM
-
-# --- munge, with its own key and socket
-dd if=/dev/urandom of="$T/munge.key" bs=1024 count=1 status=none
-chmod 400 "$T/munge.key"
-munged --foreground --force --socket="$T/munge.sock" --key-file="$T/munge.key" --pid-file="$T/munged.pid" \
-  --log-file="$T/munged.log" --seed-file="$T/munged.seed" >"$T/munged.out" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 50); do [ -S "$T/munge.sock" ] && break; sleep 0.1; done
-[ -S "$T/munge.sock" ] || fail "munged did not create its socket (see munged.log)"
-
-# --- slurm.conf: one node, CPUs=2, nothing outside $T
-read -r CTLD_PORT SLURMD_PORT < <(/usr/bin/python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
-NODE=$(hostname -s)
-mkdir -p "$T/state" "$T/spool"
-cat > "$T/slurm.conf" <<EOF
-ClusterName=npu-regress-test
-SlurmctldHost=$NODE(127.0.0.1)
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$T/munge.sock
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
-SlurmctldLogFile=$T/slurmctld.log
-SlurmdLogFile=$T/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$T/jobcomp.txt
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-MpiDefault=none
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
-PartitionName=regress Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF=$T/slurm.conf
-slurmctld -D -i -f "$SLURM_CONF" >"$T/slurmctld.out" 2>&1 &
-PIDS+=($!)
-slurmd -D -f "$SLURM_CONF" -N "$NODE" >"$T/slurmd.out" 2>&1 &
-PIDS+=($!)
-up=0
-for _ in $(seq 100); do
-  if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then up=1; break; fi
-  sleep 0.2
-done
-[ $up -eq 1 ] || fail "the one-node cluster did not come up in 20 s: $(sinfo -h 2>&1 | head -1)"
-echo "cluster up: node $NODE, daemons ${PIDS[*]}, SLURM_CONF=$SLURM_CONF"
+[ -n "${SLURM_CONF:-}" ] || fail "no SLURM_CONF; run me as scripts/slurm-one-node $0 REGRESS BUILD_DIR"
+T=$(mktemp -d /tmp/npu-regress-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+sinfo -h -o '%t' | grep -qE '^(idle|mix|alloc)' || fail "the cluster of $SLURM_CONF is not up: $(sinfo -h 2>&1 | head -n 1)"
 
 SMALL=(sim-diff --build "$BUILD" --shards 4 --seeds 4 --programs "$PROGRAMS")
 same_summary() {  # same_summary A B: the summaries agree on all but "run"
@@ -176,18 +81,4 @@ for bad in "sim-diff --shards 0" "sim-diff --build $BUILD --shard 9 --shards 4" 
   echo "bad arguments ($bad): $out"
 done
 
-# --- stop the cluster, then check that nothing of it is left
-set +e
-stop_daemons
-set -e
-running() {  # processes of this cluster, or any job step, that are not zombies
-  local pid
-  for pid in $( (pgrep -f "$T"; pgrep -x slurmstepd) || true); do
-    [ "$(ps -o stat= -p "$pid" | cut -c1)" = Z ] || ps -o pid=,args= -p "$pid"
-  done
-}
-for _ in $(seq 50); do [ -z "$(running)" ] && break; sleep 0.1; done
-left=$(running)
-[ -z "$left" ] || fail "daemons left running after the stop: $left"
-echo "no daemon left running (pids ${PIDS[*]} stopped)"
 echo PASS
