@@ -46,7 +46,8 @@ run() {  # run NAME EXPECTED_RC ARGS...: runs scripts/regress, keeps its output 
 
 # --- the same regression locally and through Slurm
 run local 0 "${SMALL[@]}" -j 2 --out "$T/local"
-run slurm 0 "${SMALL[@]}" --slurm --time 10 --sbatch-arg=--nice=0 --out "$T/slurm"
+run slurm 0 "${SMALL[@]}" --slurm -j 2 --time 10 --sbatch-arg=--nice=0 --out "$T/slurm"
+grep -qF -- '--shard "$SLURM_ARRAY_TASK_ID"' "$T/slurm/slurm/array.sh" || fail "the array script does not pick the shard by task id"
 grep -q 'slurm: .* shards done' "$T/slurm.txt" || fail "no progress from squeue in the Slurm run"
 [ -s "$T/slurm/slurm/shard-3.out" ] || fail "no Slurm output file of array task 3"
 same_summary "$T/local/summary.json" "$T/slurm/summary.json"
@@ -72,7 +73,7 @@ eval "$repro --out $T/repro" >"$T/repro.txt" 2>&1 || rc=$?
 grep -q '"status": "fail"' "$T/repro/shard-2/status.json" || fail "the reproduced shard 2 did not record its failure"
 
 # --- bad arguments: exit 2, one line naming the problem
-for bad in "sim-diff --shards 0" "sim-diff --build $BUILD --shard 9 --shards 4" "nosuchsuite" "sim-diff --mem 1G"; do
+for bad in "sim-diff --shards 0" "--slurm sim-diff" "sim-diff --build $BUILD --shard 9 --shards 4" "nosuchsuite" "sim-diff --mem 1G"; do
   rc=0
   # shellcheck disable=SC2086
   out=$("$REGRESS" $bad 2>&1) || rc=$?
