@@ -72,6 +72,14 @@ eval "$repro --out $T/repro" >"$T/repro.txt" 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "the reproducing command exited $rc, expected 1: $repro"
 grep -q '"status": "fail"' "$T/repro/shard-2/status.json" || fail "the reproduced shard 2 did not record its failure"
 
+# --- a shard that never wrote its status (killed, node lost) is a failed shard
+rm "$T/slurm/shard-1/status.json"
+rc=0
+"$REGRESS" --merge "$T/slurm" >"$T/merge.txt" 2>&1 || rc=$?
+cat "$T/merge.txt"
+[ $rc -eq 1 ] || fail "the merge of a run without shard 1's status exited $rc, expected 1"
+grep -q '^FAIL: shard 1: no status.json' "$T/merge.txt" || fail "the merge does not name shard 1 as unfinished"
+
 # --- bad arguments: exit 2, one line naming the problem
 for bad in "sim-diff --shards 0" "--slurm sim-diff" "sim-diff --build $BUILD --shard 9 --shards 4" "nosuchsuite" "sim-diff --mem 1G"; do
   rc=0
