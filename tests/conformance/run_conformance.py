@@ -146,7 +146,7 @@ def npu_set_report(args, tests, results):
                               f"or list it with the reason in {args.npu_set_fallback}")
         elif c == "npu" and t in fallback:
             unexpected.append(f"NPU-SET {t}: now passes with zero host ops; remove it from {args.npu_set_fallback}")
-    if not args.filter:
+    if not args.filter and not args.shard:
         for t in sorted(set(fallback) - set(classes)):
             unexpected.append(f"NPU-SET {t}: listed in {args.npu_set_fallback} but is not a single-operator "
                               f"NPU-set test here; remove it")
@@ -172,6 +172,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--device", default="", help="passed to npu-run --device")
     ap.add_argument("--filter", default="", help="regular expression on test names")
+    ap.add_argument("--shard", default="", metavar="K/N",
+                    help="only every N-th test from the K-th (0-based) of the sorted, filtered list")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per test")
     ap.add_argument("--verbose", action="store_true", help="print every test's result")
     ap.add_argument("--npu-set", metavar="OPS_FILE", help="NPU operator set: report its single-operator tests")
@@ -188,8 +190,13 @@ def main():
         return 77
     tests = sorted(d for d in os.listdir(args.data)
                    if os.path.isfile(os.path.join(args.data, d, "model.onnx")) and re.search(args.filter, d))
+    if args.shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not m or not int(m.group(1)) < int(m.group(2)):
+            ap.error(f"--shard {args.shard}: give K/N with 0 <= K < N, e.g. 3/8")
+        tests = tests[int(m.group(1))::int(m.group(2))]
     if not tests:
-        print(f"SKIP: no test directories under {args.data} match '{args.filter}'")
+        print(f"SKIP: no test directories under {args.data} match '{args.filter}'" + (f" in shard {args.shard}" if args.shard else ""))
         return 77
     expected = read_expected(args.expected)
 
@@ -227,7 +234,7 @@ def main():
             unexpected.append(f"XPASS {t}: now passes; remove it from {args.expected}")
         elif res == "crash":
             unexpected.append(f"CRASH {t}: {msg}")
-    stale = sorted(set(expected) - set(tests))
+    stale = [] if args.shard else sorted(set(expected) - set(tests))
 
     print(f"ONNX node tests in {args.data}: {len(tests)} run in {elapsed:.1f} s with {args.jobs} job(s)")
     print(f"  passed       {counts['pass']}")
