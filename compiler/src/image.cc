@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "npu/hal/file.h"
 #include "npu/hw/config.h"
 
 namespace npu::compiler {
@@ -240,9 +241,7 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
 }
 
 Result<std::shared_ptr<const ModelImage>> ModelImage::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open model image (does it exist?)");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  NPU_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(path, kMaxModelFileBytes, "model image"));
   return from_bytes(std::move(bytes), path);
 }
 

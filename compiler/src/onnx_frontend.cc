@@ -5,10 +5,12 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "ir.h"
+#include "npu/hal/file.h"
 #include "onnx_tensor.h"
 
 namespace npu::compiler {
@@ -38,14 +40,85 @@ Status value_from_info(const onnx::ValueInfoProto& info, Value* v, bool require_
   return Status::ok();
 }
 
+// Bounds of what the model image (and so the stack) holds: compiler/src/image.cc.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxElements = int64_t{1} << 28;
+constexpr int64_t kMaxSpatial = 1 << 16;  // strides, dilations, kernel extents, pads
+constexpr int kMaxSpatialRank = 8;
+
+// A graph input's shape, before ONNX shape inference sees it: every dimension and the
+// element count inside the image format's bounds. `flag` names where the shape came from.
+Status check_input_dims(const std::string& name, const std::vector<int64_t>& dims, const std::string& flag) {
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    if (d > kMaxDim)
+      return make_error(StatusCode::kInvalidArgument,
+                        "input shape: " + flag + "'" + name + "' has dimension " + std::to_string(d) +
+                            ", more than the largest the NPU image holds (" + std::to_string(kMaxDim) +
+                            "); give a smaller one with --input-shape " + name + "=D0,D1,...");
+    if (d > 0) elements = std::min(elements * d, kMaxElements + 1);
+  }
+  if (elements > kMaxElements)
+    return make_error(StatusCode::kInvalidArgument,
+                      "input shape: " + flag + "'" + name + "' " + shape_to_string(dims) + " has more than " +
+                          std::to_string(kMaxElements) + " elements, the most the NPU image holds in one tensor; "
+                          "give a smaller one with --input-shape " + name + "=D0,D1,...");
+  return Status::ok();
+}
+
+// The attributes ONNX shape inference divides by or allocates from (strides, dilations,
+// kernel_shape, pads, group, output_padding, output_shape), checked before it runs: a zero
+// stride is a SIGFPE inside the ONNX library, a huge pad or kernel a runaway allocation.
+Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path) {
+  const std::string label = np.op_type() + " node '" + (np.name().empty() ? "#" + std::to_string(index) : np.name()) + "'";
+  auto bad = [&](const std::string& what) {
+    return make_error(StatusCode::kInvalidArgument,
+                      path + ": " + label + ": " + what + "; fix the attribute in the exporter or the model");
+  };
+  int spatial = -1;  // the count strides/dilations/kernel_shape agree on
+  for (const auto& a : np.attribute()) {
+    const std::string& n = a.name();
+    const bool per_axis = n == "strides" || n == "dilations" || n == "kernel_shape";
+    const bool pads = n == "pads" || n == "output_padding";
+    if (per_axis || pads || n == "output_shape") {
+      if (a.type() != onnx::AttributeProto::INTS) return bad("attribute '" + n + "' must be a list of integers");
+      const int count = a.ints_size();
+      if (count > 2 * kMaxSpatialRank) return bad("attribute '" + n + "' has " + std::to_string(count) + " entries");
+      const int64_t lo = per_axis ? 1 : 0, hi = n == "output_shape" ? kMaxDim : kMaxSpatial;
+      for (int64_t v : a.ints())
+        if (v < lo || v > hi)
+          return bad("attribute '" + n + "' has the value " + std::to_string(v) + ", outside " + std::to_string(lo) +
+                     ".." + std::to_string(hi));
+      if (per_axis) {
+        if (count > kMaxSpatialRank || count == 0)
+          return bad("attribute '" + n + "' has " + std::to_string(count) + " entries (1.." +
+                     std::to_string(kMaxSpatialRank) + " spatial axes)");
+        if (spatial >= 0 && count != spatial)
+          return bad("attributes strides, dilations and kernel_shape disagree on the number of spatial axes (" +
+                     std::to_string(spatial) + " and " + std::to_string(count) + ")");
+        spatial = count;
+      }
+      if (n == "pads" && count % 2 != 0)
+        return bad("attribute 'pads' has an odd number of entries (" + std::to_string(count) + "); it lists a begin and an end per axis");
+    } else if (n == "group") {
+      if (a.type() != onnx::AttributeProto::INT || a.i() < 1 || a.i() > kMaxDim)
+        return bad("attribute 'group' must be an integer from 1 to " + std::to_string(kMaxDim));
+    }
+  }
+  for (const auto& a : np.attribute())
+    if (a.name() == "pads" && spatial >= 0 && a.ints_size() != 2 * spatial)
+      return bad("attribute 'pads' has " + std::to_string(a.ints_size()) + " entries, not 2 per spatial axis (" +
+                 std::to_string(2 * spatial) + ")");
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<Graph> load_onnx(const std::string& path,
                         const std::map<std::string, std::vector<int64_t>>& input_shapes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open ONNX model (does it exist?)");
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_file(path, kMaxModelFileBytes, "ONNX model (.onnx)"));
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in))
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return make_error(StatusCode::kInvalidArgument,
                       path + ": not an ONNX model (protobuf parse failed); export it with torch.onnx.export or onnx.save");
   int64_t opset = 0;
@@ -82,7 +155,7 @@ Result<Graph> load_onnx(const std::string& path,
     // A rank change would reach the ONNX library's shape inference, which crashes on some.
     if (input.type().tensor_type().has_shape() && shape->dim_size() != static_cast<int>(it->second.size()))
       return make_error(StatusCode::kInvalidArgument,
-                        "--input-shape " + input.name() + "=" + shape_to_string(it->second) + ": input '" +
+                        "input shape: --input-shape " + input.name() + "=" + shape_to_string(it->second) + ": input '" +
                             input.name() + "' has rank " + std::to_string(shape->dim_size()) + " in " + path);
     shape->clear_dim();
     for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
@@ -91,8 +164,17 @@ Result<Graph> load_onnx(const std::string& path,
   for (const auto& [name, dims] : input_shapes)
     if (!overridden.count(name))
       return make_error(StatusCode::kInvalidArgument,
-                        "--input-shape names '" + name + "', which is not an input of " + path);
+                        "input shape: --input-shape names '" + name + "', which is not an input of " + path);
 
+  // Everything ONNX shape inference trusts, checked before it runs.
+  for (const auto& input : graph_proto->input()) {
+    if (initializer_names.count(input.name()) || !input.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t> dims;
+    for (const auto& d : input.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : 0);
+    NPU_RETURN_IF_ERROR(check_input_dims(input.name(), dims, overridden.count(input.name()) ? "--input-shape " : "input "));
+  }
+  for (int n = 0; n < graph_proto->node_size(); ++n)
+    NPU_RETURN_IF_ERROR(check_node_attributes(graph_proto->node(n), n, path));
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -124,7 +206,7 @@ Result<Graph> load_onnx(const std::string& path,
     for (int64_t d : v.shape)
       if (d < 0)
         return make_error(StatusCode::kInvalidArgument,
-                          "input '" + v.name + "' has a dynamic shape " + shape_to_string(v.shape) +
+                          "input shape: input '" + v.name + "' has a dynamic shape " + shape_to_string(v.shape) +
                               "; fix it with --input-shape " + v.name + "=D0,D1,...");
     const int id = g.add_value(std::move(v));
     by_name[input.name()] = id;

@@ -17,6 +17,7 @@
 
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/image.h"
+#include "npu/hal/file.h"
 #include "npu/runtime/api.h"
 #include "test_data.h"
 
@@ -146,7 +147,7 @@ int parse(int argc, char** argv, Args* a) {
       if (!value(&v)) return fail("--input needs a .npy file", 2);
       a->inputs.push_back(v);
     } else if (arg == "--output-dir") {
-      if (!value(&a->output_dir)) return fail("--output-dir needs a directory", 2);
+      if (!value(&a->output_dir) || a->output_dir.empty()) return fail("--output-dir needs a directory name", 2);
     } else if (arg == "--iterations") {
       if (!value(&v)) return fail("--iterations needs a number", 2);
       char* end = nullptr;
@@ -183,14 +184,9 @@ int run(const Args& args) {
 
   // The model file.
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(args.model, ec))
-    return fail(args.model + ": no such file; give an .onnx model or an image written by npu-compile");
-  std::vector<uint8_t> bytes;
-  {
-    std::ifstream in(args.model, std::ios::binary);
-    if (!in) return fail(args.model + ": cannot be read; check its permissions");
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  auto model_bytes = npu::read_file(args.model, npu::kMaxModelFileBytes, "model (.onnx or npu-compile image)");
+  if (!model_bytes.is_ok()) return fail(model_bytes.status().message());
+  std::vector<uint8_t> bytes = std::move(model_bytes).value();
 
   // Inputs given on the command line.
   std::vector<npu::Tensor> inputs;
