@@ -1051,7 +1051,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
                                   fb.CreateVector(in_values), fb.CreateVector(out_values), fb.CreateVector(constants),
                                   specialized_inputs.empty() ? 0 : fb.CreateVector(specialized_inputs));
   image::FinishModelBuffer(fb, model);
-  std::vector<uint8_t> bytes(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
+  std::vector<uint8_t> bytes = seal_image({fb.GetBufferPointer(), fb.GetSize()});
   // Verify what we wrote exactly as the runtime will.
   if (auto check = ModelImage::from_bytes(bytes, onnx_path); !check.is_ok())
     return make_error(StatusCode::kInternal, "image: the image npu-compile built fails its own verification (" +

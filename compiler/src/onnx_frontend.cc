@@ -67,9 +67,16 @@ Status check_input_dims(const std::string& name, const std::vector<int64_t>& dim
 }
 
 // The attributes ONNX shape inference divides by or allocates from (strides, dilations,
-// kernel_shape, pads, group, output_padding, output_shape), checked before it runs: a zero
-// stride is a SIGFPE inside the ONNX library, a huge pad or kernel a runaway allocation.
+// kernel_shape, pads, group, output_padding, output_shape) of the windowed operators,
+// checked before it runs: a zero stride is a SIGFPE inside the ONNX library, a huge pad or
+// kernel a runaway allocation.
 Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path) {
+  // The operators with a sliding window (Pad's `pads`, for one, may be negative).
+  static const std::set<std::string> kWindowed = {"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
+                                                  "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool",
+                                                  "DeformConv", "Col2Im"};
+  const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
+  if (!default_domain || !kWindowed.count(np.op_type())) return Status::ok();
   const std::string label = np.op_type() + " node '" + (np.name().empty() ? "#" + std::to_string(index) : np.name()) + "'";
   auto bad = [&](const std::string& what) {
     return make_error(StatusCode::kInvalidArgument,

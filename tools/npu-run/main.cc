@@ -187,6 +187,15 @@ int run(const Args& args) {
   auto model_bytes = npu::read_file(args.model, npu::kMaxModelFileBytes, "model (.onnx or npu-compile image)");
   if (!model_bytes.is_ok()) return fail(model_bytes.status().message());
   std::vector<uint8_t> bytes = std::move(model_bytes).value();
+  // An image is verified (checksum first) before anything else is opened or run; its
+  // errors carry the status code (CORRUPT_DATA, INCOMPATIBLE).
+  std::shared_ptr<const rt::Model> model;
+  const bool is_image = npu::compiler::looks_like_image(bytes);
+  if (is_image || !ends_with(args.model, ".onnx")) {
+    auto m = rt::Model::from_bytes(std::move(bytes), args.model);
+    if (!m.is_ok()) return fail(m.status().to_string());
+    model = std::move(m).value();
+  }
 
   // Inputs given on the command line.
   std::vector<npu::Tensor> inputs;
@@ -203,10 +212,8 @@ int run(const Args& args) {
   if (!runtime.is_ok()) return fail(runtime.status().message());
   const npu::hal::DeviceInfo& dev = (*runtime)->device(0)->info();
 
-  // The model: an image, or ONNX compiled on the fly.
-  std::shared_ptr<const rt::Model> model;
-  const bool is_image = npu::compiler::looks_like_image(bytes);
-  if (!is_image && ends_with(args.model, ".onnx")) {
+  // An ONNX model, compiled on the fly.
+  if (!model) {
     npu::compiler::CompileOptions copts;
     copts.array_dim = dev.array_dim;
     copts.progress = [](const std::string& m) { std::fprintf(stderr, "npu-run: %s\n", m.c_str()); };
@@ -220,10 +227,6 @@ int run(const Args& args) {
     auto image_bytes = npu::compiler::compile_onnx_file(args.model, copts);
     if (!image_bytes.is_ok()) return fail(image_bytes.status().message());
     auto m = rt::Model::from_bytes(std::move(image_bytes).value(), args.model);
-    if (!m.is_ok()) return fail(m.status().message());
-    model = std::move(m).value();
-  } else {
-    auto m = rt::Model::from_bytes(std::move(bytes), args.model);
     if (!m.is_ok()) return fail(m.status().message());
     model = std::move(m).value();
   }
