@@ -277,6 +277,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     return make_error(StatusCode::kInvalidArgument, "array dim " + std::to_string(N) + " is not one of 8, 16, 32");
   say("loading " + onnx_path);
   NPU_ASSIGN_OR_RETURN(Graph g, in_stage("model", load_onnx(onnx_path, options.input_shapes)));
+  for (const std::string& note : g.notes) say("note: " + note);
   // Calibration samples are read first: quantisation parameters fed as inputs are
   // specialised to their calibration value before the QDQ passes need them constant.
   std::vector<std::vector<Tensor>> samples = options.calibration;
@@ -350,11 +351,17 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, samples[s])));
     for (size_t v = 0; v < env.size(); ++v) {
       if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
-      auto vals = env[v].as<float>();
-      auto [mn, mx] = std::minmax_element(vals.begin(), vals.end());
+      // NaN (sqrt of a negative, computed on the host) has no place in a range.
+      float mn = INFINITY, mx = -INFINITY;
+      for (float x : env[v].as<float>())
+        if (!std::isnan(x)) {
+          mn = std::min(mn, x);
+          mx = std::max(mx, x);
+        }
+      if (mn > mx) continue;  // all NaN
       auto it = ranges.find(static_cast<int>(v));
-      if (it == ranges.end()) ranges[static_cast<int>(v)] = {*mn, *mx};
-      else it->second = {std::min(it->second.first, *mn), std::max(it->second.second, *mx)};
+      if (it == ranges.end()) ranges[static_cast<int>(v)] = {mn, mx};
+      else it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
     }
     // Values the reference computed give host-only values their shapes and dtypes.
     for (size_t v = 0; v < env.size(); ++v)
@@ -934,6 +941,17 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       return make_error(StatusCode::kUnsupported, *io_refused);
     }
   }
+
+  // A value the device holds needs a finite int8 scale: an infinite calibrated range (float64
+  // data beyond float32, an overflow in the reference) has none.
+  for (const auto& [v, q] : qp)
+    if (act_offset.count(v) && !(q.scale > 0.0f && std::isfinite(q.scale))) {
+      const auto [lo, hi] = ranges[v];
+      return make_error(StatusCode::kUnsupported,
+                        "calibration: value '" + g.value(v).name + "' reaches [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) +
+                            "] on the calibration samples, which no int8 scale covers; give finite float32 samples");
+    }
 
   // Build the image.
   flatbuffers::FlatBufferBuilder fb(1 << 16);

@@ -4,6 +4,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <algorithm>
 #include <cstring>
@@ -45,6 +46,7 @@ constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr int64_t kMaxElements = int64_t{1} << 28;
 constexpr int64_t kMaxSpatial = 1 << 16;  // strides, dilations, kernel extents, pads
 constexpr int kMaxSpatialRank = 8;
+constexpr int64_t kMinOpset = 7, kMaxOpset = 18;  // default domain
 
 // A graph input's shape, before ONNX shape inference sees it: every dimension and the
 // element count inside the image format's bounds. `flag` names where the shape came from.
@@ -119,6 +121,29 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
   return Status::ok();
 }
 
+// Before opset 7 a 1-D PRelu slope of C values is per channel (axis 1); from opset 7 it
+// broadcasts against the last axis. The version converter has no adapter for that change, so
+// an upgraded model's constant [C] slope of a rank-r input becomes [C, 1, ..., 1] (rank r - 1).
+void upgrade_prelu_slopes(onnx::ModelProto& model) {
+  auto* graph = model.mutable_graph();
+  std::map<std::string, int> rank;
+  for (const auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
+    for (const auto& vi : *list)
+      if (vi.type().tensor_type().has_shape()) rank[vi.name()] = vi.type().tensor_type().shape().dim_size();
+  for (const auto& node : graph->node()) {
+    if (node.op_type() != "PRelu" || node.input_size() != 2 || !rank.count(node.input(0))) continue;
+    const int r = rank[node.input(0)];
+    for (auto& init : *graph->mutable_initializer()) {
+      if (init.name() != node.input(1) || init.dims_size() != 1 || init.dims(0) <= 1 || r <= 2) continue;
+      for (int k = 0; k < r - 2; ++k) init.add_dims(1);
+      for (auto& in : *graph->mutable_input())
+        if (in.name() == init.name() && in.type().tensor_type().has_shape())
+          for (int k = 0; k < r - 2; ++k)
+            in.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+    }
+  }
+}
+
 }  // namespace
 
 Result<Graph> load_onnx(const std::string& path,
@@ -128,27 +153,37 @@ Result<Graph> load_onnx(const std::string& path,
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return make_error(StatusCode::kInvalidArgument,
                       path + ": not an ONNX model (protobuf parse failed); export it with torch.onnx.export or onnx.save");
+  // The attributes first: the version converter below runs ONNX shape inference too.
+  for (int n = 0; n < model.graph().node_size(); ++n)
+    NPU_RETURN_IF_ERROR(check_node_attributes(model.graph().node(n), n, path));
   int64_t opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-  const std::string out_of_range = path + ": default-domain opset " + std::to_string(opset) +
-                                   " is outside the supported range 7..18; convert it with onnx.version_converter";
-  if (opset >= 1 && opset < 7) {
-    // An older model whose every operator has the same definition at opset 7 (ONNX changes
-    // an operator only with a new since_version) is an opset-7 model.
-    for (const auto& node : model.graph().node()) {
-      const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
-      const auto* then = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
-      const auto* at7 = onnx::OpSchemaRegistry::Schema(node.op_type(), 7, "");
-      if (!default_domain || !then || !at7 || then->since_version() != at7->since_version())
-        return make_error(StatusCode::kUnsupported,
-                          out_of_range + " (operator " + node.op_type() + " changed before opset 7)");
+  Graph g;
+  if (opset >= 1 && opset < kMinOpset) {
+    // Older models are upgraded with ONNX's own version converter (its adapters rewrite the
+    // operators that changed, e.g. the broadcast attribute of opset-6 Add).
+    const int64_t from = opset;
+    try {
+      // The converter's broadcast adapters need every input's shape, also of Constant outputs.
+      onnx::shape_inference::InferShapes(model);
+      model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
+    } catch (const std::exception& e) {
+      return make_error(StatusCode::kUnsupported,
+                        path + ": default-domain opset " + std::to_string(from) +
+                            ": the ONNX version converter cannot upgrade it to opset " + std::to_string(kMinOpset) +
+                            " (" + e.what() + "); export the model at opset " + std::to_string(kMinOpset) +
+                            " or later");
     }
-    for (auto& o : *model.mutable_opset_import())
-      if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(7);
-    opset = 7;
+    opset = kMinOpset;
+    g.notes.push_back("upgraded from opset " + std::to_string(from) + " to opset " + std::to_string(kMinOpset) +
+                      " with the ONNX version converter");
   }
-  if (opset < 7 || opset > 18) return make_error(StatusCode::kUnsupported, out_of_range);
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return make_error(StatusCode::kUnsupported,
+                      path + ": default-domain opset " + std::to_string(opset) + " is outside the supported range " +
+                          std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
+                          "; convert it with onnx.version_converter");
 
   // Apply --input-shape overrides before shape inference so that they propagate.
   auto* graph_proto = model.mutable_graph();
@@ -180,8 +215,6 @@ Result<Graph> load_onnx(const std::string& path,
     for (const auto& d : input.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : 0);
     NPU_RETURN_IF_ERROR(check_input_dims(input.name(), dims, overridden.count(input.name()) ? "--input-shape " : "input "));
   }
-  for (int n = 0; n < graph_proto->node_size(); ++n)
-    NPU_RETURN_IF_ERROR(check_node_attributes(graph_proto->node(n), n, path));
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -192,8 +225,8 @@ Result<Graph> load_onnx(const std::string& path,
   } catch (const std::exception& e) {
     return make_error(StatusCode::kInvalidArgument, path + ": ONNX shape inference: " + e.what());
   }
+  if (!g.notes.empty()) upgrade_prelu_slopes(model);
 
-  Graph g;
   g.opset = opset;
   std::map<std::string, int> by_name;
   for (const auto& init : graph_proto->initializer()) {
