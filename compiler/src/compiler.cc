@@ -210,8 +210,8 @@ Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copie
   }
   if (total > kMaxReferenceBytes)
     return make_error(StatusCode::kResourceExhausted,
-                      "calibration: the float reference run would need more than " +
-                          std::to_string(kMaxReferenceBytes >> 30) + " GiB per sample (largest value '" +
+                      "calibration: the float reference run and its samples would need more than " +
+                          std::to_string(kMaxReferenceBytes >> 30) + " GiB (largest value '" +
                           g.values[static_cast<size_t>(largest_value)].name + "' " +
                           shape_to_string(g.values[static_cast<size_t>(largest_value)].shape) +
                           "); give smaller input shapes with --input-shape");

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "ir.h"
+#include "npu/compiler/image.h"
 #include "npu/hal/file.h"
 #include "onnx_tensor.h"
 
@@ -149,6 +150,10 @@ void upgrade_prelu_slopes(onnx::ModelProto& model) {
 Result<Graph> load_onnx(const std::string& path,
                         const std::map<std::string, std::vector<int64_t>>& input_shapes) {
   NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_file(path, kMaxModelFileBytes, "ONNX model (.onnx)"));
+  if (looks_like_image(bytes))
+    return make_error(StatusCode::kInvalidArgument,
+                      path + ": is a model image written by npu-compile, not an ONNX model; give the .onnx it was "
+                             "compiled from (npu-run runs the image itself)");
   onnx::ModelProto model;
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return make_error(StatusCode::kInvalidArgument,

@@ -81,6 +81,10 @@ def main():
         ("mobilenet at 4096x4096: fit before calibration",
          ["npu-compile", mobilenet, "-o", w("x"), "--input-shape", "input=1,3,4096,4096"], 1,
          r"^npu-compile: error: model: .*conv '[^']+' .*found before calibration", 30),
+        ("mobilenet at 8192x8192: memory before calibration",
+         ["npu-compile", mobilenet, "-o", w("x"), "--input-shape", "input=1,3,8192,8192"], 1,
+         r"^npu-compile: error: calibration: the float reference run and its samples would need more than 8 GiB "
+         r"\(largest value 'conv_1' \[1,16,4096,4096\]\)", 30),
         ("npu-compile m.onnx -o m.onnx", ["npu-compile", w("m.onnx"), "-o", w("m.onnx")], 2,
          r"^npu-compile: error: -o .* is the input model", 30),
         ("npu-compile -o (same file, other path)", ["npu-compile", w("m.onnx"), "-o", w("sub/../m.onnx")], 2,
@@ -92,7 +96,8 @@ def main():
         ("npu-compile on garbage", ["npu-compile", w("garbage.onnx"), "-o", w("x")], 1,
          r"^npu-compile: error: model: .*not an ONNX model(?!.*recompile)", 30),
         ("npu-compile on an image", ["npu-compile", image, "-o", w("x")], 1,
-         r"^npu-compile: error: model: (?!.*(invalid model image|recompile)).*not an ONNX model", 30),
+         r"^npu-compile: error: model: (?!.*(invalid model image|recompile)).*is a model image written by "
+         r"npu-compile, not an ONNX model", 30),
         ("npu-compile on a directory", ["npu-compile", w("a_dir"), "-o", w("x")], 1,
          r"^npu-compile: error: model: .*is a directory", 30),
         ("npu-compile --calib missing", ["npu-compile", w("m.onnx"), "-o", w("x"), "--calib", w("nope")], 1,
