@@ -1,7 +1,6 @@
 // ONNX -> IR, through the ONNX library: parse, check, infer shapes.
 #include <fstream>
 #include <onnx/checker.h>
-#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
@@ -122,6 +121,19 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
   return Status::ok();
 }
 
+// check_node_attributes over a graph and the subgraphs of its nodes (If, Loop, Scan bodies),
+// which ONNX shape inference descends into as well.
+Status check_graph_attributes(const onnx::GraphProto& graph, const std::string& path) {
+  for (int n = 0; n < graph.node_size(); ++n) {
+    NPU_RETURN_IF_ERROR(check_node_attributes(graph.node(n), n, path));
+    for (const auto& a : graph.node(n).attribute()) {
+      if (a.has_g()) NPU_RETURN_IF_ERROR(check_graph_attributes(a.g(), path));
+      for (const auto& sub : a.graphs()) NPU_RETURN_IF_ERROR(check_graph_attributes(sub, path));
+    }
+  }
+  return Status::ok();
+}
+
 // Before opset 7 a 1-D PRelu slope of C values is per channel (axis 1); from opset 7 it
 // broadcasts against the last axis. The version converter has no adapter for that change, so
 // an upgraded model's constant [C] slope of a rank-r input becomes [C, 1, ..., 1] (rank r - 1).
@@ -159,8 +171,7 @@ Result<Graph> load_onnx(const std::string& path,
     return make_error(StatusCode::kInvalidArgument,
                       path + ": not an ONNX model (protobuf parse failed); export it with torch.onnx.export or onnx.save");
   // The attributes first: the version converter below runs ONNX shape inference too.
-  for (int n = 0; n < model.graph().node_size(); ++n)
-    NPU_RETURN_IF_ERROR(check_node_attributes(model.graph().node(n), n, path));
+  NPU_RETURN_IF_ERROR(check_graph_attributes(model.graph(), path));
   int64_t opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();

@@ -28,6 +28,19 @@ def conv_model(path, **attrs):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+def conv_in_if_model(path):
+    """An If whose then-branch holds a Conv with strides=[0,0] (shape inference descends)."""
+    w = numpy_helper.from_array(np.ones((2, 4, 3, 3), np.float32), "w")
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])
+    branch = lambda s: helper.make_graph(  # noqa: E731
+        [helper.make_node("Conv", ["x", "w"], ["y"], name=f"conv_{s[0]}", strides=s)], f"b{s[0]}", [], [out])
+    node = helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch([0, 0]), else_branch=branch([1, 1]))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [out], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def digest(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -44,6 +57,7 @@ def main():
     conv_model(w("kernel_huge.onnx"), kernel_shape=[3, 1 << 20])
     conv_model(w("pads_odd.onnx"), pads=[1, 1, 1])
     conv_model(w("group0.onnx"), group=0)
+    conv_in_if_model(w("if_strides0.onnx"))
     shutil.copy(os.path.join(data, "gemm_relu.onnx"), w("m.onnx"))
     os.makedirs(w("sub"))
     os.symlink(w("m.onnx"), w("link.onnx"))
@@ -73,6 +87,8 @@ def main():
          r"model: .*'pads' has an odd number of entries", 30),
         ("conv group=0", ["npu-compile", w("group0.onnx"), "-o", w("x")], 1,
          r"model: .*attribute 'group' must be an integer from 1", 30),
+        ("conv strides=[0,0] inside an If branch", ["npu-compile", w("if_strides0.onnx"), "-o", w("x")], 1,
+         r"model: .*Conv node 'conv_0': attribute 'strides' has the value 0", 30),
         ("--input-shape x=99999999999,64", ["npu-compile", w("m.onnx"), "-o", w("x"), "--input-shape",
                                             "x=99999999999,64"], 1,
          r"^npu-compile: error: input shape: --input-shape 'x' has dimension 99999999999, more than", 30),
