@@ -198,10 +198,13 @@ Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copie
   int largest_value = -1;
   for (size_t v = 0; v < g.values.size(); ++v) {
     const auto& shape = g.values[v].shape;
-    if (shape.empty() || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) continue;
+    if (shape.empty() || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+      continue;
     uint64_t bytes = 4;
-    for (int64_t d : shape) bytes = std::min<uint64_t>(bytes * static_cast<uint64_t>(d), kMaxReferenceBytes + 1);
-    const bool input = std::find(g.inputs.begin(), g.inputs.end(), static_cast<int>(v)) != g.inputs.end();
+    for (int64_t d : shape)
+      bytes = std::min<uint64_t>(bytes * static_cast<uint64_t>(d), kMaxReferenceBytes + 1);
+    const bool input =
+        std::find(g.inputs.begin(), g.inputs.end(), static_cast<int>(v)) != g.inputs.end();
     total = std::min(total + bytes * (input ? 1 + input_copies : 1), kMaxReferenceBytes + 1);
     if (bytes > largest) {
       largest = bytes;
@@ -227,11 +230,14 @@ Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copie
       Result<LayerFacts> facts = LayerFacts{};
       if (const auto* fc = std::get_if<FcLayer>(&op); fc && fc->weight_input < 0)
         facts = lower_fc_layer(*fc, placeholder, placeholder, N, 0, 0, weights, prog);
-      else if (const auto* c = std::get_if<ConvLayer>(&op); c && c->weight_input < 0 && !conv_folds_taps(*c, N))
+      else if (const auto* c = std::get_if<ConvLayer>(&op);
+               c && c->weight_input < 0 && !conv_folds_taps(*c, N))
         facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog);
       if (!facts.is_ok() && facts.status().code() == StatusCode::kUnsupported)
-        return Status(StatusCode::kUnsupported,
-                      "model: " + facts.status().message() + " (found before calibration; give smaller input shapes with --input-shape)");
+        return Status(
+            StatusCode::kUnsupported,
+            "model: " + facts.status().message() +
+                " (found before calibration; give smaller input shapes with --input-shape)");
     }
   return Status::ok();
 }
@@ -282,7 +288,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   // specialised to their calibration value before the QDQ passes need them constant.
   std::vector<std::vector<Tensor>> samples = options.calibration;
   if (samples.empty() && !options.calibration_dir.empty()) {
-    NPU_ASSIGN_OR_RETURN(samples, in_stage("calibration", read_calibration_dir(options.calibration_dir, g.inputs.size())));
+    NPU_ASSIGN_OR_RETURN(
+        samples,
+        in_stage("calibration", read_calibration_dir(options.calibration_dir, g.inputs.size())));
   }
   std::vector<std::pair<size_t, Tensor>> specialized = specialize_inputs(g, samples, is_quant_parameter);
   for (const auto& [i, t] : specialized)
@@ -345,9 +353,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (size_t i = 0; i < g.inputs.size(); ++i)
       if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
         return make_error(StatusCode::kInvalidArgument,
-                          "calibration: sample " + std::to_string(s) + ": input " + std::to_string(i) + " ('" +
-                              g.value(g.inputs[i]).name + "') must have shape " +
-                              shape_to_string(g.value(g.inputs[i]).shape));
+                          "calibration: sample " + std::to_string(s) + ": input " +
+                              std::to_string(i) + " ('" + g.value(g.inputs[i]).name +
+                              "') must have shape " + shape_to_string(g.value(g.inputs[i]).shape));
     NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, samples[s])));
     for (size_t v = 0; v < env.size(); ++v) {
       if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
@@ -360,8 +368,10 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
       if (mn > mx) continue;  // all NaN
       auto it = ranges.find(static_cast<int>(v));
-      if (it == ranges.end()) ranges[static_cast<int>(v)] = {mn, mx};
-      else it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
+      if (it == ranges.end())
+        ranges[static_cast<int>(v)] = {mn, mx};
+      else
+        it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
     }
     // Values the reference computed give host-only values their shapes and dtypes.
     for (size_t v = 0; v < env.size(); ++v)
@@ -947,10 +957,11 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   for (const auto& [v, q] : qp)
     if (act_offset.count(v) && !(q.scale > 0.0f && std::isfinite(q.scale))) {
       const auto [lo, hi] = ranges[v];
-      return make_error(StatusCode::kUnsupported,
-                        "calibration: value '" + g.value(v).name + "' reaches [" + std::to_string(lo) + ", " +
-                            std::to_string(hi) +
-                            "] on the calibration samples, which no int8 scale covers; give finite float32 samples");
+      return make_error(StatusCode::kUnsupported, "calibration: value '" + g.value(v).name +
+                                                      "' reaches [" + std::to_string(lo) + ", " +
+                                                      std::to_string(hi) +
+                                                      "] on the calibration samples, which no int8 "
+                                                      "scale covers; give finite float32 samples");
     }
 
   // Build the image.
@@ -1072,8 +1083,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   std::vector<uint8_t> bytes = seal_image({fb.GetBufferPointer(), fb.GetSize()});
   // Verify what we wrote exactly as the runtime will.
   if (auto check = ModelImage::from_bytes(bytes, onnx_path); !check.is_ok())
-    return make_error(StatusCode::kInternal, "image: the image npu-compile built fails its own verification (" +
-                                                 check.status().message() + "); please report this bug");
+    return make_error(StatusCode::kInternal,
+                      "image: the image npu-compile built fails its own verification (" +
+                          check.status().message() + "); please report this bug");
   say("image: " + std::to_string(bytes.size()) + " bytes, " + std::to_string(segments.size()) + " NPU segment(s), " +
       std::to_string(host_ops) + " host step(s), " + std::to_string(total_instructions) + " instructions, " +
       std::to_string(total_macs) + " MACs, " + std::to_string(total_cycles) + " predicted cycles");

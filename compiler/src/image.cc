@@ -1,12 +1,12 @@
 // Model-image loading: the FlatBuffers verifier first, then every range the runtime relies on.
 #include "npu/compiler/image.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-
-#include <zlib.h>
 
 #include "npu/hal/file.h"
 #include "npu/hw/config.h"
@@ -44,27 +44,32 @@ Status corrupt(const std::string& origin, const std::string& what) {
 Result<size_t> check_trailer(const std::string& origin, std::span<const uint8_t> bytes) {
   if (!has_trailer_magic(bytes)) {
     if (!looks_like_image(bytes))
-      return corrupt(origin, "missing the NPUI file identifier; is this an ONNX file or a truncated image?");
+      return corrupt(
+          origin, "missing the NPUI file identifier; is this an ONNX file or a truncated image?");
     // No trailer: an image from before version 2 (say so, reading only its version through
     // the verifier, which is safe on any bytes), else a damaged or truncated one.
     flatbuffers::Verifier verifier(bytes.data(), bytes.size());
-    if (image::VerifyModelBuffer(verifier) && image::GetModel(bytes.data())->schema_version() < kImageSchemaVersion)
+    if (image::VerifyModelBuffer(verifier) &&
+        image::GetModel(bytes.data())->schema_version() < kImageSchemaVersion)
       return make_error(StatusCode::kIncompatible,
                         origin + ": image schema version " +
                             std::to_string(image::GetModel(bytes.data())->schema_version()) +
-                            " has no checksum; this runtime reads version " + std::to_string(kImageSchemaVersion) +
+                            " has no checksum; this runtime reads version " +
+                            std::to_string(kImageSchemaVersion) +
                             ": recompile the model with npu-compile");
     return corrupt(origin, "no integrity trailer: the file is truncated or damaged");
   }
   const uint8_t* t = bytes.data() + bytes.size() - kImageTrailerBytes;
   const size_t length = get_u32(t + 4);
   if (length != bytes.size() - kImageTrailerBytes)
-    return corrupt(origin, "its trailer gives " + std::to_string(length) + " bytes, the file holds " +
-                               std::to_string(bytes.size() - kImageTrailerBytes) + ": truncated or damaged");
+    return corrupt(
+        origin, "its trailer gives " + std::to_string(length) + " bytes, the file holds " +
+                    std::to_string(bytes.size() - kImageTrailerBytes) + ": truncated or damaged");
   const uint32_t stored = get_u32(t + 8), computed = crc32_of(bytes.first(bytes.size() - 4));
   if (stored != computed) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "checksum mismatch: stored CRC-32 0x%08x, computed 0x%08x", stored, computed);
+    std::snprintf(buf, sizeof buf, "checksum mismatch: stored CRC-32 0x%08x, computed 0x%08x",
+                  stored, computed);
     return corrupt(origin, std::string(buf) + ": the file is damaged");
   }
   return length;
@@ -169,7 +174,8 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
 }  // namespace
 
 bool looks_like_image(std::span<const uint8_t> bytes) {
-  return (bytes.size() >= 8 && image::ModelBufferHasIdentifier(bytes.data())) || has_trailer_magic(bytes);
+  return (bytes.size() >= 8 && image::ModelBufferHasIdentifier(bytes.data())) ||
+         has_trailer_magic(bytes);
 }
 
 std::vector<uint8_t> seal_image(std::span<const uint8_t> flatbuffer) {
@@ -302,7 +308,8 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
 }
 
 Result<std::shared_ptr<const ModelImage>> ModelImage::from_file(const std::string& path) {
-  NPU_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(path, kMaxModelFileBytes, "model image"));
+  NPU_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                       read_file(path, kMaxModelFileBytes, "model image"));
   return from_bytes(std::move(bytes), path);
 }
 

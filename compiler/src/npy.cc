@@ -20,7 +20,8 @@ Status npy_error(const std::string& path, const std::string& what) {
 }  // namespace
 
 Result<Tensor> read_npy(const std::string& path) {
-  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> raw, read_file(path, kMaxTensorFileBytes, ".npy"));
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> raw,
+                       read_file(path, kMaxTensorFileBytes, ".npy"));
   const std::string_view bytes(reinterpret_cast<const char*>(raw.data()), raw.size());
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     return npy_error(path, "missing \\x93NUMPY magic");

@@ -1,5 +1,4 @@
 // ONNX -> IR, through the ONNX library: parse, check, infer shapes.
-#include <fstream>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -7,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "ir.h"
@@ -50,21 +50,25 @@ constexpr int64_t kMinOpset = 7, kMaxOpset = 18;  // default domain
 
 // A graph input's shape, before ONNX shape inference sees it: every dimension and the
 // element count inside the image format's bounds. `flag` names where the shape came from.
-Status check_input_dims(const std::string& name, const std::vector<int64_t>& dims, const std::string& flag) {
+Status check_input_dims(const std::string& name, const std::vector<int64_t>& dims,
+                        const std::string& flag) {
   int64_t elements = 1;
   for (int64_t d : dims) {
     if (d > kMaxDim)
       return make_error(StatusCode::kInvalidArgument,
-                        "input shape: " + flag + "'" + name + "' has dimension " + std::to_string(d) +
-                            ", more than the largest the NPU image holds (" + std::to_string(kMaxDim) +
-                            "); give a smaller one with --input-shape " + name + "=D0,D1,...");
+                        "input shape: " + flag + "'" + name + "' has dimension " +
+                            std::to_string(d) + ", more than the largest the NPU image holds (" +
+                            std::to_string(kMaxDim) + "); give a smaller one with --input-shape " +
+                            name + "=D0,D1,...");
     if (d > 0) elements = std::min(elements * d, kMaxElements + 1);
   }
   if (elements > kMaxElements)
     return make_error(StatusCode::kInvalidArgument,
-                      "input shape: " + flag + "'" + name + "' " + shape_to_string(dims) + " has more than " +
-                          std::to_string(kMaxElements) + " elements, the most the NPU image holds in one tensor; "
-                          "give a smaller one with --input-shape " + name + "=D0,D1,...");
+                      "input shape: " + flag + "'" + name + "' " + shape_to_string(dims) +
+                          " has more than " + std::to_string(kMaxElements) +
+                          " elements, the most the NPU image holds in one tensor; "
+                          "give a smaller one with --input-shape " +
+                          name + "=D0,D1,...");
   return Status::ok();
 }
 
@@ -74,15 +78,17 @@ Status check_input_dims(const std::string& name, const std::vector<int64_t>& dim
 // kernel a runaway allocation.
 Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path) {
   // The operators with a sliding window (Pad's `pads`, for one, may be negative).
-  static const std::set<std::string> kWindowed = {"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
-                                                  "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool",
-                                                  "DeformConv", "Col2Im"};
+  static const std::set<std::string> kWindowed = {
+      "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
+      "AveragePool", "LpPool",        "MaxUnpool",   "DeformConv",  "Col2Im"};
   const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
   if (!default_domain || !kWindowed.count(np.op_type())) return Status::ok();
-  const std::string label = np.op_type() + " node '" + (np.name().empty() ? "#" + std::to_string(index) : np.name()) + "'";
+  const std::string label = np.op_type() + " node '" +
+                            (np.name().empty() ? "#" + std::to_string(index) : np.name()) + "'";
   auto bad = [&](const std::string& what) {
-    return make_error(StatusCode::kInvalidArgument,
-                      path + ": " + label + ": " + what + "; fix the attribute in the exporter or the model");
+    return make_error(
+        StatusCode::kInvalidArgument,
+        path + ": " + label + ": " + what + "; fix the attribute in the exporter or the model");
   };
   int spatial = -1;  // the count strides/dilations/kernel_shape agree on
   for (const auto& a : np.attribute()) {
@@ -90,25 +96,30 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
     const bool per_axis = n == "strides" || n == "dilations" || n == "kernel_shape";
     const bool pads = n == "pads" || n == "output_padding";
     if (per_axis || pads || n == "output_shape") {
-      if (a.type() != onnx::AttributeProto::INTS) return bad("attribute '" + n + "' must be a list of integers");
+      if (a.type() != onnx::AttributeProto::INTS)
+        return bad("attribute '" + n + "' must be a list of integers");
       const int count = a.ints_size();
-      if (count > 2 * kMaxSpatialRank) return bad("attribute '" + n + "' has " + std::to_string(count) + " entries");
+      if (count > 2 * kMaxSpatialRank)
+        return bad("attribute '" + n + "' has " + std::to_string(count) + " entries");
       const int64_t lo = per_axis ? 1 : 0, hi = n == "output_shape" ? kMaxDim : kMaxSpatial;
       for (int64_t v : a.ints())
         if (v < lo || v > hi)
-          return bad("attribute '" + n + "' has the value " + std::to_string(v) + ", outside " + std::to_string(lo) +
-                     ".." + std::to_string(hi));
+          return bad("attribute '" + n + "' has the value " + std::to_string(v) + ", outside " +
+                     std::to_string(lo) + ".." + std::to_string(hi));
       if (per_axis) {
         if (count > kMaxSpatialRank || count == 0)
           return bad("attribute '" + n + "' has " + std::to_string(count) + " entries (1.." +
                      std::to_string(kMaxSpatialRank) + " spatial axes)");
         if (spatial >= 0 && count != spatial)
-          return bad("attributes strides, dilations and kernel_shape disagree on the number of spatial axes (" +
-                     std::to_string(spatial) + " and " + std::to_string(count) + ")");
+          return bad(
+              "attributes strides, dilations and kernel_shape disagree on the number of spatial "
+              "axes (" +
+              std::to_string(spatial) + " and " + std::to_string(count) + ")");
         spatial = count;
       }
       if (n == "pads" && count % 2 != 0)
-        return bad("attribute 'pads' has an odd number of entries (" + std::to_string(count) + "); it lists a begin and an end per axis");
+        return bad("attribute 'pads' has an odd number of entries (" + std::to_string(count) +
+                   "); it lists a begin and an end per axis");
     } else if (n == "group") {
       if (a.type() != onnx::AttributeProto::INT || a.i() < 1 || a.i() > kMaxDim)
         return bad("attribute 'group' must be an integer from 1 to " + std::to_string(kMaxDim));
@@ -116,8 +127,8 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
   }
   for (const auto& a : np.attribute())
     if (a.name() == "pads" && spatial >= 0 && a.ints_size() != 2 * spatial)
-      return bad("attribute 'pads' has " + std::to_string(a.ints_size()) + " entries, not 2 per spatial axis (" +
-                 std::to_string(2 * spatial) + ")");
+      return bad("attribute 'pads' has " + std::to_string(a.ints_size()) +
+                 " entries, not 2 per spatial axis (" + std::to_string(2 * spatial) + ")");
   return Status::ok();
 }
 
@@ -142,12 +153,14 @@ void upgrade_prelu_slopes(onnx::ModelProto& model) {
   std::map<std::string, int> rank;
   for (const auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
     for (const auto& vi : *list)
-      if (vi.type().tensor_type().has_shape()) rank[vi.name()] = vi.type().tensor_type().shape().dim_size();
+      if (vi.type().tensor_type().has_shape())
+        rank[vi.name()] = vi.type().tensor_type().shape().dim_size();
   for (const auto& node : graph->node()) {
     if (node.op_type() != "PRelu" || node.input_size() != 2 || !rank.count(node.input(0))) continue;
     const int r = rank[node.input(0)];
     for (auto& init : *graph->mutable_initializer()) {
-      if (init.name() != node.input(1) || init.dims_size() != 1 || init.dims(0) <= 1 || r <= 2) continue;
+      if (init.name() != node.input(1) || init.dims_size() != 1 || init.dims(0) <= 1 || r <= 2)
+        continue;
       for (int k = 0; k < r - 2; ++k) init.add_dims(1);
       for (auto& in : *graph->mutable_input())
         if (in.name() == init.name() && in.type().tensor_type().has_shape())
@@ -161,11 +174,14 @@ void upgrade_prelu_slopes(onnx::ModelProto& model) {
 
 Result<Graph> load_onnx(const std::string& path,
                         const std::map<std::string, std::vector<int64_t>>& input_shapes) {
-  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_file(path, kMaxModelFileBytes, "ONNX model (.onnx)"));
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                       read_file(path, kMaxModelFileBytes, "ONNX model (.onnx)"));
   if (looks_like_image(bytes))
-    return make_error(StatusCode::kInvalidArgument,
-                      path + ": is a model image written by npu-compile, not an ONNX model; give the .onnx it was "
-                             "compiled from (npu-run runs the image itself)");
+    return make_error(
+        StatusCode::kInvalidArgument,
+        path +
+            ": is a model image written by npu-compile, not an ONNX model; give the .onnx it was "
+            "compiled from (npu-run runs the image itself)");
   onnx::ModelProto model;
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return make_error(StatusCode::kInvalidArgument,
@@ -187,19 +203,20 @@ Result<Graph> load_onnx(const std::string& path,
     } catch (const std::exception& e) {
       return make_error(StatusCode::kUnsupported,
                         path + ": default-domain opset " + std::to_string(from) +
-                            ": the ONNX version converter cannot upgrade it to opset " + std::to_string(kMinOpset) +
-                            " (" + e.what() + "); export the model at opset " + std::to_string(kMinOpset) +
+                            ": the ONNX version converter cannot upgrade it to opset " +
+                            std::to_string(kMinOpset) + " (" + e.what() +
+                            "); export the model at opset " + std::to_string(kMinOpset) +
                             " or later");
     }
     opset = kMinOpset;
-    g.notes.push_back("upgraded from opset " + std::to_string(from) + " to opset " + std::to_string(kMinOpset) +
-                      " with the ONNX version converter");
+    g.notes.push_back("upgraded from opset " + std::to_string(from) + " to opset " +
+                      std::to_string(kMinOpset) + " with the ONNX version converter");
   }
   if (opset < kMinOpset || opset > kMaxOpset)
     return make_error(StatusCode::kUnsupported,
-                      path + ": default-domain opset " + std::to_string(opset) + " is outside the supported range " +
-                          std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
-                          "; convert it with onnx.version_converter");
+                      path + ": default-domain opset " + std::to_string(opset) +
+                          " is outside the supported range " + std::to_string(kMinOpset) + ".." +
+                          std::to_string(kMaxOpset) + "; convert it with onnx.version_converter");
 
   // Apply --input-shape overrides before shape inference so that they propagate.
   auto* graph_proto = model.mutable_graph();
@@ -213,23 +230,26 @@ Result<Graph> load_onnx(const std::string& path,
     // A rank change would reach the ONNX library's shape inference, which crashes on some.
     if (input.type().tensor_type().has_shape() && shape->dim_size() != static_cast<int>(it->second.size()))
       return make_error(StatusCode::kInvalidArgument,
-                        "input shape: --input-shape " + input.name() + "=" + shape_to_string(it->second) + ": input '" +
-                            input.name() + "' has rank " + std::to_string(shape->dim_size()) + " in " + path);
+                        "input shape: --input-shape " + input.name() + "=" +
+                            shape_to_string(it->second) + ": input '" + input.name() +
+                            "' has rank " + std::to_string(shape->dim_size()) + " in " + path);
     shape->clear_dim();
     for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
     overridden.insert(input.name());
   }
   for (const auto& [name, dims] : input_shapes)
     if (!overridden.count(name))
-      return make_error(StatusCode::kInvalidArgument,
-                        "input shape: --input-shape names '" + name + "', which is not an input of " + path);
+      return make_error(StatusCode::kInvalidArgument, "input shape: --input-shape names '" + name +
+                                                          "', which is not an input of " + path);
 
   // Everything ONNX shape inference trusts, checked before it runs.
   for (const auto& input : graph_proto->input()) {
     if (initializer_names.count(input.name()) || !input.type().tensor_type().has_shape()) continue;
     std::vector<int64_t> dims;
-    for (const auto& d : input.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : 0);
-    NPU_RETURN_IF_ERROR(check_input_dims(input.name(), dims, overridden.count(input.name()) ? "--input-shape " : "input "));
+    for (const auto& d : input.type().tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() ? d.dim_value() : 0);
+    NPU_RETURN_IF_ERROR(check_input_dims(
+        input.name(), dims, overridden.count(input.name()) ? "--input-shape " : "input "));
   }
   try {
     onnx::checker::check_model(model);
@@ -262,8 +282,9 @@ Result<Graph> load_onnx(const std::string& path,
     for (int64_t d : v.shape)
       if (d < 0)
         return make_error(StatusCode::kInvalidArgument,
-                          "input shape: input '" + v.name + "' has a dynamic shape " + shape_to_string(v.shape) +
-                              "; fix it with --input-shape " + v.name + "=D0,D1,...");
+                          "input shape: input '" + v.name + "' has a dynamic shape " +
+                              shape_to_string(v.shape) + "; fix it with --input-shape " + v.name +
+                              "=D0,D1,...");
     const int id = g.add_value(std::move(v));
     by_name[input.name()] = id;
     g.inputs.push_back(id);

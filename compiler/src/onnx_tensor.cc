@@ -183,7 +183,8 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a) {
 }
 
 Result<Tensor> read_tensor_proto_file(const std::string& path) {
-  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_file(path, kMaxTensorFileBytes, "serialised TensorProto (.pb)"));
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                       read_file(path, kMaxTensorFileBytes, "serialised TensorProto (.pb)"));
   onnx::TensorProto proto;
   try {
     if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))

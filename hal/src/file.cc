@@ -17,12 +17,15 @@ Status check_stat(const std::string& path, const struct stat& st, uint64_t max_b
                   std::string_view what) {
   const std::string want(what);
   if (S_ISDIR(st.st_mode))
-    return make_error(StatusCode::kInvalidArgument, path + ": is a directory; give the " + want + " file itself");
-  if (!S_ISREG(st.st_mode))
     return make_error(StatusCode::kInvalidArgument,
-                      path + ": not a regular file (a device, pipe or socket); give a " + want + " file");
+                      path + ": is a directory; give the " + want + " file itself");
+  if (!S_ISREG(st.st_mode))
+    return make_error(
+        StatusCode::kInvalidArgument,
+        path + ": not a regular file (a device, pipe or socket); give a " + want + " file");
   if (st.st_size == 0)
-    return make_error(StatusCode::kInvalidArgument, path + ": empty file; give a " + want + " file");
+    return make_error(StatusCode::kInvalidArgument,
+                      path + ": empty file; give a " + want + " file");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return make_error(StatusCode::kInvalidArgument, path + ": " + std::to_string(st.st_size) +
                                                         " bytes, more than the " + mib(max_bytes) +
@@ -32,10 +35,13 @@ Status check_stat(const std::string& path, const struct stat& st, uint64_t max_b
 
 Status open_error(const std::string& path, int err, std::string_view what) {
   if (err == ENOENT || err == ENOTDIR)
-    return make_error(StatusCode::kNotFound, path + ": no such file; give a " + std::string(what) + " file");
+    return make_error(StatusCode::kNotFound,
+                      path + ": no such file; give a " + std::string(what) + " file");
   if (err == EACCES || err == EPERM)
-    return make_error(StatusCode::kPermissionDenied, path + ": permission denied; check its permissions");
-  return make_error(StatusCode::kInvalidArgument, path + ": cannot open (" + std::strerror(err) + ")");
+    return make_error(StatusCode::kPermissionDenied,
+                      path + ": permission denied; check its permissions");
+  return make_error(StatusCode::kInvalidArgument,
+                    path + ": cannot open (" + std::strerror(err) + ")");
 }
 
 }  // namespace
@@ -46,12 +52,14 @@ Status check_input_file(const std::string& path, uint64_t max_bytes, std::string
   return check_stat(path, st, max_bytes, what);
 }
 
-Result<std::vector<uint8_t>> read_file(const std::string& path, uint64_t max_bytes, std::string_view what) {
+Result<std::vector<uint8_t>> read_file(const std::string& path, uint64_t max_bytes,
+                                       std::string_view what) {
   // O_NONBLOCK: opening a FIFO without a writer must not hang before fstat refuses it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return open_error(path, errno, what);
   struct stat st {};
-  Status status = ::fstat(fd, &st) == 0 ? check_stat(path, st, max_bytes, what) : open_error(path, errno, what);
+  Status status =
+      ::fstat(fd, &st) == 0 ? check_stat(path, st, max_bytes, what) : open_error(path, errno, what);
   std::vector<uint8_t> bytes;
   if (status.is_ok()) {
     bytes.resize(static_cast<size_t>(st.st_size));
@@ -61,7 +69,8 @@ Result<std::vector<uint8_t>> read_file(const std::string& path, uint64_t max_byt
       const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        status = make_error(StatusCode::kInvalidArgument, path + ": read failed (" + std::strerror(errno) + ")");
+        status = make_error(StatusCode::kInvalidArgument,
+                            path + ": read failed (" + std::strerror(errno) + ")");
         break;
       }
       if (n == 0) {

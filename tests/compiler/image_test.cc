@@ -1,11 +1,12 @@
 // The loader treats images as untrusted: every corruption must end in a clear error.
+#include "npu/compiler/image.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <random>
 
 #include "npu/compiler/compiler.h"
-#include "npu/compiler/image.h"
 
 namespace npu::compiler {
 namespace {
@@ -78,8 +79,8 @@ TEST(Image, EverySingleByteChangeIsRefused) {
       ++refused;
     }
   }
-  std::printf("%zu single-byte changes of a %zu-byte image: %zu refused with CORRUPT_DATA\n", 2 * bytes.size(),
-              bytes.size(), refused);
+  std::printf("%zu single-byte changes of a %zu-byte image: %zu refused with CORRUPT_DATA\n",
+              2 * bytes.size(), bytes.size(), refused);
 }
 
 TEST(Image, RejectsOnnxBytesWithAHint) {

@@ -42,7 +42,8 @@ TEST(ImageVerifier, IntegrityTrailerIsRequired) {
   auto r = compiler::ModelImage::from_bytes(test::build_identity_image(v1), "old.npuimg");
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kIncompatible) << r.status().to_string();
-  EXPECT_NE(r.status().message().find("old.npuimg: image schema version 1"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("old.npuimg: image schema version 1"), std::string::npos)
+      << r.status().message();
   EXPECT_NE(r.status().message().find("recompile"), std::string::npos) << r.status().message();
   test::ImageOptions unsealed;
   unsealed.sealed = false;
@@ -62,7 +63,8 @@ TEST(ImageVerifier, IntegrityTrailerIsRequired) {
   // An appended byte moves the trailer: refused too.
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
-  EXPECT_EQ(compiler::ModelImage::from_bytes(longer, "long.npuimg").status().code(), StatusCode::kCorruptData);
+  EXPECT_EQ(compiler::ModelImage::from_bytes(longer, "long.npuimg").status().code(),
+            StatusCode::kCorruptData);
 }
 
 // The verifier stays strict about what this branch added to the image: specialised inputs

@@ -152,11 +152,10 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     specialized.push_back(image::CreateSpecializedInputDirect(fb, static_cast<uint32_t>(o.specialized_input), &value));
   }
   auto model = image::CreateModelDirect(
-      fb, o.schema_version, o.fingerprint, o.array_dim, hw::kIsaVersion,
-      "image_builder", "test", &inputs, &outputs, &weights, 512, &steps,
-      o.host_step ? &host_values : nullptr, o.host_step ? &input_values : nullptr,
-      o.host_step ? &output_values : nullptr, o.host_step ? &constants : nullptr,
-      o.specialized_input >= 0 ? &specialized : nullptr);
+      fb, o.schema_version, o.fingerprint, o.array_dim, hw::kIsaVersion, "image_builder", "test",
+      &inputs, &outputs, &weights, 512, &steps, o.host_step ? &host_values : nullptr,
+      o.host_step ? &input_values : nullptr, o.host_step ? &output_values : nullptr,
+      o.host_step ? &constants : nullptr, o.specialized_input >= 0 ? &specialized : nullptr);
   image::FinishModelBuffer(fb, model);
   if (!o.sealed) return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
   return compiler::seal_image({fb.GetBufferPointer(), fb.GetSize()});

@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
   if (!opt.fst_path.empty()) {
     FILE* probe = std::fopen(opt.fst_path.c_str(), "w");
     if (probe == nullptr) {
-      std::fprintf(stderr, "npu-bench: error: cannot write the waveform '%s': %s; give a writable path\n",
+      std::fprintf(stderr,
+                   "npu-bench: error: cannot write the waveform '%s': %s; give a writable path\n",
                    opt.fst_path.c_str(), std::strerror(errno));
       return 1;
     }
@@ -347,7 +348,8 @@ int main(int argc, char** argv) {
   if (!opt.fst_path.empty()) {
     std::error_code ec;
     if (std::filesystem::file_size(opt.fst_path, ec) == 0 || ec) {
-      std::fprintf(stderr, "npu-bench: error: the waveform '%s' was not written\n", opt.fst_path.c_str());
+      std::fprintf(stderr, "npu-bench: error: the waveform '%s' was not written\n",
+                   opt.fst_path.c_str());
       return 1;
     }
   }

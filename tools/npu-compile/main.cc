@@ -58,19 +58,23 @@ npu::Status write_atomically(const std::string& path, const std::vector<uint8_t>
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out)
-      return npu::make_error(npu::StatusCode::kInvalidArgument,
-                             "image: " + path + ": cannot create file (does the directory exist and is it writable?)");
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      return npu::make_error(
+          npu::StatusCode::kInvalidArgument,
+          "image: " + path + ": cannot create file (does the directory exist and is it writable?)");
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
       std::remove(tmp.c_str());
-      return npu::make_error(npu::StatusCode::kInvalidArgument, "image: " + path + ": write failed (disk full?)");
+      return npu::make_error(npu::StatusCode::kInvalidArgument,
+                             "image: " + path + ": write failed (disk full?)");
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    return npu::make_error(npu::StatusCode::kInvalidArgument, "image: " + path + ": cannot write (" + why + ")");
+    return npu::make_error(npu::StatusCode::kInvalidArgument,
+                           "image: " + path + ": cannot write (" + why + ")");
   }
   return npu::Status::ok();
 }
@@ -132,7 +136,8 @@ int main(int argc, char** argv) {
       const std::string spec = v ? v : "";
       const auto eq = spec.find('=');
       if (eq == std::string::npos || eq == 0)
-        return usage_error("input shape: --input-shape expects NAME=D0,D1,... (got '" + spec + "')");
+        return usage_error("input shape: --input-shape expects NAME=D0,D1,... (got '" + spec +
+                           "')");
       std::vector<int64_t> dims;
       size_t pos = eq + 1;
       while (pos <= spec.size()) {
@@ -140,7 +145,8 @@ int main(int argc, char** argv) {
         // Bounded here only against overflow; the compiler checks them against the image.
         const auto d = npu::parse_uint(std::string_view(spec).substr(pos, comma - pos), INT64_MAX);
         if (!d || *d == 0)
-          return usage_error("input shape: --input-shape " + spec + ": dimensions must be positive integers");
+          return usage_error("input shape: --input-shape " + spec +
+                             ": dimensions must be positive integers");
         dims.push_back(static_cast<int64_t>(*d));
         pos = comma + 1;
       }
@@ -166,10 +172,14 @@ int main(int argc, char** argv) {
   }
   // Never write over the model (or the other output), also through another path or a link.
   if (same_file(model, output) || model == output)
-    return usage_error("-o " + output + " is the input model " + model + "; write the image to another file (IMAGE.npuimg)");
-  if (!options.export_qdq_path.empty() && (same_file(model, options.export_qdq_path) || model == options.export_qdq_path))
-    return usage_error("--export-qdq " + options.export_qdq_path + " is the input model " + model + "; give another file");
-  if (!options.export_qdq_path.empty() && (same_file(output, options.export_qdq_path) || output == options.export_qdq_path))
+    return usage_error("-o " + output + " is the input model " + model +
+                       "; write the image to another file (IMAGE.npuimg)");
+  if (!options.export_qdq_path.empty() &&
+      (same_file(model, options.export_qdq_path) || model == options.export_qdq_path))
+    return usage_error("--export-qdq " + options.export_qdq_path + " is the input model " + model +
+                       "; give another file");
+  if (!options.export_qdq_path.empty() &&
+      (same_file(output, options.export_qdq_path) || output == options.export_qdq_path))
     return usage_error("--export-qdq and -o name the same file " + output + "; give two files");
   const auto start = std::chrono::steady_clock::now();
   options.progress = [&](const std::string& line) {

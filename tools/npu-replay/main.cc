@@ -511,7 +511,8 @@ int main(int argc, char** argv) {
   }
   if (trace_path.empty()) return usage("no trace file given");
   // Read whole and bounded: a device or a runaway file (/dev/zero) is refused, not buffered.
-  auto trace_bytes = npu::read_file(trace_path, npu::kMaxTextFileBytes, "replay trace (docs/replay.md)");
+  auto trace_bytes =
+      npu::read_file(trace_path, npu::kMaxTextFileBytes, "replay trace (docs/replay.md)");
   if (!trace_bytes.is_ok()) {
     std::fprintf(stderr, "npu-replay: error: %s\n", trace_bytes.status().message().c_str());
     return 1;
@@ -580,8 +581,10 @@ int main(int argc, char** argv) {
     cycles = r.cycles();
   }
   if (rc == 0 && commands == 0) {
-    std::fprintf(stderr, "npu-replay: FAIL %s: no commands (only blank lines and comments); see docs/replay.md\n",
-                 trace_path.c_str());
+    std::fprintf(
+        stderr,
+        "npu-replay: FAIL %s: no commands (only blank lines and comments); see docs/replay.md\n",
+        trace_path.c_str());
     rc = 1;
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -3,16 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "npu/compiler/compiler.h"
@@ -147,7 +147,8 @@ int parse(int argc, char** argv, Args* a) {
       if (!value(&v)) return fail("--input needs a .npy file", 2);
       a->inputs.push_back(v);
     } else if (arg == "--output-dir") {
-      if (!value(&a->output_dir) || a->output_dir.empty()) return fail("--output-dir needs a directory name", 2);
+      if (!value(&a->output_dir) || a->output_dir.empty())
+        return fail("--output-dir needs a directory name", 2);
     } else if (arg == "--iterations") {
       if (!value(&v)) return fail("--iterations needs a number", 2);
       char* end = nullptr;
@@ -184,7 +185,8 @@ int run(const Args& args) {
 
   // The model file.
   std::error_code ec;
-  auto model_bytes = npu::read_file(args.model, npu::kMaxModelFileBytes, "model (.onnx or npu-compile image)");
+  auto model_bytes =
+      npu::read_file(args.model, npu::kMaxModelFileBytes, "model (.onnx or npu-compile image)");
   if (!model_bytes.is_ok()) return fail(model_bytes.status().message());
   std::vector<uint8_t> bytes = std::move(model_bytes).value();
   // An image is verified (checksum first) before anything else is opened or run; its

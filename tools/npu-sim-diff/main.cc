@@ -5,13 +5,14 @@
 // IRQ_STATUS, ring HEAD/TAIL, COMPLETED_SEQ, JOBS): the RTL's engines overlap, so DRAM and the
 // other counters are undefined after an error. On the first mismatch it prints the difference
 // and the instruction trace, and exits 1.
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
-#include <unistd.h>
 
 #include "npu/hal/number.h"
 #include "npu/sim/bare_metal.h"
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
       const std::string v = next();
       const auto n = npu::parse_uint(v, kMaxPrograms);
       if (!n || *n == 0)
-        return usage("--programs '" + v + "' is not a number from 1 to " + std::to_string(kMaxPrograms));
+        return usage("--programs '" + v + "' is not a number from 1 to " +
+                     std::to_string(kMaxPrograms));
       programs = *n;
     } else if (a == "--seed") {
       const std::string v = next();

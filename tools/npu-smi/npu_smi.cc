@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "npu/driver/umd.h"
+#include "npu/hal/number.h"
 #include "npu/hw/config.h"
 #include "npu/sim/isa.h"
-#include "npu/hal/number.h"
 #include "uapi/drm/npu_accel.h"
 
 namespace {
@@ -162,7 +162,9 @@ int cmd_regs(UmdDevice& dev, const std::vector<std::string>& args) {
   if (args[0] == "write" && args.size() == 3 && parse_reg(args[1], &off)) {
     const auto value = npu::parse_uint(args[2], UINT32_MAX);
     if (!value) {
-      std::fprintf(stderr, "npu-smi: error: regs write: '%s' is not a number from 0 to 0xffffffff (decimal or 0x hex)\n",
+      std::fprintf(stderr,
+                   "npu-smi: error: regs write: '%s' is not a number from 0 to 0xffffffff (decimal "
+                   "or 0x hex)\n",
                    args[2].c_str());
       return 2;
     }

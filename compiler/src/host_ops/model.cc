@@ -11,7 +11,8 @@
 namespace npu::compiler {
 
 Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
-  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_file(onnx_path, kMaxModelFileBytes, "ONNX model (.onnx)"));
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                       read_file(onnx_path, kMaxModelFileBytes, "ONNX model (.onnx)"));
   onnx::ModelProto model;
   try {
     if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))

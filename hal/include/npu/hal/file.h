@@ -17,7 +17,7 @@ namespace npu {
 // 2 GiB (a signed 32-bit size).
 inline constexpr uint64_t kMaxModelFileBytes = (2ull << 30) - 1;   // ONNX models, model images
 inline constexpr uint64_t kMaxTensorFileBytes = (2ull << 30) - 1;  // .npy, TensorProto .pb
-inline constexpr uint64_t kMaxTextFileBytes = 64ull << 20;   // replay traces and their data
+inline constexpr uint64_t kMaxTextFileBytes = 64ull << 20;         // replay traces and their data
 
 // Reads `path` whole. `what` names the expected content in errors ("ONNX model", ".npy
 // file"). NOT_FOUND when it does not exist; INVALID_ARGUMENT when it is a directory, not a

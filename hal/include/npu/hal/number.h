@@ -19,10 +19,14 @@ inline std::optional<uint64_t> parse_uint(std::string_view text, uint64_t max = 
   uint64_t v = 0;
   for (char c : text) {
     uint64_t digit;
-    if (c >= '0' && c <= '9') digit = static_cast<uint64_t>(c - '0');
-    else if (base == 16 && c >= 'a' && c <= 'f') digit = static_cast<uint64_t>(c - 'a' + 10);
-    else if (base == 16 && c >= 'A' && c <= 'F') digit = static_cast<uint64_t>(c - 'A' + 10);
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      digit = static_cast<uint64_t>(c - '0');
+    else if (base == 16 && c >= 'a' && c <= 'f')
+      digit = static_cast<uint64_t>(c - 'a' + 10);
+    else if (base == 16 && c >= 'A' && c <= 'F')
+      digit = static_cast<uint64_t>(c - 'A' + 10);
+    else
+      return std::nullopt;
     if (v > (max - digit) / base) return std::nullopt;
     v = v * base + digit;
   }
