@@ -1,4 +1,5 @@
-// Model-image loading: the FlatBuffers verifier first, then every range the runtime relies on.
+// Model-image loading: the integrity trailer (CRC-32) first, then the FlatBuffers verifier, then
+// every range the runtime relies on.
 #include "npu/compiler/image.h"
 
 #include <zlib.h>
