@@ -164,6 +164,84 @@ bool is_quant_parameter(const Node& n, size_t k) {
   return false;
 }
 
+// npu-compile's errors say which stage failed: "model" (the ONNX graph, its operators and
+// their lowering), "input shape", "calibration" or "image" (the image it writes).
+bool has_stage(const std::string& message) {
+  for (const char* stage : {"model: ", "input shape: ", "calibration: ", "image: "})
+    if (message.rfind(stage, 0) == 0) return true;
+  return false;
+}
+
+Status in_stage(const char* stage, Status s) {
+  if (s.is_ok() || has_stage(s.message())) return s;
+  return Status(s.code(), std::string(stage) + ": " + s.message());
+}
+
+template <typename T>
+Result<T> in_stage(const char* stage, Result<T> r) {
+  if (r.is_ok()) return r;
+  return in_stage(stage, r.status());
+}
+
+// The float reference run holds every value of a sample at once (float32); past this the
+// compiler refuses instead of swapping or being killed.
+constexpr uint64_t kMaxReferenceBytes = 8ull << 30;
+// Above this, the layers are lowered once on placeholder quantisation before calibration, so
+// that a layer that can never fit the scratchpads is named in seconds, not after minutes of
+// reference runs. Below it calibration is quick and the check would only cost time.
+constexpr uint64_t kEarlyFitCheckBytes = 64ull << 20;
+
+// Sizes, memory needs and scratchpad fit, before calibration runs the reference.
+// `input_copies`: the calibration samples still to be made (each holds every input).
+Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copies) {
+  uint64_t total = 0, largest = 0;
+  int largest_value = -1;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const auto& shape = g.values[v].shape;
+    if (shape.empty() || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+      continue;
+    uint64_t bytes = 4;
+    for (int64_t d : shape)
+      bytes = std::min<uint64_t>(bytes * static_cast<uint64_t>(d), kMaxReferenceBytes + 1);
+    const bool input =
+        std::find(g.inputs.begin(), g.inputs.end(), static_cast<int>(v)) != g.inputs.end();
+    total = std::min(total + bytes * (input ? 1 + input_copies : 1), kMaxReferenceBytes + 1);
+    if (bytes > largest) {
+      largest = bytes;
+      largest_value = static_cast<int>(v);
+    }
+  }
+  if (total > kMaxReferenceBytes)
+    return make_error(StatusCode::kResourceExhausted,
+                      "calibration: the float reference run and its samples would need more than " +
+                          std::to_string(kMaxReferenceBytes >> 30) + " GiB (largest value '" +
+                          g.values[static_cast<size_t>(largest_value)].name + "' " +
+                          shape_to_string(g.values[static_cast<size_t>(largest_value)].shape) +
+                          "); give smaller input shapes with --input-shape");
+  if (total < kEarlyFitCheckBytes) return Status::ok();
+  const QParams placeholder{1.0f, 0};
+  for (const PartitionStep& step : partition(g, N))
+    for (const NpuLayer& op : step.ops) {
+      // Constant-weight GEMMs and convolutions: whether they fit does not depend on the
+      // quantisation. Tap-folding convolutions have their own lowering; they are checked
+      // where they are lowered.
+      Program prog;
+      std::vector<uint8_t> weights;
+      Result<LayerFacts> facts = LayerFacts{};
+      if (const auto* fc = std::get_if<FcLayer>(&op); fc && fc->weight_input < 0)
+        facts = lower_fc_layer(*fc, placeholder, placeholder, N, 0, 0, weights, prog);
+      else if (const auto* c = std::get_if<ConvLayer>(&op);
+               c && c->weight_input < 0 && !conv_folds_taps(*c, N))
+        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog);
+      if (!facts.is_ok() && facts.status().code() == StatusCode::kUnsupported)
+        return Status(
+            StatusCode::kUnsupported,
+            "model: " + facts.status().message() +
+                " (found before calibration; give smaller input shapes with --input-shape)");
+    }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::vector<std::vector<Tensor>>> read_calibration_dir(const std::string& dir, size_t num_inputs) {
@@ -204,12 +282,15 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   if (std::find(hw::kSupportedArrayDims.begin(), hw::kSupportedArrayDims.end(), N) == hw::kSupportedArrayDims.end())
     return make_error(StatusCode::kInvalidArgument, "array dim " + std::to_string(N) + " is not one of 8, 16, 32");
   say("loading " + onnx_path);
-  NPU_ASSIGN_OR_RETURN(Graph g, load_onnx(onnx_path, options.input_shapes));
+  NPU_ASSIGN_OR_RETURN(Graph g, in_stage("model", load_onnx(onnx_path, options.input_shapes)));
+  for (const std::string& note : g.notes) say("note: " + note);
   // Calibration samples are read first: quantisation parameters fed as inputs are
   // specialised to their calibration value before the QDQ passes need them constant.
   std::vector<std::vector<Tensor>> samples = options.calibration;
   if (samples.empty() && !options.calibration_dir.empty()) {
-    NPU_ASSIGN_OR_RETURN(samples, read_calibration_dir(options.calibration_dir, g.inputs.size()));
+    NPU_ASSIGN_OR_RETURN(
+        samples,
+        in_stage("calibration", read_calibration_dir(options.calibration_dir, g.inputs.size())));
   }
   std::vector<std::pair<size_t, Tensor>> specialized = specialize_inputs(g, samples, is_quant_parameter);
   for (const auto& [i, t] : specialized)
@@ -262,8 +343,10 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
 
   // Calibration: the float reference over every sample gives each value's range and shape
   // (and checks that every operator has a host kernel).
+  constexpr size_t kRandomSamples = 8;
+  NPU_RETURN_IF_ERROR(check_before_calibration(g, N, samples.empty() ? kRandomSamples : 0));
   if (samples.empty()) {
-    samples = random_samples(g, 8);
+    samples = random_samples(g, kRandomSamples);
     say("warning: no calibration data; calibrating on 8 deterministic N(0,1) samples. Pass --calib DIR for accuracy on real data");
   }
   std::map<int, std::pair<float, float>> ranges;
@@ -271,17 +354,25 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (size_t i = 0; i < g.inputs.size(); ++i)
       if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
         return make_error(StatusCode::kInvalidArgument,
-                          "calibration sample " + std::to_string(s) + ": input " + std::to_string(i) + " ('" +
-                              g.value(g.inputs[i]).name + "') must have shape " +
-                              shape_to_string(g.value(g.inputs[i]).shape));
-    NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, samples[s]));
+                          "calibration: sample " + std::to_string(s) + ": input " +
+                              std::to_string(i) + " ('" + g.value(g.inputs[i]).name +
+                              "') must have shape " + shape_to_string(g.value(g.inputs[i]).shape));
+    NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, samples[s])));
     for (size_t v = 0; v < env.size(); ++v) {
       if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
-      auto vals = env[v].as<float>();
-      auto [mn, mx] = std::minmax_element(vals.begin(), vals.end());
+      // NaN (sqrt of a negative, computed on the host) has no place in a range.
+      float mn = INFINITY, mx = -INFINITY;
+      for (float x : env[v].as<float>())
+        if (!std::isnan(x)) {
+          mn = std::min(mn, x);
+          mx = std::max(mx, x);
+        }
+      if (mn > mx) continue;  // all NaN
       auto it = ranges.find(static_cast<int>(v));
-      if (it == ranges.end()) ranges[static_cast<int>(v)] = {*mn, *mx};
-      else it->second = {std::min(it->second.first, *mn), std::max(it->second.second, *mx)};
+      if (it == ranges.end())
+        ranges[static_cast<int>(v)] = {mn, mx};
+      else
+        it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
     }
     // Values the reference computed give host-only values their shapes and dtypes.
     for (size_t v = 0; v < env.size(); ++v)
@@ -298,7 +389,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       if (!g.value(v).quant && !g.is_constant(v))  // weights have their own per-channel scales
         histograms.emplace(v, AbsHistogram(std::max(std::fabs(range.first), std::fabs(range.second))));
     for (const auto& sample : samples) {
-      NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, sample));
+      NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, sample)));
       for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
     }
     for (auto& [v, h] : histograms)
@@ -863,6 +954,18 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     }
   }
 
+  // A value the device holds needs a finite int8 scale: an infinite calibrated range (float64
+  // data beyond float32, an overflow in the reference) has none.
+  for (const auto& [v, q] : qp)
+    if (act_offset.count(v) && !(q.scale > 0.0f && std::isfinite(q.scale))) {
+      const auto [lo, hi] = ranges[v];
+      return make_error(StatusCode::kUnsupported, "calibration: value '" + g.value(v).name +
+                                                      "' reaches [" + std::to_string(lo) + ", " +
+                                                      std::to_string(hi) +
+                                                      "] on the calibration samples, which no int8 "
+                                                      "scale covers; give finite float32 samples");
+    }
+
   // Build the image.
   flatbuffers::FlatBufferBuilder fb(1 << 16);
   auto quant = [&](const QParams& q) {
@@ -979,9 +1082,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
                                   fb.CreateVector(in_values), fb.CreateVector(out_values), fb.CreateVector(constants),
                                   specialized_inputs.empty() ? 0 : fb.CreateVector(specialized_inputs));
   image::FinishModelBuffer(fb, model);
-  std::vector<uint8_t> bytes(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
+  std::vector<uint8_t> bytes = seal_image({fb.GetBufferPointer(), fb.GetSize()});
   // Verify what we wrote exactly as the runtime will.
-  NPU_RETURN_IF_ERROR(ModelImage::from_bytes(bytes, onnx_path).status());
+  if (auto check = ModelImage::from_bytes(bytes, onnx_path); !check.is_ok())
+    return make_error(StatusCode::kInternal,
+                      "image: the image npu-compile built fails its own verification (" +
+                          check.status().message() + "); please report this bug");
   say("image: " + std::to_string(bytes.size()) + " bytes, " + std::to_string(segments.size()) + " NPU segment(s), " +
       std::to_string(host_ops) + " host step(s), " + std::to_string(total_instructions) + " instructions, " +
       std::to_string(total_macs) + " MACs, " + std::to_string(total_cycles) + " predicted cycles");
@@ -995,12 +1101,12 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
   // outputs as graph nodes, so it compiles without binding them.
   const bool bind_io = options.export_qdq_path.empty();
   std::string io_refused;
-  auto bytes = compile_model(onnx_path, options, bind_io, &io_refused);
+  auto bytes = in_stage("model", compile_model(onnx_path, options, bind_io, &io_refused));
   if (bytes.is_ok() || io_refused.empty()) return bytes;
   if (options.progress)
     options.progress("integer graph inputs/outputs stay as they are (" + io_refused +
                      "): compiling again without binding them to the device");
-  return compile_model(onnx_path, options, false, &io_refused);
+  return in_stage("model", compile_model(onnx_path, options, false, &io_refused));
 }
 
 }  // namespace npu::compiler

@@ -1,20 +1,79 @@
-// Model-image loading: the FlatBuffers verifier first, then every range the runtime relies on.
+// Model-image loading: the integrity trailer (CRC-32) first, then the FlatBuffers verifier, then
+// every range the runtime relies on.
 #include "npu/compiler/image.h"
+
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
+#include <cstring>
 
+#include "npu/hal/file.h"
 #include "npu/hw/config.h"
 
 namespace npu::compiler {
 namespace {
 
 constexpr uint64_t kMaxBufferBytes = 1ull << 31;  // half the 32-bit NPU address space
+constexpr char kTrailerMagic[4] = {'N', 'P', 'U', 'C'};
+
+uint32_t crc32_of(std::span<const uint8_t> bytes) {
+  return static_cast<uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0), bytes.data(), bytes.size()));
+}
+
+uint32_t get_u32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+void put_u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
+}
+
+bool has_trailer_magic(std::span<const uint8_t> bytes) {
+  return bytes.size() >= kImageTrailerBytes &&
+         std::memcmp(bytes.data() + bytes.size() - kImageTrailerBytes, kTrailerMagic, 4) == 0;
+}
 
 Status corrupt(const std::string& origin, const std::string& what) {
   return make_error(StatusCode::kCorruptData,
                     origin + ": invalid model image (" + what + "); recompile it with npu-compile");
+}
+
+// The integrity trailer, checked before anything reads the FlatBuffer. Returns the
+// FlatBuffer's length.
+Result<size_t> check_trailer(const std::string& origin, std::span<const uint8_t> bytes) {
+  if (!has_trailer_magic(bytes)) {
+    if (!looks_like_image(bytes))
+      return corrupt(
+          origin, "missing the NPUI file identifier; is this an ONNX file or a truncated image?");
+    // No trailer: an image from before version 2 (say so, reading only its version through
+    // the verifier, which is safe on any bytes), else a damaged or truncated one.
+    flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+    if (image::VerifyModelBuffer(verifier) &&
+        image::GetModel(bytes.data())->schema_version() < kImageSchemaVersion)
+      return make_error(StatusCode::kIncompatible,
+                        origin + ": image schema version " +
+                            std::to_string(image::GetModel(bytes.data())->schema_version()) +
+                            " has no checksum; this runtime reads version " +
+                            std::to_string(kImageSchemaVersion) +
+                            ": recompile the model with npu-compile");
+    return corrupt(origin, "no integrity trailer: the file is truncated or damaged");
+  }
+  const uint8_t* t = bytes.data() + bytes.size() - kImageTrailerBytes;
+  const size_t length = get_u32(t + 4);
+  if (length != bytes.size() - kImageTrailerBytes)
+    return corrupt(
+        origin, "its trailer gives " + std::to_string(length) + " bytes, the file holds " +
+                    std::to_string(bytes.size() - kImageTrailerBytes) + ": truncated or damaged");
+  const uint32_t stored = get_u32(t + 8), computed = crc32_of(bytes.first(bytes.size() - 4));
+  if (stored != computed) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "checksum mismatch: stored CRC-32 0x%08x, computed 0x%08x",
+                  stored, computed);
+    return corrupt(origin, std::string(buf) + ": the file is damaged");
+  }
+  return length;
 }
 
 size_t image_dtype_size(image::DType dtype) {
@@ -116,14 +175,24 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
 }  // namespace
 
 bool looks_like_image(std::span<const uint8_t> bytes) {
-  return bytes.size() >= 8 && image::ModelBufferHasIdentifier(bytes.data());
+  return (bytes.size() >= 8 && image::ModelBufferHasIdentifier(bytes.data())) ||
+         has_trailer_magic(bytes);
+}
+
+std::vector<uint8_t> seal_image(std::span<const uint8_t> flatbuffer) {
+  std::vector<uint8_t> out(flatbuffer.begin(), flatbuffer.end());
+  out.insert(out.end(), std::begin(kTrailerMagic), std::end(kTrailerMagic));
+  put_u32(out, static_cast<uint32_t>(flatbuffer.size()));
+  put_u32(out, crc32_of(out));
+  return out;
 }
 
 Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uint8_t> bytes,
                                                                  std::string origin) {
-  if (!looks_like_image(bytes))
-    return corrupt(origin, "missing the NPUI file identifier; is this an ONNX file or a truncated image?");
-  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  NPU_ASSIGN_OR_RETURN(const size_t length, check_trailer(origin, bytes));
+  if (length < 8 || !image::ModelBufferHasIdentifier(bytes.data()))
+    return corrupt(origin, "missing the NPUI file identifier");
+  flatbuffers::Verifier verifier(bytes.data(), length);
   if (!image::VerifyModelBuffer(verifier))
     return corrupt(origin, "FlatBuffers verification failed");
   const image::Model* m = image::GetModel(bytes.data());
@@ -240,9 +309,8 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
 }
 
 Result<std::shared_ptr<const ModelImage>> ModelImage::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open model image (does it exist?)");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  NPU_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                       read_file(path, kMaxModelFileBytes, "model image"));
   return from_bytes(std::move(bytes), path);
 }
 

@@ -64,6 +64,7 @@ struct Graph {
   std::vector<int> inputs;   // non-constant graph inputs, in model order
   std::vector<int> outputs;
   int64_t opset = 0;
+  std::vector<std::string> notes;  // what the frontend changed (an opset upgrade), for the log
 
   int add_value(Value v) {
     values.push_back(std::move(v));

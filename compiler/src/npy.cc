@@ -3,8 +3,10 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "npu/compiler/tensor.h"
+#include "npu/hal/file.h"
 
 namespace npu {
 namespace {
@@ -18,9 +20,9 @@ Status npy_error(const std::string& path, const std::string& what) {
 }  // namespace
 
 Result<Tensor> read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open file (does it exist?)");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> raw,
+                       read_file(path, kMaxTensorFileBytes, ".npy"));
+  const std::string_view bytes(reinterpret_cast<const char*>(raw.data()), raw.size());
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     return npy_error(path, "missing \\x93NUMPY magic");
   const auto major = static_cast<uint8_t>(bytes[6]);
@@ -38,7 +40,7 @@ Result<Tensor> read_npy(const std::string& path) {
     return npy_error(path, "unsupported format version " + std::to_string(major));
   }
   if (header_start + header_len > bytes.size()) return npy_error(path, "truncated header");
-  const std::string header = bytes.substr(header_start, header_len);
+  const std::string header(bytes.substr(header_start, header_len));
   std::smatch m;
   if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
     return npy_error(path, "no descr in header");

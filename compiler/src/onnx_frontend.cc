@@ -1,14 +1,17 @@
 // ONNX -> IR, through the ONNX library: parse, check, infer shapes.
-#include <fstream>
 #include <onnx/checker.h>
-#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "ir.h"
+#include "npu/compiler/image.h"
+#include "npu/hal/file.h"
 #include "onnx_tensor.h"
 
 namespace npu::compiler {
@@ -38,37 +41,182 @@ Status value_from_info(const onnx::ValueInfoProto& info, Value* v, bool require_
   return Status::ok();
 }
 
+// Bounds of what the model image (and so the stack) holds: compiler/src/image.cc.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxElements = int64_t{1} << 28;
+constexpr int64_t kMaxSpatial = 1 << 16;  // strides, dilations, kernel extents, pads
+constexpr int kMaxSpatialRank = 8;
+constexpr int64_t kMinOpset = 7, kMaxOpset = 18;  // default domain
+
+// A graph input's shape, before ONNX shape inference sees it: every dimension and the
+// element count inside the image format's bounds. `flag` names where the shape came from.
+Status check_input_dims(const std::string& name, const std::vector<int64_t>& dims,
+                        const std::string& flag) {
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    if (d > kMaxDim)
+      return make_error(StatusCode::kInvalidArgument,
+                        "input shape: " + flag + "'" + name + "' has dimension " +
+                            std::to_string(d) + ", more than the largest the NPU image holds (" +
+                            std::to_string(kMaxDim) + "); give a smaller one with --input-shape " +
+                            name + "=D0,D1,...");
+    if (d > 0) elements = std::min(elements * d, kMaxElements + 1);
+  }
+  if (elements > kMaxElements)
+    return make_error(StatusCode::kInvalidArgument,
+                      "input shape: " + flag + "'" + name + "' " + shape_to_string(dims) +
+                          " has more than " + std::to_string(kMaxElements) +
+                          " elements, the most the NPU image holds in one tensor; "
+                          "give a smaller one with --input-shape " +
+                          name + "=D0,D1,...");
+  return Status::ok();
+}
+
+// The attributes ONNX shape inference divides by or allocates from (strides, dilations,
+// kernel_shape, pads, group, output_padding, output_shape) of the windowed operators,
+// checked before it runs: a zero stride is a SIGFPE inside the ONNX library, a huge pad or
+// kernel a runaway allocation.
+Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path) {
+  // The operators with a sliding window (Pad's `pads`, for one, may be negative).
+  static const std::set<std::string> kWindowed = {
+      "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
+      "AveragePool", "LpPool",        "MaxUnpool",   "DeformConv",  "Col2Im"};
+  const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
+  if (!default_domain || !kWindowed.count(np.op_type())) return Status::ok();
+  const std::string label = np.op_type() + " node '" +
+                            (np.name().empty() ? "#" + std::to_string(index) : np.name()) + "'";
+  auto bad = [&](const std::string& what) {
+    return make_error(
+        StatusCode::kInvalidArgument,
+        path + ": " + label + ": " + what + "; fix the attribute in the exporter or the model");
+  };
+  int spatial = -1;  // the count strides/dilations/kernel_shape agree on
+  for (const auto& a : np.attribute()) {
+    const std::string& n = a.name();
+    const bool per_axis = n == "strides" || n == "dilations" || n == "kernel_shape";
+    const bool pads = n == "pads" || n == "output_padding";
+    if (per_axis || pads || n == "output_shape") {
+      if (a.type() != onnx::AttributeProto::INTS)
+        return bad("attribute '" + n + "' must be a list of integers");
+      const int count = a.ints_size();
+      if (count > 2 * kMaxSpatialRank)
+        return bad("attribute '" + n + "' has " + std::to_string(count) + " entries");
+      const int64_t lo = per_axis ? 1 : 0, hi = n == "output_shape" ? kMaxDim : kMaxSpatial;
+      for (int64_t v : a.ints())
+        if (v < lo || v > hi)
+          return bad("attribute '" + n + "' has the value " + std::to_string(v) + ", outside " +
+                     std::to_string(lo) + ".." + std::to_string(hi));
+      if (per_axis) {
+        if (count > kMaxSpatialRank || count == 0)
+          return bad("attribute '" + n + "' has " + std::to_string(count) + " entries (1.." +
+                     std::to_string(kMaxSpatialRank) + " spatial axes)");
+        if (spatial >= 0 && count != spatial)
+          return bad(
+              "attributes strides, dilations and kernel_shape disagree on the number of spatial "
+              "axes (" +
+              std::to_string(spatial) + " and " + std::to_string(count) + ")");
+        spatial = count;
+      }
+      if (n == "pads" && count % 2 != 0)
+        return bad("attribute 'pads' has an odd number of entries (" + std::to_string(count) +
+                   "); it lists a begin and an end per axis");
+    } else if (n == "group") {
+      if (a.type() != onnx::AttributeProto::INT || a.i() < 1 || a.i() > kMaxDim)
+        return bad("attribute 'group' must be an integer from 1 to " + std::to_string(kMaxDim));
+    }
+  }
+  for (const auto& a : np.attribute())
+    if (a.name() == "pads" && spatial >= 0 && a.ints_size() != 2 * spatial)
+      return bad("attribute 'pads' has " + std::to_string(a.ints_size()) +
+                 " entries, not 2 per spatial axis (" + std::to_string(2 * spatial) + ")");
+  return Status::ok();
+}
+
+// check_node_attributes over a graph and the subgraphs of its nodes (If, Loop, Scan bodies),
+// which ONNX shape inference descends into as well.
+Status check_graph_attributes(const onnx::GraphProto& graph, const std::string& path) {
+  for (int n = 0; n < graph.node_size(); ++n) {
+    NPU_RETURN_IF_ERROR(check_node_attributes(graph.node(n), n, path));
+    for (const auto& a : graph.node(n).attribute()) {
+      if (a.has_g()) NPU_RETURN_IF_ERROR(check_graph_attributes(a.g(), path));
+      for (const auto& sub : a.graphs()) NPU_RETURN_IF_ERROR(check_graph_attributes(sub, path));
+    }
+  }
+  return Status::ok();
+}
+
+// Before opset 7 a 1-D PRelu slope of C values is per channel (axis 1); from opset 7 it
+// broadcasts against the last axis. The version converter has no adapter for that change, so
+// an upgraded model's constant [C] slope of a rank-r input becomes [C, 1, ..., 1] (rank r - 1).
+void upgrade_prelu_slopes(onnx::ModelProto& model) {
+  auto* graph = model.mutable_graph();
+  std::map<std::string, int> rank;
+  for (const auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
+    for (const auto& vi : *list)
+      if (vi.type().tensor_type().has_shape())
+        rank[vi.name()] = vi.type().tensor_type().shape().dim_size();
+  for (const auto& node : graph->node()) {
+    if (node.op_type() != "PRelu" || node.input_size() != 2 || !rank.count(node.input(0))) continue;
+    const int r = rank[node.input(0)];
+    for (auto& init : *graph->mutable_initializer()) {
+      if (init.name() != node.input(1) || init.dims_size() != 1 || init.dims(0) <= 1 || r <= 2)
+        continue;
+      for (int k = 0; k < r - 2; ++k) init.add_dims(1);
+      for (auto& in : *graph->mutable_input())
+        if (in.name() == init.name() && in.type().tensor_type().has_shape())
+          for (int k = 0; k < r - 2; ++k)
+            in.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+    }
+  }
+}
+
 }  // namespace
 
 Result<Graph> load_onnx(const std::string& path,
                         const std::map<std::string, std::vector<int64_t>>& input_shapes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open ONNX model (does it exist?)");
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                       read_file(path, kMaxModelFileBytes, "ONNX model (.onnx)"));
+  if (looks_like_image(bytes))
+    return make_error(
+        StatusCode::kInvalidArgument,
+        path +
+            ": is a model image written by npu-compile, not an ONNX model; give the .onnx it was "
+            "compiled from (npu-run runs the image itself)");
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in))
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return make_error(StatusCode::kInvalidArgument,
                       path + ": not an ONNX model (protobuf parse failed); export it with torch.onnx.export or onnx.save");
+  // The attributes first: the version converter below runs ONNX shape inference too.
+  NPU_RETURN_IF_ERROR(check_graph_attributes(model.graph(), path));
   int64_t opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-  const std::string out_of_range = path + ": default-domain opset " + std::to_string(opset) +
-                                   " is outside the supported range 7..18; convert it with onnx.version_converter";
-  if (opset >= 1 && opset < 7) {
-    // An older model whose every operator has the same definition at opset 7 (ONNX changes
-    // an operator only with a new since_version) is an opset-7 model.
-    for (const auto& node : model.graph().node()) {
-      const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
-      const auto* then = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
-      const auto* at7 = onnx::OpSchemaRegistry::Schema(node.op_type(), 7, "");
-      if (!default_domain || !then || !at7 || then->since_version() != at7->since_version())
-        return make_error(StatusCode::kUnsupported,
-                          out_of_range + " (operator " + node.op_type() + " changed before opset 7)");
+  Graph g;
+  if (opset >= 1 && opset < kMinOpset) {
+    // Older models are upgraded with ONNX's own version converter (its adapters rewrite the
+    // operators that changed, e.g. the broadcast attribute of opset-6 Add).
+    const int64_t from = opset;
+    try {
+      // The converter's broadcast adapters need every input's shape, also of Constant outputs.
+      onnx::shape_inference::InferShapes(model);
+      model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
+    } catch (const std::exception& e) {
+      return make_error(StatusCode::kUnsupported,
+                        path + ": default-domain opset " + std::to_string(from) +
+                            ": the ONNX version converter cannot upgrade it to opset " +
+                            std::to_string(kMinOpset) + " (" + e.what() +
+                            "); export the model at opset " + std::to_string(kMinOpset) +
+                            " or later");
     }
-    for (auto& o : *model.mutable_opset_import())
-      if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(7);
-    opset = 7;
+    opset = kMinOpset;
+    g.notes.push_back("upgraded from opset " + std::to_string(from) + " to opset " +
+                      std::to_string(kMinOpset) + " with the ONNX version converter");
   }
-  if (opset < 7 || opset > 18) return make_error(StatusCode::kUnsupported, out_of_range);
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return make_error(StatusCode::kUnsupported,
+                      path + ": default-domain opset " + std::to_string(opset) +
+                          " is outside the supported range " + std::to_string(kMinOpset) + ".." +
+                          std::to_string(kMaxOpset) + "; convert it with onnx.version_converter");
 
   // Apply --input-shape overrides before shape inference so that they propagate.
   auto* graph_proto = model.mutable_graph();
@@ -82,17 +230,27 @@ Result<Graph> load_onnx(const std::string& path,
     // A rank change would reach the ONNX library's shape inference, which crashes on some.
     if (input.type().tensor_type().has_shape() && shape->dim_size() != static_cast<int>(it->second.size()))
       return make_error(StatusCode::kInvalidArgument,
-                        "--input-shape " + input.name() + "=" + shape_to_string(it->second) + ": input '" +
-                            input.name() + "' has rank " + std::to_string(shape->dim_size()) + " in " + path);
+                        "input shape: --input-shape " + input.name() + "=" +
+                            shape_to_string(it->second) + ": input '" + input.name() +
+                            "' has rank " + std::to_string(shape->dim_size()) + " in " + path);
     shape->clear_dim();
     for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
     overridden.insert(input.name());
   }
   for (const auto& [name, dims] : input_shapes)
     if (!overridden.count(name))
-      return make_error(StatusCode::kInvalidArgument,
-                        "--input-shape names '" + name + "', which is not an input of " + path);
+      return make_error(StatusCode::kInvalidArgument, "input shape: --input-shape names '" + name +
+                                                          "', which is not an input of " + path);
 
+  // Everything ONNX shape inference trusts, checked before it runs.
+  for (const auto& input : graph_proto->input()) {
+    if (initializer_names.count(input.name()) || !input.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t> dims;
+    for (const auto& d : input.type().tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() ? d.dim_value() : 0);
+    NPU_RETURN_IF_ERROR(check_input_dims(
+        input.name(), dims, overridden.count(input.name()) ? "--input-shape " : "input "));
+  }
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -103,8 +261,8 @@ Result<Graph> load_onnx(const std::string& path,
   } catch (const std::exception& e) {
     return make_error(StatusCode::kInvalidArgument, path + ": ONNX shape inference: " + e.what());
   }
+  if (!g.notes.empty()) upgrade_prelu_slopes(model);
 
-  Graph g;
   g.opset = opset;
   std::map<std::string, int> by_name;
   for (const auto& init : graph_proto->initializer()) {
@@ -124,8 +282,9 @@ Result<Graph> load_onnx(const std::string& path,
     for (int64_t d : v.shape)
       if (d < 0)
         return make_error(StatusCode::kInvalidArgument,
-                          "input '" + v.name + "' has a dynamic shape " + shape_to_string(v.shape) +
-                              "; fix it with --input-shape " + v.name + "=D0,D1,...");
+                          "input shape: input '" + v.name + "' has a dynamic shape " +
+                              shape_to_string(v.shape) + "; fix it with --input-shape " + v.name +
+                              "=D0,D1,...");
     const int id = g.add_value(std::move(v));
     by_name[input.name()] = id;
     g.inputs.push_back(id);

@@ -7,6 +7,8 @@
 #include <iterator>
 #include <limits>
 
+#include "npu/hal/file.h"
+
 namespace npu::compiler {
 namespace {
 
@@ -181,14 +183,11 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a) {
 }
 
 Result<Tensor> read_tensor_proto_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(StatusCode::kNotFound, path + ": cannot open the tensor file");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
-    return make_error(StatusCode::kInvalidArgument, path + ": larger than 2 GiB");
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                       read_file(path, kMaxTensorFileBytes, "serialised TensorProto (.pb)"));
   onnx::TensorProto proto;
   try {
-    if (!proto.ParseFromString(bytes))
+    if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
       return make_error(StatusCode::kCorruptData,
                         path + ": not a serialised ONNX TensorProto (protobuf parse failed)");
   } catch (const std::exception& e) {

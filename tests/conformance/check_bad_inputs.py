@@ -36,7 +36,7 @@ def main():
         # name: (source, mutation, text the message must contain)
         "truncated_input": (add, lambda d: write(pb(d, "input_0.pb"), open(pb(d, "input_0.pb"), "rb").read()[:17]), "input_0.pb"),
         "garbage_input": (add, lambda d: write(pb(d, "input_1.pb"), b"\xff" * 64), "input_1.pb"),
-        "empty_output": (add, lambda d: write(pb(d, "output_0.pb"), b""), "no element type"),
+        "empty_output": (add, lambda d: write(pb(d, "output_0.pb"), b""), "output_0.pb: empty file"),
         "missing_input": (add, lambda d: os.remove(pb(d, "input_1.pb")), "input_1.pb"),
         "wrong_shape_input": (conv, lambda d: shutil.copy(os.path.join(add, ds, "input_0.pb"), pb(d, "input_0.pb")), "declared"),
         "no_data_sets": (add, lambda d: shutil.rmtree(os.path.join(d, ds)), "test_data_set"),

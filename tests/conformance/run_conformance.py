@@ -7,7 +7,9 @@ fails only on unexpected results:
   - a listed test that now passes (remove it from the list),
   - a crash, a timeout, or a run without the JSON line.
 An "unsupported" result (an operator, dtype or attribute that neither the NPU nor the host
-fallback supports) is counted and grouped by reason, never a failure.
+fallback supports) is counted and grouped by reason, never a failure; with
+--unsupported-listed it too must be listed in the expected-failures file (the pytorch
+directories: every test passes or is listed with its reason).
 
 With --npu-set OPS_FILE it also reports on the NPU operator set: the tests whose graph is
 exactly one node of a listed operator (op types read from model.onnx with the onnx package,
@@ -181,6 +183,8 @@ def main():
                     help="NPU-set tests allowed not to pass with zero host ops, with the reason")
     ap.add_argument("--write-npu-set-fallback", metavar="FILE",
                     help="write the NPU-set tests that do not pass with zero host ops (keeps known reasons)")
+    ap.add_argument("--unsupported-listed", action="store_true",
+                    help="an unsupported result must be listed in the expected-failures file too")
     ap.add_argument("--write-expected", metavar="FILE",
                     help="write the current failures as an expected-failures file (keeps known reasons)")
     args = ap.parse_args()
@@ -228,6 +232,8 @@ def main():
             print(f"{res:11s} {secs:6.2f}s {t}: {report.get('metric', '')} {placement} {msg}")
         if res == "unsupported":
             unsupported[reason_key(msg)] += 1
+            if args.unsupported_listed and t not in expected:
+                unexpected.append(f"UNSUPPORTED {t}: {msg}; support it or list it with the reason in {args.expected}")
         elif res == "fail" and t not in expected:
             unexpected.append(f"FAIL  {t}: {msg}")
         elif res == "pass" and t in expected:
@@ -257,7 +263,7 @@ def main():
             f.write("# failures depend on the compiler's partitioning and move with it.\n")
             for t in tests:
                 report = results[t][0]
-                if report.get("result") == "fail":
+                if report.get("result") == "fail" or (args.unsupported_listed and report.get("result") == "unsupported"):
                     reason = expected.get(t) or report.get("message", "")
                     f.write(f"{t}  {reason}\n")
         print(f"wrote {args.write_expected}")

@@ -32,6 +32,41 @@ TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
   EXPECT_NE(m.find(device_fp), std::string::npos) << m;
 }
 
+// Version 2 images end in a CRC-32 trailer. An image from before (version 1, no trailer) is
+// refused as INCOMPATIBLE with "recompile"; a version-2 image without its trailer, or with
+// any trailer byte changed, is CORRUPT_DATA naming the file.
+TEST(ImageVerifier, IntegrityTrailerIsRequired) {
+  test::ImageOptions v1;
+  v1.schema_version = 1;
+  v1.sealed = false;
+  auto r = compiler::ModelImage::from_bytes(test::build_identity_image(v1), "old.npuimg");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIncompatible) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("old.npuimg: image schema version 1"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("recompile"), std::string::npos) << r.status().message();
+  test::ImageOptions unsealed;
+  unsealed.sealed = false;
+  r = compiler::ModelImage::from_bytes(test::build_identity_image(unsealed), "bare.npuimg");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruptData) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("bare.npuimg"), std::string::npos) << r.status().message();
+  const std::vector<uint8_t> good = test::build_identity_image({});
+  ASSERT_TRUE(compiler::ModelImage::from_bytes(good, "good.npuimg").is_ok());
+  for (size_t k = good.size() - compiler::kImageTrailerBytes; k < good.size(); ++k) {
+    std::vector<uint8_t> bad = good;
+    bad[k] ^= 0x01;
+    r = compiler::ModelImage::from_bytes(bad, "bad.npuimg");
+    ASSERT_FALSE(r.is_ok()) << "trailer byte " << k;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruptData) << r.status().to_string();
+  }
+  // An appended byte moves the trailer: refused too.
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  EXPECT_EQ(compiler::ModelImage::from_bytes(longer, "long.npuimg").status().code(),
+            StatusCode::kCorruptData);
+}
+
 // The verifier stays strict about what this branch added to the image: specialised inputs
 // must name an input and hold exactly its bytes; int32 device views must be 4-byte aligned.
 TEST(ImageVerifier, SpecialisedInputsAndInt32ViewsAreChecked) {

@@ -34,6 +34,8 @@ struct ImageOptions {
   std::vector<float> input_scales;
   std::vector<int32_t> input_zero_points;
   int32_t input_axis = -1;
+  uint32_t schema_version = compiler::kImageSchemaVersion;
+  bool sealed = true;  // false: no integrity trailer (an image as version 1 wrote them)
 };
 
 inline void append(std::vector<uint8_t>& cmds, const isa::Words& w) {
@@ -150,13 +152,13 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     specialized.push_back(image::CreateSpecializedInputDirect(fb, static_cast<uint32_t>(o.specialized_input), &value));
   }
   auto model = image::CreateModelDirect(
-      fb, compiler::kImageSchemaVersion, o.fingerprint, o.array_dim, hw::kIsaVersion,
-      "image_builder", "test", &inputs, &outputs, &weights, 512, &steps,
-      o.host_step ? &host_values : nullptr, o.host_step ? &input_values : nullptr,
-      o.host_step ? &output_values : nullptr, o.host_step ? &constants : nullptr,
-      o.specialized_input >= 0 ? &specialized : nullptr);
+      fb, o.schema_version, o.fingerprint, o.array_dim, hw::kIsaVersion, "image_builder", "test",
+      &inputs, &outputs, &weights, 512, &steps, o.host_step ? &host_values : nullptr,
+      o.host_step ? &input_values : nullptr, o.host_step ? &output_values : nullptr,
+      o.host_step ? &constants : nullptr, o.specialized_input >= 0 ? &specialized : nullptr);
   image::FinishModelBuffer(fb, model);
-  return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
+  if (!o.sealed) return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};
+  return compiler::seal_image({fb.GetBufferPointer(), fb.GetSize()});
 }
 
 inline std::shared_ptr<const compiler::ModelImage> identity_image(const ImageOptions& o = {}) {

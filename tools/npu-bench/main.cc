@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "npu/hal/number.h"
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/program_generator.h"
 #include "npu/sim/rtl_device.h"
@@ -167,9 +169,9 @@ int main(int argc, char** argv) {
       opt.json = true;
     } else if (a == "--array" || a == "--seed") {
       const auto v = value();
-      char* end = nullptr;
-      const unsigned long long n = v ? std::strtoull(v->c_str(), &end, 0) : 0;
-      if (!v || v->empty() || *end != '\0') return usage((a + " needs a number").c_str());
+      const auto parsed = v ? npu::parse_uint(*v) : std::nullopt;
+      if (!parsed) return usage((a + " needs a number from 0 to 2^64-1").c_str());
+      const uint64_t n = *parsed;
       if (a == "--array") {
         if (n != 8 && n != 16 && n != 32) return usage("--array must be 8, 16 or 32");
         opt.dim = static_cast<uint32_t>(n);
@@ -207,13 +209,25 @@ int main(int argc, char** argv) {
     kernels.push_back(sim::bench::make_kernel(name, opt.dim, opt.seed));
     dram_bytes += sim::bench::dram_bytes_needed(kernels.back());
   }
+  // The waveform writer opens its file only when the RTL starts, and says nothing when it
+  // cannot: check that the path is writable first.
+  if (!opt.fst_path.empty()) {
+    FILE* probe = std::fopen(opt.fst_path.c_str(), "w");
+    if (probe == nullptr) {
+      std::fprintf(stderr,
+                   "npu-bench: error: cannot write the waveform '%s': %s; give a writable path\n",
+                   opt.fst_path.c_str(), std::strerror(errno));
+      return 1;
+    }
+    std::fclose(probe);
+  }
   FILE* itrace = nullptr;
   if (!opt.itrace_path.empty()) {
     itrace = std::fopen(opt.itrace_path.c_str(), "w");
     if (itrace == nullptr) {
       std::fprintf(stderr, "npu-bench: error: cannot write the instruction trace '%s': %s\n",
                    opt.itrace_path.c_str(), std::strerror(errno));
-      return 2;
+      return 1;
     }
   }
 
@@ -331,6 +345,14 @@ int main(int argc, char** argv) {
   }
   if (itrace != nullptr) std::fclose(itrace);
   rdev.reset();  // closes the FST file
+  if (!opt.fst_path.empty()) {
+    std::error_code ec;
+    if (std::filesystem::file_size(opt.fst_path, ec) == 0 || ec) {
+      std::fprintf(stderr, "npu-bench: error: the waveform '%s' was not written\n",
+                   opt.fst_path.c_str());
+      return 1;
+    }
+  }
 
   const double n2 = static_cast<double>(opt.dim) * opt.dim;
   uint64_t rtl_cycles_total = 0;

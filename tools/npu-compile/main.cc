@@ -1,7 +1,13 @@
 // npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD] [--export-qdq FILE]
 //             [--input-shape NAME=D0,D1,...]... [--array 8|16|32] [--report]
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -9,6 +15,7 @@
 
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/image.h"
+#include "npu/hal/number.h"
 
 namespace {
 
@@ -31,9 +38,46 @@ constexpr const char* kUsage =
     "  --array N         target MAC-array size (default 16)\n"
     "  --report          print per-layer MACs, predicted cycles, utilisation, scratchpad use\n";
 
-int fail(const std::string& message) {
+// Exit status: 0 written, 1 the compilation or a file failed, 2 a usage error.
+int fail(const std::string& message, int code = 1) {
   std::fprintf(stderr, "npu-compile: error: %s\n", message.c_str());
-  return 1;
+  return code;
+}
+
+int usage_error(const std::string& message) { return fail(message, 2); }
+
+// True when `a` and `b` name the same existing file (also through links or other paths).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
+}
+
+// Writes `bytes` to `path` through a temporary file in the same directory renamed over it,
+// so a failed write never leaves a truncated image where a good one was.
+npu::Status write_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out)
+      return npu::make_error(
+          npu::StatusCode::kInvalidArgument,
+          "image: " + path + ": cannot create file (does the directory exist and is it writable?)");
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return npu::make_error(npu::StatusCode::kInvalidArgument,
+                             "image: " + path + ": write failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return npu::make_error(npu::StatusCode::kInvalidArgument,
+                           "image: " + path + ": cannot write (" + why + ")");
+  }
+  return npu::Status::ok();
 }
 
 void print_report(const npu::image::Model& m) {
@@ -72,78 +116,84 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "-o") {
       const char* v = value("-o");
-      if (!v) return fail("-o needs a file name");
+      if (!v || !*v) return usage_error("-o needs a file name");
       output = v;
     } else if (arg == "--calib") {
       const char* v = value("--calib");
-      if (!v) return fail("--calib needs a directory");
+      if (!v || !*v) return usage_error("--calib needs a directory");
       options.calibration_dir = v;
     } else if (arg == "--calibration") {
       const char* v = value("--calibration");
-      if (!v) return fail("--calibration needs minmax, percentile[=P], entropy or mse");
+      if (!v) return usage_error("--calibration needs minmax, percentile[=P], entropy or mse");
       auto method = npu::compiler::parse_calibration_method(v);
-      if (!method) return fail(method.status().message());
+      if (!method) return usage_error(method.status().message());
       options.calibration_method = *method;
     } else if (arg == "--export-qdq") {
       const char* v = value("--export-qdq");
-      if (!v) return fail("--export-qdq needs an output file name (FILE.onnx)");
+      if (!v || !*v) return usage_error("--export-qdq needs an output file name (FILE.onnx)");
       options.export_qdq_path = v;
     } else if (arg == "--input-shape") {
       const char* v = value("--input-shape");
       const std::string spec = v ? v : "";
       const auto eq = spec.find('=');
       if (eq == std::string::npos || eq == 0)
-        return fail("--input-shape expects NAME=D0,D1,... (got '" + spec + "')");
+        return usage_error("input shape: --input-shape expects NAME=D0,D1,... (got '" + spec +
+                           "')");
       std::vector<int64_t> dims;
       size_t pos = eq + 1;
       while (pos <= spec.size()) {
         const size_t comma = std::min(spec.find(',', pos), spec.size());
-        try {
-          size_t used = 0;
-          const long long d = std::stoll(spec.substr(pos, comma - pos), &used);
-          if (used != comma - pos || d <= 0) throw std::invalid_argument("bad");
-          dims.push_back(d);
-        } catch (...) {
-          return fail("--input-shape " + spec + ": dimensions must be positive integers");
-        }
+        // Bounded here only against overflow; the compiler checks them against the image.
+        const auto d = npu::parse_uint(std::string_view(spec).substr(pos, comma - pos), INT64_MAX);
+        if (!d || *d == 0)
+          return usage_error("input shape: --input-shape " + spec +
+                             ": dimensions must be positive integers");
+        dims.push_back(static_cast<int64_t>(*d));
         pos = comma + 1;
       }
       options.input_shapes[spec.substr(0, eq)] = dims;
     } else if (arg == "--array") {
       const char* v = value("--array");
       const std::string s = v ? v : "";
-      if (s != "8" && s != "16" && s != "32") return fail("--array must be 8, 16 or 32");
+      if (s != "8" && s != "16" && s != "32") return usage_error("--array must be 8, 16 or 32");
       options.array_dim = static_cast<uint32_t>(std::stoul(s));
     } else if (arg == "--report") {
       report = true;
     } else if (!arg.empty() && arg[0] == '-') {
-      return fail("unknown option " + arg + "\n" + kUsage);
+      return usage_error("unknown option '" + arg + "'; see npu-compile --help");
     } else if (model.empty()) {
       model = arg;
     } else {
-      return fail("more than one model given ('" + model + "' and '" + arg + "')");
+      return usage_error("more than one model given ('" + model + "' and '" + arg + "')");
     }
   }
   if (model.empty() || output.empty()) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  // Never write over the model (or the other output), also through another path or a link.
+  if (same_file(model, output) || model == output)
+    return usage_error("-o " + output + " is the input model " + model +
+                       "; write the image to another file (IMAGE.npuimg)");
+  if (!options.export_qdq_path.empty() &&
+      (same_file(model, options.export_qdq_path) || model == options.export_qdq_path))
+    return usage_error("--export-qdq " + options.export_qdq_path + " is the input model " + model +
+                       "; give another file");
+  if (!options.export_qdq_path.empty() &&
+      (same_file(output, options.export_qdq_path) || output == options.export_qdq_path))
+    return usage_error("--export-qdq and -o name the same file " + output + "; give two files");
   const auto start = std::chrono::steady_clock::now();
   options.progress = [&](const std::string& line) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[%6.2fs] %s\n", s, line.c_str());
   };
   auto bytes = npu::compiler::compile_onnx_file(model, options);
-  if (!bytes) return fail(bytes.status().to_string());
-  std::ofstream out(output, std::ios::binary);
-  if (!out) return fail(output + ": cannot create file (does the directory exist and is it writable?)");
-  out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
-  out.close();
-  if (!out) return fail(output + ": write failed");
+  if (!bytes) return fail(bytes.status().message());
+  if (npu::Status st = write_atomically(output, *bytes); !st.is_ok()) return fail(st.message());
   std::printf("wrote %s (%zu bytes)\n", output.c_str(), bytes->size());
   if (report) {
     auto image = npu::compiler::ModelImage::from_bytes(std::move(bytes.value()), output);
-    if (!image) return fail(image.status().to_string());
+    if (!image) return fail(image.status().message());
     print_report((*image)->model());
   }
   return 0;

@@ -2,7 +2,8 @@
 // Replays a register/memory trace (docs/replay.md) on a device through the user-mode driver,
 // the interface npu-smi uses: registers on the privileged REG_READ/REG_WRITE path, memory in
 // buffer objects, jobs through SUBMIT/WAIT. Exit 0 when every check passed, 1 on the first
-// failed check or bad trace line (named as TRACE:LINE), 2 on a usage or device error.
+// failed check or bad trace line (named as TRACE:LINE) or a trace that cannot be read or has
+// no commands, 2 on a usage or device error.
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -21,6 +22,7 @@
 
 #include "npu/driver/kmd.h"
 #include "npu/driver/umd.h"
+#include "npu/hal/file.h"
 #include "npu/hw/config.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
@@ -205,11 +207,11 @@ class Replayer {
           out.push_back(static_cast<std::byte>(std::stoul(s.substr(k, 2), nullptr, 16)));
       } else {
         const std::string file = (s[0] == '/' ? s : dir_ + "/" + (s[0] == '@' ? s.substr(1) : s));
-        std::ifstream f(file, std::ios::binary);
-        if (!f)
-          fail("cannot read file '" + file + "' (data is even-length hex bytes, 0x words, $VARs, or a file path)");
-        std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        for (char c : bytes) out.push_back(static_cast<std::byte>(c));
+        auto bytes = npu::read_file(file, npu::kMaxTextFileBytes, "data");
+        if (!bytes.is_ok())
+          fail("cannot read file '" + file + "': " + bytes.status().message() +
+               " (data is even-length hex bytes, 0x words, $VARs, or a file path)");
+        for (uint8_t c : bytes.value()) out.push_back(static_cast<std::byte>(c));
       }
     }
     if (out.empty()) fail(t[0] + ": no data");
@@ -508,8 +510,14 @@ int main(int argc, char** argv) {
     }
   }
   if (trace_path.empty()) return usage("no trace file given");
-  std::ifstream in(trace_path);
-  if (!in) return usage("cannot read trace '" + trace_path + "': " + std::strerror(errno));
+  // Read whole and bounded: a device or a runaway file (/dev/zero) is refused, not buffered.
+  auto trace_bytes =
+      npu::read_file(trace_path, npu::kMaxTextFileBytes, "replay trace (docs/replay.md)");
+  if (!trace_bytes.is_ok()) {
+    std::fprintf(stderr, "npu-replay: error: %s\n", trace_bytes.status().message().c_str());
+    return 1;
+  }
+  std::istringstream in(std::string(trace_bytes->begin(), trace_bytes->end()));
   if (device == "rtl" && !npu::driver::kmd::device_available("rtl"))
     return usage("the rtl device is not built here (configure with -DNPU_BUILD_RTL=ON), use --device sim");
   if (!fst.empty() && device != "rtl") return usage("--trace (FST waveform) needs --device rtl");
@@ -571,6 +579,13 @@ int main(int argc, char** argv) {
     }
     commands = r.commands();
     cycles = r.cycles();
+  }
+  if (rc == 0 && commands == 0) {
+    std::fprintf(
+        stderr,
+        "npu-replay: FAIL %s: no commands (only blank lines and comments); see docs/replay.md\n",
+        trace_path.c_str());
+    rc = 1;
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   dev.reset();

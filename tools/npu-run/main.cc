@@ -3,20 +3,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/image.h"
+#include "npu/hal/file.h"
 #include "npu/runtime/api.h"
 #include "test_data.h"
 
@@ -146,7 +147,8 @@ int parse(int argc, char** argv, Args* a) {
       if (!value(&v)) return fail("--input needs a .npy file", 2);
       a->inputs.push_back(v);
     } else if (arg == "--output-dir") {
-      if (!value(&a->output_dir)) return fail("--output-dir needs a directory", 2);
+      if (!value(&a->output_dir) || a->output_dir.empty())
+        return fail("--output-dir needs a directory name", 2);
     } else if (arg == "--iterations") {
       if (!value(&v)) return fail("--iterations needs a number", 2);
       char* end = nullptr;
@@ -183,13 +185,18 @@ int run(const Args& args) {
 
   // The model file.
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(args.model, ec))
-    return fail(args.model + ": no such file; give an .onnx model or an image written by npu-compile");
-  std::vector<uint8_t> bytes;
-  {
-    std::ifstream in(args.model, std::ios::binary);
-    if (!in) return fail(args.model + ": cannot be read; check its permissions");
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  auto model_bytes =
+      npu::read_file(args.model, npu::kMaxModelFileBytes, "model (.onnx or npu-compile image)");
+  if (!model_bytes.is_ok()) return fail(model_bytes.status().message());
+  std::vector<uint8_t> bytes = std::move(model_bytes).value();
+  // An image is verified (checksum first) before anything else is opened or run; its
+  // errors carry the status code (CORRUPT_DATA, INCOMPATIBLE).
+  std::shared_ptr<const rt::Model> model;
+  const bool is_image = npu::compiler::looks_like_image(bytes);
+  if (is_image || !ends_with(args.model, ".onnx")) {
+    auto m = rt::Model::from_bytes(std::move(bytes), args.model);
+    if (!m.is_ok()) return fail(m.status().to_string());
+    model = std::move(m).value();
   }
 
   // Inputs given on the command line.
@@ -207,10 +214,8 @@ int run(const Args& args) {
   if (!runtime.is_ok()) return fail(runtime.status().message());
   const npu::hal::DeviceInfo& dev = (*runtime)->device(0)->info();
 
-  // The model: an image, or ONNX compiled on the fly.
-  std::shared_ptr<const rt::Model> model;
-  const bool is_image = npu::compiler::looks_like_image(bytes);
-  if (!is_image && ends_with(args.model, ".onnx")) {
+  // An ONNX model, compiled on the fly.
+  if (!model) {
     npu::compiler::CompileOptions copts;
     copts.array_dim = dev.array_dim;
     copts.progress = [](const std::string& m) { std::fprintf(stderr, "npu-run: %s\n", m.c_str()); };
@@ -224,10 +229,6 @@ int run(const Args& args) {
     auto image_bytes = npu::compiler::compile_onnx_file(args.model, copts);
     if (!image_bytes.is_ok()) return fail(image_bytes.status().message());
     auto m = rt::Model::from_bytes(std::move(image_bytes).value(), args.model);
-    if (!m.is_ok()) return fail(m.status().message());
-    model = std::move(m).value();
-  } else {
-    auto m = rt::Model::from_bytes(std::move(bytes), args.model);
     if (!m.is_ok()) return fail(m.status().message());
     model = std::move(m).value();
   }

@@ -5,14 +5,16 @@
 // IRQ_STATUS, ring HEAD/TAIL, COMPLETED_SEQ, JOBS): the RTL's engines overlap, so DRAM and the
 // other counters are undefined after an error. On the first mismatch it prints the difference
 // and the instruction trace, and exits 1.
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
-#include <unistd.h>
 
+#include "npu/hal/number.h"
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/program_generator.h"
 #include "npu/sim/rtl_device.h"
@@ -55,10 +57,13 @@ Outcome run_one(sim::Device& dev, sim::BareMetal& bm, const sim::ProgramMemory& 
   return o;
 }
 
-int usage() {
+int usage(const std::string& why = {}) {
+  if (!why.empty()) std::fprintf(stderr, "npu-sim-diff: error: %s\n", why.c_str());
   std::fprintf(stderr, "usage: npu-sim-diff --programs N --seed S [--array 8|16|32] [--verbose]\n");
   return 2;
 }
+
+constexpr uint64_t kMaxPrograms = 1000000000;
 
 }  // namespace
 
@@ -69,14 +74,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    try {
-      if (a == "--programs") programs = std::stoull(next());
-      else if (a == "--seed") seed = std::stoull(next());
-      else if (a == "--array") dim = static_cast<uint32_t>(std::stoul(next()));
-      else if (a == "--verbose") verbose = true;
-      else return usage();
-    } catch (...) {
-      return usage();
+    if (a == "--programs") {
+      const std::string v = next();
+      const auto n = npu::parse_uint(v, kMaxPrograms);
+      if (!n || *n == 0)
+        return usage("--programs '" + v + "' is not a number from 1 to " +
+                     std::to_string(kMaxPrograms));
+      programs = *n;
+    } else if (a == "--seed") {
+      const std::string v = next();
+      const auto n = npu::parse_uint(v);
+      if (!n) return usage("--seed '" + v + "' is not a number from 0 to 2^64-1");
+      seed = *n;
+    } else if (a == "--array") {
+      const std::string v = next();
+      const auto n = npu::parse_uint(v, 32);
+      if (!n || (*n != 8 && *n != 16 && *n != 32)) return usage("--array must be 8, 16 or 32");
+      dim = static_cast<uint32_t>(*n);
+    } else if (a == "--verbose") {
+      verbose = true;
+    } else {
+      return usage("unknown option '" + a + "'");
     }
   }
   sim::DeviceConfig dc;

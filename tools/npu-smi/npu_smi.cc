@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "npu/driver/umd.h"
+#include "npu/hal/number.h"
 #include "npu/hw/config.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
@@ -60,10 +61,9 @@ bool parse_reg(const std::string& s, uint32_t* out) {
       return true;
     }
   }
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(s.c_str(), &end, 0);
-  if (end == s.c_str() || *end != '\0') return false;
-  *out = static_cast<uint32_t>(v);
+  const auto v = npu::parse_uint(s, UINT32_MAX);
+  if (!v) return false;
+  *out = static_cast<uint32_t>(*v);
   return true;
 }
 
@@ -170,7 +170,15 @@ int cmd_regs(UmdDevice& dev, const std::vector<std::string>& args) {
     return 0;
   }
   if (args[0] == "write" && args.size() == 3 && parse_reg(args[1], &off)) {
-    const uint32_t v = static_cast<uint32_t>(std::strtoul(args[2].c_str(), nullptr, 0));
+    const auto value = npu::parse_uint(args[2], UINT32_MAX);
+    if (!value) {
+      std::fprintf(stderr,
+                   "npu-smi: error: regs write: '%s' is not a number from 0 to 0xffffffff (decimal "
+                   "or 0x hex)\n",
+                   args[2].c_str());
+      return 2;
+    }
+    const auto v = static_cast<uint32_t>(*value);
     if (int e = dev.reg_write(off, v)) {
       std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
       return 1;

@@ -1,24 +1,21 @@
 // Whole ONNX models on the host kernels, for npu-run --test-data and tools.
 #include <onnx/onnx_pb.h>
 
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "ir.h"
 #include "kernel.h"
+#include "npu/hal/file.h"
 #include "onnx_tensor.h"
 
 namespace npu::compiler {
 
 Result<OnnxModelInfo> inspect_onnx(const std::string& onnx_path) {
-  std::ifstream in(onnx_path, std::ios::binary);
-  if (!in)
-    return make_error(StatusCode::kNotFound,
-                      onnx_path + ": cannot open ONNX model (does it exist?)");
+  NPU_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                       read_file(onnx_path, kMaxModelFileBytes, "ONNX model (.onnx)"));
   onnx::ModelProto model;
   try {
-    if (!model.ParseFromIstream(&in))
+    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
       return make_error(StatusCode::kInvalidArgument,
                         onnx_path + ": not an ONNX model (protobuf parse failed)");
   } catch (const std::exception& e) {
