@@ -126,7 +126,7 @@ def main():
         ("npu-replay comments only", ["npu-replay", w("comments.trace")], 1, r"^npu-replay: FAIL .*no commands", 30),
         ("npu-replay missing file", ["npu-replay", w("nope.trace")], 1, r"^npu-replay: error: .*nope.trace: no such file", 10),
         ("npu-sim-diff --programs -1", ["npu-sim-diff", "--programs", "-1"], 2,
-         r"^npu-sim-diff: error: --programs '-1' is not a number from 1 to", 10),
+         r"^npu-sim-diff: error: --programs '-1' is not a number from 0 to", 10),
         ("npu-sim-diff --programs 2^64", ["npu-sim-diff", "--programs", "18446744073709551616"], 2,
          r"^npu-sim-diff: error: --programs .* is not a number", 10),
         ("npu-run IMAGE --input DIR", ["npu-run", image, "--input", w("a_dir")], 1,
