@@ -7,6 +7,10 @@ import pathlib
 import numpy as np
 import pytest
 
+# Subprocesses run elsewhere (cwd): a relative PYTHONPATH=build/python must still work.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+
 DATA = pathlib.Path(os.environ.get("NPU_TEST_DATA",
                                    pathlib.Path(__file__).resolve().parents[1] / "data"))
 

@@ -260,6 +260,7 @@ class Session(_ModelInfo):
         self._closed = True
         self._native.close()
         self._runtime.end_own_profile()
+        self._runtime = None  # the device closes with its last user (or profile() block)
 
 
 class _Contexts:
@@ -309,6 +310,7 @@ class AsyncSession(_ModelInfo):
             return
         self._closed = True
         self._native.close()
+        self._runtime = None  # requests in flight keep what they need
 
 
 class CompletionQueue(_Closable):
@@ -380,6 +382,7 @@ class CompletionQueue(_Closable):
         self._contexts.by_token.clear()
         self._native.destroy()
         self._runtime.end_own_profile()
+        self._runtime = None
 
     def __iter__(self):
         return self
