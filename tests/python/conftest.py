@@ -33,13 +33,22 @@ def mobilenet_onnx():
 @pytest.fixture(scope="session")
 def mlp_image(tmp_path_factory, mlp_onnx):
     """mlp.onnx compiled once (through the package's own compile path) to an image file."""
+    return _compile(tmp_path_factory, mlp_onnx, "mlp.npuimg")
+
+
+def _compile(tmp_path_factory, onnx, name):
     from npu.runtime import _native
     from npu.runtime.profiler import _Runtime
     array_dim = _Runtime("sim", "fixture").native.device_info(0)["array_dim"]
-    image = _native.compile_onnx(b"", path=mlp_onnx, array_dim=array_dim)
-    path = tmp_path_factory.mktemp("images") / "mlp.npuimg"
+    image = _native.compile_onnx(b"", path=onnx, array_dim=array_dim)
+    path = tmp_path_factory.mktemp("images") / name
     path.write_bytes(image)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def mobilenet_image(tmp_path_factory, mobilenet_onnx):
+    return _compile(tmp_path_factory, mobilenet_onnx, "mobilenet.npuimg")
 
 
 @pytest.fixture
