@@ -197,12 +197,9 @@ def test_submit_blocks_only_while_full(mlp_image, x_mlp):
         assert len(got) == 4 and 99 not in got
 
 
-def test_recv_wakes_for_ctrl_c(mlp_image):
-    """recv() without a timeout returns to Python for SIGINT (KeyboardInterrupt)."""
-    code = ("import sys; from npu.runtime import session\n"
-            f"s, q = session.create_async({mlp_image!r})\n"
-            "print('ready', flush=True)\n"
-            "try:\n    q.recv()\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
+def _interrupted(code):
+    """Runs `code` (which prints 'ready' before it blocks) and sends it SIGINT: True when it
+    printed 'interrupted' within 2 s."""
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                          env=os.environ)
     assert p.stdout.readline().strip() == "ready"
@@ -210,8 +207,26 @@ def test_recv_wakes_for_ctrl_c(mlp_image):
     t0 = time.monotonic()
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=10)
-    assert "interrupted" in out
-    assert time.monotonic() - t0 < 2.0
+    return "interrupted" in out and time.monotonic() - t0 < 2.0
+
+
+def test_recv_wakes_for_ctrl_c(mlp_image):
+    """recv() without a timeout returns to Python for SIGINT (KeyboardInterrupt)."""
+    assert _interrupted(
+        "from npu.runtime import session\n"
+        f"s, q = session.create_async({mlp_image!r})\n"
+        "print('ready', flush=True)\n"
+        "try:\n    q.recv()\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
+
+
+def test_blocked_submit_wakes_for_ctrl_c(mlp_image):
+    """So does a submit() blocked on a full queue."""
+    assert _interrupted(
+        "import numpy as np\nfrom npu.runtime import session\n"
+        f"s, q = session.create_async({mlp_image!r}, input_queue_size=2, output_queue_size=0)\n"
+        "x = np.zeros((4, 64), np.float32)\ns.submit(x)\ns.submit(x)\n"
+        "print('ready', flush=True)\n"
+        "try:\n    s.submit(x)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
 
 
 def _c_figure(image, total, in_flight):
