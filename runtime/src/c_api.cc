@@ -2,10 +2,18 @@
 // NPU_RESOURCE_EXHAUSTED).
 #include "npu/runtime/c_api.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <mutex>
 #include <new>
 #include <string>
 
+#include "npu/compiler/image.h"
+#include "npu/hal/c_error.h"
 #include "npu/runtime/api.h"
 
 struct npu_runtime {
@@ -20,6 +28,14 @@ struct npu_tensor {
 };
 struct npu_session {
   std::unique_ptr<npu::runtime::Session> session;
+  // npu_session_run_async callbacks not yet returned: destroy waits for them (the C++
+  // Session does not; its in-flight requests outlive it).
+  struct Callbacks {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t pending = 0;
+  };
+  std::shared_ptr<Callbacks> callbacks = std::make_shared<Callbacks>();
 };
 struct npu_async_session {
   std::unique_ptr<npu::runtime::AsyncSession> session;
@@ -34,27 +50,79 @@ struct npu_completion {
 
 namespace {
 
-thread_local std::string g_last_error;
+using npu::c_api::fail;
+using npu::c_api::guarded;
 
-npu_status_t fail(const npu::Status& st) {
-  g_last_error = st.to_string();
-  return static_cast<npu_status_t>(st.code());
-}
-npu_status_t fail(npu::StatusCode code, const std::string& msg) {
-  return fail(npu::Status(code, msg));
+// Writes `full` into the caller's struct `out`, whose leading struct_size says how many bytes
+// it has room for (an older caller's struct is shorter); struct_size itself is kept.
+template <typename T>
+npu_status_t write_sized(const T& full, T* out, const char* what) {
+  if (!out) return fail(npu::StatusCode::kInvalidArgument, std::string(what) + " is NULL");
+  const size_t size = out->struct_size;
+  if (size < sizeof(size_t))
+    return fail(npu::StatusCode::kInvalidArgument,
+                std::string(what) + "->struct_size is not set (use sizeof)");
+  std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
+              reinterpret_cast<const char*>(&full) + sizeof(size_t),
+              std::min(size, sizeof(T)) - sizeof(size_t));
+  return NPU_OK;
 }
 
-template <typename Fn>
-npu_status_t guarded(Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return fail(npu::StatusCode::kResourceExhausted, "out of host memory");
-  } catch (const std::exception& e) {
-    return fail(npu::StatusCode::kInternal, std::string("internal error: ") + e.what());
-  } catch (...) {
-    return fail(npu::StatusCode::kInternal, "internal error");
-  }
+npu_status_t write_stats(const npu::runtime::RunStats& s, npu_run_stats_t* out) {
+  npu_run_stats_t full{};
+  full.request_id = s.request_id;
+  full.device_index = s.device_index;
+  full.retried = s.retried ? 1 : 0;
+  full.device_cycles = s.device_cycles;
+  full.queue_us = s.queue_us;
+  full.device_us = s.device_us;
+  full.copy_in_us = s.copy_in_us;
+  full.copy_out_us = s.copy_out_us;
+  full.total_us = s.total_us;
+  return write_sized(full, out, "out_stats");
+}
+
+npu_quant_info_t quant_view(const npu::runtime::QuantInfo& q) {
+  npu_quant_info_t v{};
+  v.axis = q.axis;
+  v.count = std::min(q.scale.size(), q.zero_point.size());
+  v.scale = q.scale.data();
+  v.zero_point = q.zero_point.data();
+  return v;
+}
+
+npu_status_t tensor_desc(const std::vector<npu::runtime::TensorInfo>& infos, size_t index,
+                         npu_tensor_desc_t* out) {
+  if (index >= infos.size())
+    return fail(
+        npu::StatusCode::kInvalidArgument,
+        "index " + std::to_string(index) + " out of range (" + std::to_string(infos.size()) + ")");
+  const auto& t = infos[index];
+  npu_tensor_desc_t full{};
+  full.name = t.name.c_str();
+  full.dtype = static_cast<npu_dtype_t>(t.dtype);
+  full.rank = t.shape.size();
+  full.shape = t.shape.data();
+  full.layout = t.layout.c_str();
+  full.quantized = t.quant ? 1 : 0;
+  if (t.quant) full.quant = quant_view(*t.quant);
+  full.on_device = t.on_device ? 1 : 0;
+  full.device_dtype = static_cast<npu_dtype_t>(t.device_dtype);
+  if (t.on_device) full.device_quant = quant_view(t.device_quant);
+  return write_sized(full, out, "out_desc");
+}
+
+npu_model_t* new_model(std::shared_ptr<const npu::runtime::Model> m) {
+  auto* model = new npu_model{std::move(m), "", ""};
+  model->summary_text = model->model->summary();
+  model->summary_json = model->model->summary_json();
+  return model;
+}
+
+npu_completion_t* new_completion(npu::runtime::Completion c) {
+  auto* out = new npu_completion{std::move(c), {}};
+  out->taken.assign(out->completion.outputs.size(), false);
+  return out;
 }
 
 npu::hal::Deadline deadline_from_us(int64_t timeout_us) {
@@ -78,9 +146,9 @@ npu_status_t tensor_info(const std::vector<npu::runtime::TensorInfo>& infos, siz
                          const char** out_name, npu_dtype_t* out_dtype, int64_t* out_shape,
                          size_t cap, size_t* out_rank) {
   if (index >= infos.size())
-    return fail(npu::StatusCode::kInvalidArgument, "index " + std::to_string(index) +
-                                                       " out of range (" +
-                                                       std::to_string(infos.size()) + ")");
+    return fail(
+        npu::StatusCode::kInvalidArgument,
+        "index " + std::to_string(index) + " out of range (" + std::to_string(infos.size()) + ")");
   const auto& t = infos[index];
   if (out_name) *out_name = t.name.c_str();
   if (out_dtype) *out_dtype = static_cast<npu_dtype_t>(t.dtype);
@@ -93,14 +161,6 @@ npu_status_t tensor_info(const std::vector<npu::runtime::TensorInfo>& infos, siz
 }  // namespace
 
 extern "C" {
-
-const char* npu_status_name(npu_status_t status) {
-  static thread_local std::string name;
-  name = std::string(npu::status_code_name(static_cast<npu::StatusCode>(status)));
-  return name.c_str();
-}
-
-const char* npu_last_error_message(void) { return g_last_error.c_str(); }
 
 npu_status_t npu_runtime_open(const char* device_spec, npu_runtime_t** out_runtime) {
   if (!out_runtime) return fail(npu::StatusCode::kInvalidArgument, "out_runtime is NULL");
@@ -117,18 +177,91 @@ npu_status_t npu_runtime_open(const char* device_spec, npu_runtime_t** out_runti
 
 void npu_runtime_destroy(npu_runtime_t* runtime) { delete runtime; }
 
+size_t npu_runtime_device_count(const npu_runtime_t* runtime) {
+  return runtime ? runtime->rt->device_count() : 0;
+}
+
+npu_status_t npu_runtime_device_info(const npu_runtime_t* runtime, size_t index,
+                                     npu_device_info_t* out_info) {
+  if (!runtime) return fail(npu::StatusCode::kInvalidArgument, "runtime is NULL");
+  if (index >= runtime->rt->device_count())
+    return fail(npu::StatusCode::kInvalidArgument,
+                "device " + std::to_string(index) + " out of range (" +
+                    std::to_string(runtime->rt->device_count()) + ")");
+  const npu::hal::DeviceInfo& d = runtime->rt->device(index)->info();
+  npu_device_info_t full{};
+  full.spec = d.spec.c_str();
+  full.platform = d.platform.c_str();
+  full.array_dim = d.array_dim;
+  full.clock_mhz = d.clock_mhz;
+  full.fingerprint = d.fingerprint;
+  return write_sized(full, out_info, "out_info");
+}
+
+npu_status_t npu_runtime_start_profiling(npu_runtime_t* runtime) {
+  if (!runtime) return fail(npu::StatusCode::kInvalidArgument, "runtime is NULL");
+  return guarded([&]() -> npu_status_t {
+    runtime->rt->start_profiling();
+    return NPU_OK;
+  });
+}
+
+int64_t npu_runtime_clock_us(const npu_runtime_t* runtime) {
+  return runtime ? runtime->rt->now_us() : 0;
+}
+
+npu_status_t npu_runtime_end_profiling(npu_runtime_t* runtime, const char* path, char** out_json) {
+  if (out_json) *out_json = nullptr;
+  if (!runtime) return fail(npu::StatusCode::kInvalidArgument, "runtime is NULL");
+  return guarded([&]() -> npu_status_t {
+    const std::string json = runtime->rt->end_profiling();
+    if (path) {
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      f << json;
+      if (!f.flush())
+        return fail(npu::StatusCode::kInvalidArgument, std::string("cannot write the profile to ") +
+                                                           path + ": " + std::strerror(errno));
+    }
+    if (out_json) {
+      char* copy = static_cast<char*>(std::malloc(json.size() + 1));
+      if (!copy) return fail(npu::StatusCode::kResourceExhausted, "out of host memory");
+      std::memcpy(copy, json.c_str(), json.size() + 1);
+      *out_json = copy;
+    }
+    return NPU_OK;
+  });
+}
+
 npu_status_t npu_model_load(const char* path, npu_model_t** out_model) {
-  if (!path || !out_model) return fail(npu::StatusCode::kInvalidArgument, "path or out_model is NULL");
+  if (!path || !out_model)
+    return fail(npu::StatusCode::kInvalidArgument, "path or out_model is NULL");
   *out_model = nullptr;
   return guarded([&]() -> npu_status_t {
     auto m = npu::runtime::Model::load_file(path);
     if (!m.is_ok()) return fail(m.status());
-    auto* model = new npu_model{std::move(m).value(), "", ""};
-    model->summary_text = model->model->summary();
-    model->summary_json = model->model->summary_json();
-    *out_model = model;
+    *out_model = new_model(std::move(m).value());
     return NPU_OK;
   });
+}
+
+npu_status_t npu_model_load_bytes(const void* data, size_t size, const char* origin,
+                                  npu_model_t** out_model) {
+  if (!out_model) return fail(npu::StatusCode::kInvalidArgument, "out_model is NULL");
+  *out_model = nullptr;
+  if (!data && size) return fail(npu::StatusCode::kInvalidArgument, "data is NULL");
+  return guarded([&]() -> npu_status_t {
+    const auto* p = static_cast<const uint8_t*>(data);
+    auto m = npu::runtime::Model::from_bytes(std::vector<uint8_t>(p, p + size),
+                                             origin ? origin : "<memory>");
+    if (!m.is_ok()) return fail(m.status());
+    *out_model = new_model(std::move(m).value());
+    return NPU_OK;
+  });
+}
+
+int npu_model_bytes_are_image(const void* data, size_t size) {
+  if (!data) return 0;
+  return npu::compiler::looks_like_image({static_cast<const uint8_t*>(data), size}) ? 1 : 0;
 }
 
 void npu_model_destroy(npu_model_t* model) { delete model; }
@@ -147,6 +280,16 @@ npu_status_t npu_model_output_info(const npu_model_t* m, size_t index, const cha
                                    size_t* out_rank) {
   if (!m) return fail(npu::StatusCode::kInvalidArgument, "model is NULL");
   return tensor_info(m->model->outputs(), index, out_name, out_dtype, out_shape, cap, out_rank);
+}
+
+npu_status_t npu_model_input_desc(const npu_model_t* m, size_t index, npu_tensor_desc_t* out) {
+  if (!m) return fail(npu::StatusCode::kInvalidArgument, "model is NULL");
+  return tensor_desc(m->model->inputs(), index, out);
+}
+
+npu_status_t npu_model_output_desc(const npu_model_t* m, size_t index, npu_tensor_desc_t* out) {
+  if (!m) return fail(npu::StatusCode::kInvalidArgument, "model is NULL");
+  return tensor_desc(m->model->outputs(), index, out);
 }
 
 const char* npu_model_summary(const npu_model_t* m, int json) {
@@ -169,9 +312,9 @@ npu_status_t npu_tensor_create(npu_dtype_t dtype, const int64_t* shape, size_t r
     npu::Tensor t = npu::Tensor::zeros(static_cast<npu::DType>(dtype), dims);
     if (data) {
       if (data_bytes != t.data.size())
-        return fail(npu::StatusCode::kInvalidArgument,
-                    "data holds " + std::to_string(data_bytes) + " bytes, the shape needs " +
-                        std::to_string(t.data.size()));
+        return fail(npu::StatusCode::kInvalidArgument, "data holds " + std::to_string(data_bytes) +
+                                                           " bytes, the shape needs " +
+                                                           std::to_string(t.data.size()));
       std::memcpy(t.data.data(), data, data_bytes);
     }
     *out_tensor = new npu_tensor{std::move(t)};
@@ -188,6 +331,7 @@ int64_t npu_tensor_dim(const npu_tensor_t* t, size_t axis) {
   return t && axis < t->tensor.shape.size() ? t->tensor.shape[axis] : 0;
 }
 const void* npu_tensor_data(const npu_tensor_t* t) { return t ? t->tensor.data.data() : nullptr; }
+void* npu_tensor_mutable_data(npu_tensor_t* t) { return t ? t->tensor.data.data() : nullptr; }
 size_t npu_tensor_byte_size(const npu_tensor_t* t) { return t ? t->tensor.data.size() : 0; }
 
 npu_status_t npu_session_create(npu_runtime_t* runtime, const npu_model_t* model,
@@ -203,11 +347,24 @@ npu_status_t npu_session_create(npu_runtime_t* runtime, const npu_model_t* model
   });
 }
 
-void npu_session_destroy(npu_session_t* session) { delete session; }
+void npu_session_destroy(npu_session_t* session) {
+  if (!session) return;
+  {
+    std::unique_lock lock(session->callbacks->mu);
+    session->callbacks->cv.wait(lock, [&] { return session->callbacks->pending == 0; });
+  }
+  delete session;
+}
 
 npu_status_t npu_session_run(npu_session_t* session, const npu_tensor_t* const* inputs,
-                             size_t input_count, npu_tensor_t** out_outputs,
-                             size_t output_count) {
+                             size_t input_count, npu_tensor_t** out_outputs, size_t output_count) {
+  return npu_session_run_with_stats(session, inputs, input_count, out_outputs, output_count,
+                                    nullptr);
+}
+
+npu_status_t npu_session_run_with_stats(npu_session_t* session, const npu_tensor_t* const* inputs,
+                                        size_t input_count, npu_tensor_t** out_outputs,
+                                        size_t output_count, npu_run_stats_t* out_stats) {
   if (!session || (output_count && !out_outputs))
     return fail(npu::StatusCode::kInvalidArgument, "session or out_outputs is NULL");
   return guarded([&]() -> npu_status_t {
@@ -221,13 +378,63 @@ npu_status_t npu_session_run(npu_session_t* session, const npu_tensor_t* const* 
     auto r = session->session->run(in);
     if (!r.is_ok()) return fail(r.status());
     for (size_t i = 0; i < want; ++i) out_outputs[i] = new npu_tensor{std::move(r->tensors[i])};
-    return NPU_OK;
+    return out_stats ? write_stats(r->stats, out_stats) : NPU_OK;
+  });
+}
+
+npu_status_t npu_session_run_async(npu_session_t* session, const npu_tensor_t* const* inputs,
+                                   size_t input_count, npu_completion_callback_t callback,
+                                   void* user_context) {
+  if (!session || !callback)
+    return fail(npu::StatusCode::kInvalidArgument, "session or callback is NULL");
+  return guarded([&]() -> npu_status_t {
+    std::vector<npu::Tensor> in;
+    if (npu_status_t st = gather_inputs(inputs, input_count, &in)) return st;
+    std::shared_ptr<npu_session::Callbacks> callbacks = session->callbacks;
+    auto done = [callbacks] {
+      std::lock_guard lock(callbacks->mu);
+      --callbacks->pending;
+      callbacks->cv.notify_all();
+    };
+    {
+      std::lock_guard lock(callbacks->mu);
+      ++callbacks->pending;
+    }
+    npu::Status st;
+    try {
+      st = session->session->run_async(
+          std::move(in), [callback, user_context, done](npu::Result<npu::runtime::Outputs> r) {
+            npu::runtime::Completion c;
+            c.user_context = user_context;
+            if (r.is_ok()) {
+              c.request_id = r->stats.request_id;
+              c.stats = r->stats;
+              c.outputs = std::move(r->tensors);
+            } else {
+              c.status = r.status();
+            }
+            // Without memory for the completion the callback still runs, with NULL: a binding
+            // that counts on exactly one call must get it.
+            npu_completion_t* out = nullptr;
+            try {
+              out = new_completion(std::move(c));
+            } catch (const std::bad_alloc&) {
+            }
+            callback(user_context, out);
+            done();
+          });
+    } catch (...) {
+      done();
+      throw;
+    }
+    if (st.is_ok()) return NPU_OK;
+    done();
+    return fail(st);
   });
 }
 
 npu_status_t npu_async_session_create(npu_runtime_t* runtime, const npu_model_t* model,
-                                      uint32_t max_outstanding,
-                                      npu_async_session_t** out_session,
+                                      uint32_t max_outstanding, npu_async_session_t** out_session,
                                       npu_completion_queue_t** out_queue) {
   if (!runtime || !model || !out_session || !out_queue)
     return fail(npu::StatusCode::kInvalidArgument, "a handle or out pointer is NULL");
@@ -253,7 +460,8 @@ npu_status_t npu_async_session_submit(npu_async_session_t* s, const npu_tensor_t
   return guarded([&]() -> npu_status_t {
     std::vector<npu::Tensor> in;
     if (npu_status_t st = gather_inputs(inputs, input_count, &in)) return st;
-    auto r = s->session->submit(std::move(in), std::any(user_context), deadline_from_us(timeout_us));
+    auto r =
+        s->session->submit(std::move(in), std::any(user_context), deadline_from_us(timeout_us));
     if (!r.is_ok()) return fail(r.status());
     if (out_request_id) *out_request_id = *r;
     return NPU_OK;
@@ -279,12 +487,9 @@ npu_status_t npu_completion_queue_recv(npu_completion_queue_t* q, int64_t timeou
   *out_completion = nullptr;
   return guarded([&]() -> npu_status_t {
     npu::Result<npu::runtime::Completion> r =
-        timeout_us < 0 ? q->queue->recv()
-                       : q->queue->recv(std::chrono::microseconds(timeout_us));
+        timeout_us < 0 ? q->queue->recv() : q->queue->recv(std::chrono::microseconds(timeout_us));
     if (!r.is_ok()) return fail(r.status());
-    auto* c = new npu_completion{std::move(r).value(), {}};
-    c->taken.assign(c->completion.outputs.size(), false);
-    *out_completion = c;
+    *out_completion = new_completion(std::move(r).value());
     return NPU_OK;
   });
 }
@@ -293,6 +498,9 @@ void npu_completion_queue_close(npu_completion_queue_t* q) {
   if (q) q->queue->close();
 }
 void npu_completion_queue_destroy(npu_completion_queue_t* q) { delete q; }
+size_t npu_completion_queue_outstanding(const npu_completion_queue_t* q) {
+  return q ? q->queue->outstanding() : 0;
+}
 
 npu_status_t npu_completion_status(const npu_completion_t* c) {
   return c ? static_cast<npu_status_t>(c->completion.status.code()) : NPU_INVALID_ARGUMENT;
@@ -315,6 +523,10 @@ npu_tensor_t* npu_completion_take_output(npu_completion_t* c, size_t index) {
   if (!c || index >= c->completion.outputs.size() || c->taken[index]) return nullptr;
   c->taken[index] = true;
   return new (std::nothrow) npu_tensor{std::move(c->completion.outputs[index])};
+}
+npu_status_t npu_completion_stats(const npu_completion_t* c, npu_run_stats_t* out_stats) {
+  if (!c) return fail(npu::StatusCode::kInvalidArgument, "completion is NULL");
+  return write_stats(c->completion.stats, out_stats);
 }
 void npu_completion_destroy(npu_completion_t* c) { delete c; }
 

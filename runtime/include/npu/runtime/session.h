@@ -87,7 +87,8 @@ class Session final {
   static Result<std::unique_ptr<Session>> create(std::shared_ptr<Runtime> runtime,
                                                  std::shared_ptr<const Model> model,
                                                  SessionOptions options = {});
-  // Waits for in-flight run_async/run_future requests to complete.
+  // Does not wait: in-flight run_async/run_future requests keep what they need alive and
+  // still complete (their callbacks may run after the destructor returned).
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
