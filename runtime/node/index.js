@@ -171,7 +171,7 @@ const backend = {
     }
     const ep = npuOptions(options);
     const device = ep.device || process.env.NPU_DEVICE || 'sim';
-    const session = new native.NativeSession(bytes, device, origin);
+    const session = await native.createSession(bytes, device, origin);
     return new NpuSessionHandler(session, options);
   },
 };

@@ -93,6 +93,8 @@ struct State {
   std::unordered_set<Core*> cores;
   size_t inflight = 0;  // JS thread only: the tsfn is referenced while > 0
   std::atomic<bool> tearing_down{false};
+  Napi::FunctionReference* session_ctor = nullptr;  // the NativeSession class, per environment
+  ~State() { delete session_ctor; }
 
   void Retire(Core* core) {
     core->Destroy(false);
@@ -237,6 +239,102 @@ void CallJs(Napi::Env env, Napi::Function, State* state, Request* request) {
   if (--state->inflight == 0) napi_unref_threadsafe_function(env, state->tsfn);
 }
 
+// Opens the device, compiles an ONNX model for its array (model images load as they are) and
+// creates the C session: C API calls only, on a libuv worker thread.
+Core* OpenCore(const std::vector<uint8_t>& bytes, const std::string& device,
+               const std::string& origin, std::string* error) {
+  auto core = std::make_unique<Core>();
+  npu_status_t st = npu_runtime_open(device.c_str(), &core->runtime);
+  if (st != NPU_OK) {
+    *error = "npu: cannot open device '" + device + "': " + LastError(st);
+    return nullptr;
+  }
+  const uint8_t* data = bytes.data();
+  size_t size = bytes.size();
+  uint8_t* image = nullptr;
+  size_t image_size = 0;
+  if (!npu_model_bytes_are_image(data, size)) {
+    npu_device_info_t dev{};
+    dev.struct_size = sizeof(dev);
+    npu_compile_options_t options;
+    npu_compile_options_init(&options);
+    if (npu_runtime_device_info(core->runtime, 0, &dev) == NPU_OK) options.array_dim = dev.array_dim;
+    st = npu_compile_onnx(data, size, &options, &image, &image_size);
+    if (st != NPU_OK) {
+      *error = "npu: cannot compile ONNX model " + origin + ": " + LastError(st);
+      core->Destroy(false);
+      return nullptr;
+    }
+    data = image;
+    size = image_size;
+  }
+  st = npu_model_load_bytes(data, size, origin.c_str(), &core->model);
+  npu_free(image);
+  if (st == NPU_OK) st = npu_session_create(core->runtime, core->model, &core->session);
+  if (st != NPU_OK) {
+    *error = "npu: cannot load model " + origin + ": " + LastError(st);
+    core->Destroy(false);
+    return nullptr;
+  }
+  return core.release();
+}
+
+// createSession(bytes, device, origin) -> Promise<NativeSession>: compiling may take seconds,
+// so it runs off the JS thread.
+class CreateWorker : public Napi::AsyncWorker {
+ public:
+  CreateWorker(Napi::Env env, std::vector<uint8_t> bytes, std::string device, std::string origin)
+      : Napi::AsyncWorker(env, "npu create session"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        bytes_(std::move(bytes)),
+        device_(std::move(device)),
+        origin_(std::move(origin)) {}
+  ~CreateWorker() override {
+    if (core_ != nullptr) {  // never handed to a NativeSession (environment torn down)
+      core_->Destroy(false);
+      delete core_;
+    }
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    std::string error;
+    core_ = OpenCore(bytes_, device_, origin_, &error);
+    if (core_ == nullptr) SetError(error);
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::FunctionReference* ctor = env.GetInstanceData<State>()->session_ctor;
+    Core* core = core_;
+    core_ = nullptr;  // the NativeSession owns it from here
+    deferred_.Resolve(ctor->New({Napi::External<Core>::New(env, core)}));
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::vector<uint8_t> bytes_;
+  std::string device_;
+  std::string origin_;
+  Core* core_ = nullptr;
+};
+
+Napi::Value CreateSession(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsTypedArray() || !info[1].IsString()) {
+    throw Napi::TypeError::New(env, "createSession(bytes: Uint8Array, device: string, origin?: string)");
+  }
+  Napi::Uint8Array b = info[0].As<Napi::Uint8Array>();
+  std::string origin = info.Length() > 2 && info[2].IsString() ? info[2].As<Napi::String>().Utf8Value()
+                                                               : std::string("<bytes>");
+  auto* worker = new CreateWorker(env, std::vector<uint8_t>(b.Data(), b.Data() + b.ByteLength()),
+                                  info[1].As<Napi::String>().Utf8Value(), origin);
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();  // deletes itself when done
+  return promise;
+}
+
 // JS class NativeSession: new NativeSession(bytes: Uint8Array, device: string, options: {})
 class NativeSession : public Napi::ObjectWrap<NativeSession> {
  public:
@@ -253,55 +351,18 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
                         InstanceMethod<&NativeSession::Inflight>("inflight")});
   }
 
+  // new NativeSession(External<Core>): only from CreateSession, which opened the Core.
   explicit NativeSession(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeSession>(info) {
     Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsExternal()) {
+      throw Napi::TypeError::New(env, "NativeSession: use createSession(bytes, device, origin)");
+    }
     State* state = env.GetInstanceData<State>();
-    if (info.Length() < 2 || !info[0].IsTypedArray() || !info[1].IsString()) {
-      throw Napi::TypeError::New(env, "NativeSession(bytes: Uint8Array, device: string)");
-    }
-    Napi::Uint8Array bytes = info[0].As<Napi::Uint8Array>();
-    std::string device = info[1].As<Napi::String>().Utf8Value();
-    std::string origin = info.Length() > 2 && info[2].IsString()
-                             ? info[2].As<Napi::String>().Utf8Value()
-                             : std::string("<bytes>");
-    auto core = std::make_unique<Core>();
-    core->state = state;
-    npu_status_t st = npu_runtime_open(device.c_str(), &core->runtime);
-    if (st != NPU_OK) {
-      throw Napi::Error::New(env, "npu: cannot open device '" + device + "': " + LastError(st));
-    }
-    const uint8_t* data = bytes.Data();
-    size_t size = bytes.ByteLength();
-    uint8_t* image = nullptr;
-    size_t image_size = 0;
-    if (!npu_model_bytes_are_image(data, size)) {
-      // ONNX: compile for this device's array.
-      npu_device_info_t dev{};
-      dev.struct_size = sizeof(dev);
-      npu_compile_options_t options;
-      npu_compile_options_init(&options);
-      if (npu_runtime_device_info(core->runtime, 0, &dev) == NPU_OK) options.array_dim = dev.array_dim;
-      st = npu_compile_onnx(data, size, &options, &image, &image_size);
-      if (st != NPU_OK) {
-        std::string msg = "npu: cannot compile ONNX model " + origin + ": " + LastError(st);
-        core->Destroy(false);
-        throw Napi::Error::New(env, msg);
-      }
-      data = image;
-      size = image_size;
-    }
-    st = npu_model_load_bytes(data, size, origin.c_str(), &core->model);
-    npu_free(image);
-    if (st == NPU_OK) st = npu_session_create(core->runtime, core->model, &core->session);
-    if (st != NPU_OK) {
-      std::string msg = "npu: cannot load model " + origin + ": " + LastError(st);
-      core->Destroy(false);
-      throw Napi::Error::New(env, msg);
-    }
-    core->Start();
-    core_ = core.release();
+    core_ = info[0].As<Napi::External<Core>>().Data();
+    core_->state = state;
     state_ = state;
     state->cores.insert(core_);
+    core_->Start();
   }
 
   ~NativeSession() override {
@@ -460,6 +521,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     state->cores.clear();
   });
   Napi::Function ctor = NativeSession::Define(env);
+  state->session_ctor = new Napi::FunctionReference(Napi::Persistent(ctor));
+  exports.Set("createSession", Napi::Function::New(env, CreateSession));
   exports.Set("NativeSession", ctor);
   Napi::Object dtypes = Napi::Object::New(env);
   dtypes.Set("float32", static_cast<int>(NPU_DTYPE_FLOAT32));
