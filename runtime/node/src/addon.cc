@@ -303,14 +303,25 @@ class CreateWorker : public Napi::AsyncWorker {
     core_ = OpenCore(bytes_, device_, origin_, &error);
     if (core_ == nullptr) SetError(error);
   }
+  // Both may run while a Worker is being terminated, when every N-API call fails: an exception
+  // escaping here would end the process (node-addon-api rethrows when it cannot throw to JS).
   void OnOK() override {
-    Napi::Env env = Env();
-    Napi::FunctionReference* ctor = env.GetInstanceData<State>()->session_ctor;
-    Core* core = core_;
-    core_ = nullptr;  // the NativeSession owns it from here
-    deferred_.Resolve(ctor->New({Napi::External<Core>::New(env, core)}));
+    try {
+      Napi::Env env = Env();
+      Napi::FunctionReference* ctor = env.GetInstanceData<State>()->session_ctor;
+      Napi::Object session = ctor->New({Napi::External<Core>::New(env, core_)});
+      core_ = nullptr;  // the NativeSession owns it from here
+      deferred_.Resolve(session);
+    } catch (...) {
+      if (core_ != nullptr && core_->state != nullptr) core_ = nullptr;  // owned (state->cores)
+    }
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override {
+    try {
+      deferred_.Reject(e.Value());
+    } catch (...) {
+    }
+  }
 
  private:
   Napi::Promise::Deferred deferred_;

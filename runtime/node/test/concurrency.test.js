@@ -108,6 +108,24 @@ test('a Worker terminated mid-run; another Worker runs on its own state', opt, a
   await s.release();
 });
 
+test('30 Workers terminated at spread-out points (creating, submitting, settling)', opt, async () => {
+  const code = `
+    const {workerData} = require('node:worker_threads');
+    const ort = require('onnxruntime-node');
+    require('onnxruntime-npu');
+    (async () => {
+      const s = await ort.InferenceSession.create(workerData, {executionProviders: ['npu']});
+      const x = new ort.Tensor('float32', new Float32Array(256).fill(0.5), [4, 64]);
+      for (;;) await Promise.all(Array.from({length: 8}, () => s.run({x})));
+    })();`;
+  for (let i = 0; i < 30; ++i) {
+    const w = new Worker(code, {eval: true, workerData: path.join(DATA, 'mlp.onnx')});
+    await new Promise((r) => setTimeout(r, (i * 37) % 150));
+    const exitCode = await w.terminate();  // 0 when terminated before it started
+    assert.ok(exitCode === 0 || exitCode === 1, `exit code ${exitCode}`);
+  }
+});
+
 test('a process exits by itself when its runs are done (and waits for them)', opt, () => {
   const script = `
     const ort = require('onnxruntime-node');
