@@ -8,7 +8,8 @@
 // onnxruntime-common is a peer dependency: this file requires the application's single copy
 // (two copies would break registerBackend and `instanceof Tensor`). Models are ONNX (compiled
 // on the fly for the device) or model images, as a path or bytes. The execution provider
-// {name: 'npu', device: 'rtl'} selects the device ('sim' by default, or $NPU_DEVICE).
+// {name: 'npu', device: 'rtl'} selects the device ('sim' by default, or $NPU_DEVICE), and
+// {name: 'npu', calibration: [sample, ...]} calibrates an ONNX model on those samples.
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -171,7 +172,13 @@ const backend = {
     }
     const ep = npuOptions(options);
     const device = ep.device || process.env.NPU_DEVICE || 'sim';
-    const session = await native.createSession(bytes, device, origin);
+    // calibration (ONNX models): samples, each a Tensor (one-input models) or an array of
+    // Tensors in the model's input order; without them the compiler calibrates on random data.
+    const calibration = (ep.calibration || []).map((sample, i) => (Array.isArray(sample) ? sample : [sample]).map((t, k) => {
+      if (!t || !(t.type in ARRAY_TYPE)) throw new TypeError(`onnxruntime-npu: calibration sample ${i} input ${k}: not a supported Tensor`);
+      return {dtype: native.dtypes[t.type], dims: Array.from(t.dims), data: t.data};
+    }));
+    const session = await native.createSession(bytes, device, origin, calibration);
     return new NpuSessionHandler(session, options);
   },
 };

@@ -241,8 +241,19 @@ void CallJs(Napi::Env env, Napi::Function, State* state, Request* request) {
 
 // Opens the device, compiles an ONNX model for its array (model images load as they are) and
 // creates the C session: C API calls only, on a libuv worker thread.
+struct CalibrationTensor {
+  npu_dtype_t dtype;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+// Samples of calibration_inputs tensors each, in model input order.
+struct Calibration {
+  std::vector<CalibrationTensor> tensors;
+  size_t inputs = 0;
+};
+
 Core* OpenCore(const std::vector<uint8_t>& bytes, const std::string& device,
-               const std::string& origin, std::string* error) {
+               const std::string& origin, const Calibration& calibration, std::string* error) {
   auto core = std::make_unique<Core>();
   npu_status_t st = npu_runtime_open(device.c_str(), &core->runtime);
   if (st != NPU_OK) {
@@ -259,6 +270,14 @@ Core* OpenCore(const std::vector<uint8_t>& bytes, const std::string& device,
     npu_compile_options_t options;
     npu_compile_options_init(&options);
     if (npu_runtime_device_info(core->runtime, 0, &dev) == NPU_OK) options.array_dim = dev.array_dim;
+    std::vector<npu_tensor_view_t> views;
+    for (const CalibrationTensor& t : calibration.tensors)
+      views.push_back({t.dtype, t.dims.data(), t.dims.size(), t.data.data(), t.data.size()});
+    if (calibration.inputs > 0 && !views.empty()) {
+      options.calibration = views.data();
+      options.calibration_input_count = calibration.inputs;
+      options.calibration_sample_count = views.size() / calibration.inputs;
+    }
     st = npu_compile_onnx(data, size, &options, &image, &image_size);
     if (st != NPU_OK) {
       *error = "npu: cannot compile ONNX model " + origin + ": " + LastError(st);
@@ -283,12 +302,14 @@ Core* OpenCore(const std::vector<uint8_t>& bytes, const std::string& device,
 // so it runs off the JS thread.
 class CreateWorker : public Napi::AsyncWorker {
  public:
-  CreateWorker(Napi::Env env, std::vector<uint8_t> bytes, std::string device, std::string origin)
+  CreateWorker(Napi::Env env, std::vector<uint8_t> bytes, std::string device, std::string origin,
+               Calibration calibration)
       : Napi::AsyncWorker(env, "npu create session"),
         deferred_(Napi::Promise::Deferred::New(env)),
         bytes_(std::move(bytes)),
         device_(std::move(device)),
-        origin_(std::move(origin)) {}
+        origin_(std::move(origin)),
+        calibration_(std::move(calibration)) {}
   ~CreateWorker() override {
     if (core_ != nullptr) {  // never handed to a NativeSession (environment torn down)
       core_->Destroy(false);
@@ -300,7 +321,7 @@ class CreateWorker : public Napi::AsyncWorker {
  protected:
   void Execute() override {
     std::string error;
-    core_ = OpenCore(bytes_, device_, origin_, &error);
+    core_ = OpenCore(bytes_, device_, origin_, calibration_, &error);
     if (core_ == nullptr) SetError(error);
   }
   // Both may run while a Worker is being terminated, when every N-API call fails: an exception
@@ -328,6 +349,7 @@ class CreateWorker : public Napi::AsyncWorker {
   std::vector<uint8_t> bytes_;
   std::string device_;
   std::string origin_;
+  Calibration calibration_;
   Core* core_ = nullptr;
 };
 
@@ -339,8 +361,34 @@ Napi::Value CreateSession(const Napi::CallbackInfo& info) {
   Napi::Uint8Array b = info[0].As<Napi::Uint8Array>();
   std::string origin = info.Length() > 2 && info[2].IsString() ? info[2].As<Napi::String>().Utf8Value()
                                                                : std::string("<bytes>");
+  // calibration: [[{dtype, dims, data}, ...one per input], ...one per sample]
+  Calibration calibration;
+  if (info.Length() > 3 && info[3].IsArray()) {
+    Napi::Array samples = info[3].As<Napi::Array>();
+    for (uint32_t i = 0; i < samples.Length(); ++i) {
+      Napi::Array sample = samples.Get(i).As<Napi::Array>();
+      if (i == 0) calibration.inputs = sample.Length();
+      if (sample.Length() != calibration.inputs) {
+        throw Napi::Error::New(env, "npu: calibration sample " + std::to_string(i) + " has " +
+                                        std::to_string(sample.Length()) + " tensors, sample 0 has " +
+                                        std::to_string(calibration.inputs));
+      }
+      for (uint32_t k = 0; k < sample.Length(); ++k) {
+        Napi::Object t = sample.Get(k).As<Napi::Object>();
+        CalibrationTensor c;
+        c.dtype = static_cast<npu_dtype_t>(t.Get("dtype").As<Napi::Number>().Int32Value());
+        Napi::Array dims = t.Get("dims").As<Napi::Array>();
+        for (uint32_t d = 0; d < dims.Length(); ++d) c.dims.push_back(dims.Get(d).As<Napi::Number>().Int64Value());
+        Napi::TypedArray data = t.Get("data").As<Napi::TypedArray>();
+        const auto* p = static_cast<const uint8_t*>(data.ArrayBuffer().Data()) + data.ByteOffset();
+        c.data.assign(p, p + data.ByteLength());
+        calibration.tensors.push_back(std::move(c));
+      }
+    }
+  }
   auto* worker = new CreateWorker(env, std::vector<uint8_t>(b.Data(), b.Data() + b.ByteLength()),
-                                  info[1].As<Napi::String>().Utf8Value(), origin);
+                                  info[1].As<Napi::String>().Utf8Value(), origin,
+                                  std::move(calibration));
   Napi::Promise promise = worker->Promise();
   worker->Queue();  // deletes itself when done
   return promise;
