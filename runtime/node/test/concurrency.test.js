@@ -68,7 +68,10 @@ test('dispose while requests are in flight: each settles exactly once, later cal
 test('a Worker terminated mid-run; another Worker runs on its own state', opt, async () => {
   const code = `
     const {parentPort, workerData} = require('node:worker_threads');
-    const ort = require('onnxruntime-node');
+    // onnxruntime-common, not onnxruntime-node: the latter's addon aborts the process when its
+    // Worker is terminated while it loads (std::terminate from Napi::Error::ThrowAsJavaScriptException
+    // in its napi_register_module_v1; seen under gdb).
+    const ort = require('onnxruntime-common');
     require('onnxruntime-npu');
     (async () => {
       const s = await ort.InferenceSession.create(workerData.model, {executionProviders: ['npu']});
@@ -111,7 +114,10 @@ test('a Worker terminated mid-run; another Worker runs on its own state', opt, a
 test('30 Workers terminated at spread-out points (creating, submitting, settling)', opt, async () => {
   const code = `
     const {workerData} = require('node:worker_threads');
-    const ort = require('onnxruntime-node');
+    // onnxruntime-common, not onnxruntime-node: the latter's addon aborts the process when its
+    // Worker is terminated while it loads (std::terminate from Napi::Error::ThrowAsJavaScriptException
+    // in its napi_register_module_v1; seen under gdb).
+    const ort = require('onnxruntime-common');
     require('onnxruntime-npu');
     (async () => {
       const s = await ort.InferenceSession.create(workerData, {executionProviders: ['npu']});
