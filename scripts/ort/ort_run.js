@@ -52,7 +52,11 @@ async function main() {
   console.log(JSON.stringify({ p50_ms: times[Math.floor(n / 2)], mean_ms: mean, iterations: n }));
 }
 
-main().catch((e) => {
-  console.error(`ort_run: ${e.message}`);
-  process.exit(1);
-});
+module.exports = { readNpy, writeNpy };
+
+if (require.main === module) {
+  main().catch((e) => {
+    console.error(`ort_run: ${e.message}`);
+    process.exit(1);
+  });
+}
