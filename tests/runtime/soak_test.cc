@@ -10,7 +10,7 @@
 //
 // Soak.RuntimeModelSessionCyclesKeepRssFlat: NPU_SOAK_CYCLES (default 100) cycles of open
 // runtime, load model, create session, run one request, destroy all; the RSS after each cycle
-// stays within 5% of the RSS after the warm-up cycles.
+// stays within 5% of the RSS after the warm-up cycles (not enforced under ASan, see below).
 //
 // Both print their figures (one "soak:" line each). ctest runs the short defaults in the
 // default suite and the long versions (10^6 requests, 1000 cycles) under the label soak.
@@ -40,6 +40,20 @@
 
 namespace npu::runtime {
 namespace {
+
+// AddressSanitizer keeps freed memory in quarantine (256 MiB by default) and grows RSS on
+// its own; there LeakSanitizer checks for leaks and the RSS bound is reported, not enforced.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssMeaningful = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kRssMeaningful = false;
+#else
+constexpr bool kRssMeaningful = true;
+#endif
+#else
+constexpr bool kRssMeaningful = true;
+#endif
 
 constexpr const char* kSecondDevice = "soak2";
 constexpr uint64_t kRequestsPerHang = 10000;
@@ -265,14 +279,17 @@ TEST(Soak, RuntimeModelSessionCyclesKeepRssFlat) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "soak: %llu create/destroy cycles of runtime, model and session (after %llu warm-up) in "
-      "%.2f s: RSS first %llu KiB, last %llu KiB, max %llu KiB (%+.2f%%)\n",
+      "%.2f s: RSS first %llu KiB, last %llu KiB, max %llu KiB (%+.2f%%)%s\n",
       static_cast<unsigned long long>(cycles), static_cast<unsigned long long>(warmup), wall_s,
       static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
       static_cast<unsigned long long>(max),
       100.0 * (static_cast<double>(max) - static_cast<double>(first)) /
-          static_cast<double>(first));
+          static_cast<double>(first),
+      kRssMeaningful ? "" : " (ASan build: bound not enforced, LeakSanitizer checks leaks)");
   std::fflush(stdout);
-  EXPECT_LE(static_cast<double>(max), static_cast<double>(first) * 1.05);
+  if (kRssMeaningful) {
+    EXPECT_LE(static_cast<double>(max), static_cast<double>(first) * 1.05);
+  }
 }
 
 }  // namespace
