@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "drivers/umd/umd_backend.h"
+#include "npu/driver/kmd.h"
 
 namespace npu::hal {
 namespace {
@@ -90,6 +91,8 @@ Result<std::vector<std::shared_ptr<Device>>> open_devices(std::string_view spec_
     } else if (name.rfind("/dev/accel/accel", 0) == 0 &&
                all_digits(std::string_view(name).substr(16))) {
       node = name;
+    } else if (driver::kmd::device_available(name)) {
+      node = name;  // registered in-process (kmd::register_device)
     } else {
       return make_error(StatusCode::kNotFound,
                         "unknown device '" + name +

@@ -215,7 +215,8 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
   if (end > act.size())
     return make_error(StatusCode::kInternal, "input view of '" + info.name +
                                                  "' reaches past the activation buffer");
-  std::memset(act.data() + begin, 0, end - begin);
+  // An empty view may sit in an empty buffer, whose data() is null (memset's pointer must not be).
+  if (end > begin) std::memset(act.data() + begin, 0, end - begin);
   const QuantInfo& q = info.device_quant;
   std::byte* base = act.data();
   if (info.dtype == DType::kF32) {

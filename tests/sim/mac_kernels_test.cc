@@ -66,7 +66,13 @@ TEST(MacKernels, EveryUsableKernelMatchesTheNaiveGemm) {
         // Accumulators near the int32 limits so that the sums wrap.
         std::uniform_int_distribution<int32_t> word(INT32_MIN, INT32_MAX);
         std::uniform_int_distribution<int32_t> edge(-600000, 600000);
-        for (auto& x : acc) x = trial % 2 ? word(rng) : (trial % 4 ? INT32_MAX : INT32_MIN) - edge(rng);
+        // Near INT32_MAX or INT32_MIN: the offset is subtracted modulo 2^32 (int32 subtraction
+        // past INT32_MIN would be undefined), so both sides of each limit are covered.
+        for (auto& x : acc)
+          x = trial % 2 ? word(rng)
+                        : static_cast<int32_t>(
+                              static_cast<uint32_t>(trial % 4 ? INT32_MAX : INT32_MIN) -
+                              static_cast<uint32_t>(edge(rng)));
         const bool overwrite = trial % 3 == 0;
         std::vector<int32_t> want = acc;
         naive(w, act.data(), act_stride, want.data(), acc_stride, rows, n, overwrite);

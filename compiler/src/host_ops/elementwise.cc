@@ -115,13 +115,13 @@ struct Abs {
     if constexpr (std::is_unsigned_v<T>)
       return x;
     else
-      return x < 0 ? static_cast<T>(-x) : x;
+      return x < 0 ? wrapping_neg(x) : x;
   }
 };
 struct Neg {
   template <typename T>
   T operator()(T x) const {
-    return static_cast<T>(-x);
+    return wrapping_neg(x);
   }
 };
 struct Sign {
@@ -244,9 +244,9 @@ Result<Outputs> variadic(const OpContext& c) {
       return static_cast<T>(expr);           \
     }                                        \
   }
-NPU_ARITH(AddF, a + b);
-NPU_ARITH(SubF, a - b);
-NPU_ARITH(MulF, a* b);
+NPU_ARITH(AddF, wrapping_add(a, b));
+NPU_ARITH(SubF, wrapping_sub(a, b));
+NPU_ARITH(MulF, wrapping_mul(a, b));
 NPU_ARITH(MaxF, (a != a || a > b) ? a : b);  // NaN propagates
 NPU_ARITH(MinF, (a != a || a < b) ? a : b);
 #undef NPU_ARITH
@@ -316,7 +316,7 @@ Result<Outputs> prelu(const OpContext& c) {
   NPU_ASSIGN_OR_RETURN(Tensor out, new_tensor(c, x->dtype, shape));
   visit_dtype(x->dtype, [&](auto tag) {
     using T = decltype(tag);
-    apply2<T, T, T>(*x, *slope, out, [](T v, T s) { return v < T{0} ? static_cast<T>(v * s) : v; });
+    apply2<T, T, T>(*x, *slope, out, [](T v, T s) { return v < T{0} ? wrapping_mul(v, s) : v; });
   });
   return one(std::move(out));
 }

@@ -193,6 +193,43 @@ Result<std::optional<std::vector<int64_t>>> axes_attr_or_input(const OpContext& 
                                                                int64_t input_from_opset,
                                                                size_t input_index);
 
+// Integer + - * and negation wrap modulo 2^bits, as in ONNX (numpy); signed overflow would be
+// undefined behaviour in C++. Computed in an unsigned type of at least int's width (narrower
+// ones would promote to int and overflow there). Floats and bool use the plain operator.
+template <typename T>
+constexpr bool kWrapsAsUnsigned = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <typename T>
+using WrapUnsigned = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                        std::make_unsigned_t<T>>;
+template <typename T>
+T wrapping_add(T a, T b) {
+  if constexpr (kWrapsAsUnsigned<T>)
+    return static_cast<T>(static_cast<WrapUnsigned<T>>(a) + static_cast<WrapUnsigned<T>>(b));
+  else
+    return static_cast<T>(a + b);
+}
+template <typename T>
+T wrapping_sub(T a, T b) {
+  if constexpr (kWrapsAsUnsigned<T>)
+    return static_cast<T>(static_cast<WrapUnsigned<T>>(a) - static_cast<WrapUnsigned<T>>(b));
+  else
+    return static_cast<T>(a - b);
+}
+template <typename T>
+T wrapping_mul(T a, T b) {
+  if constexpr (kWrapsAsUnsigned<T>)
+    return static_cast<T>(static_cast<WrapUnsigned<T>>(a) * static_cast<WrapUnsigned<T>>(b));
+  else
+    return static_cast<T>(a * b);
+}
+template <typename T>
+T wrapping_neg(T x) {
+  if constexpr (kWrapsAsUnsigned<T>)
+    return static_cast<T>(WrapUnsigned<T>{0} - static_cast<WrapUnsigned<T>>(x));
+  else
+    return static_cast<T>(-x);
+}
+
 // Shared between kernel families.
 // C[M,N] (+)= A·B with A(m,k) = a[m*am + k*ak] and B(k,n) = b[k*bk + n*bn].
 template <typename T>
@@ -204,9 +241,10 @@ inline void matmul_2d(const T* a, int64_t am, int64_t ak, const T* b, int64_t bk
       const T av = a[m * am + k * ak];
       const T* brow = b + k * bk;
       if (bn == 1) {  // the common, vectorisable case
-        for (int64_t n = 0; n < N; ++n) row[n] = static_cast<T>(row[n] + av * brow[n]);
+        for (int64_t n = 0; n < N; ++n) row[n] = wrapping_add(row[n], wrapping_mul(av, brow[n]));
       } else {
-        for (int64_t n = 0; n < N; ++n) row[n] = static_cast<T>(row[n] + av * brow[n * bn]);
+        for (int64_t n = 0; n < N; ++n)
+          row[n] = wrapping_add(row[n], wrapping_mul(av, brow[n * bn]));
       }
     }
   }

@@ -120,9 +120,9 @@ Result<Outputs> cumsum(const OpContext& c) {
           const auto at = static_cast<size_t>((o * s.n + k) * s.inner + i);
           if (exclusive) {
             po[at] = acc;
-            acc = static_cast<T>(acc + px[at]);
+            acc = wrapping_add(acc, px[at]);
           } else {
-            acc = static_cast<T>(acc + px[at]);
+            acc = wrapping_add(acc, px[at]);
             po[at] = acc;
           }
         }
@@ -225,8 +225,8 @@ Result<Outputs> top_k(const OpContext& c) {
 // Combines an updated element with the existing one (the `reduction` attribute, opset 16).
 template <typename T>
 T combine(const std::string& reduction, T old, T upd) {
-  if (reduction == "add") return static_cast<T>(old + upd);
-  if (reduction == "mul") return static_cast<T>(old * upd);
+  if (reduction == "add") return wrapping_add(old, upd);
+  if (reduction == "mul") return wrapping_mul(old, upd);
   if (reduction == "max") return std::max(old, upd);
   if (reduction == "min") return std::min(old, upd);
   return upd;
@@ -440,6 +440,7 @@ Result<Outputs> reverse_sequence(const OpContext& c) {
   Tensor out = *x;
   const Shape st = strides_of(x->shape);
   const size_t es = dtype_size(x->dtype), inner = static_cast<size_t>(st[1]) * es;
+  if (inner == 0) return one(std::move(out));  // empty rows: nothing to move (data() may be null)
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = std::clamp<int64_t>(lens[static_cast<size_t>(b)], 0, T);
     for (int64_t t = 0; t < len; ++t) {

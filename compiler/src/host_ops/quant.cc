@@ -26,8 +26,10 @@ Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tenso
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t k = 0; k < s.n; ++k)
       for (int64_t i = 0; i < s.inner; ++i)
-        v[static_cast<size_t>((o * s.n + k) * s.inner + i)] -=
-            static_cast<int32_t>(z[static_cast<size_t>(k)]);
+      {
+        int32_t& e = v[static_cast<size_t>((o * s.n + k) * s.inner + i)];
+        e = wrapping_sub(e, static_cast<int32_t>(z[static_cast<size_t>(k)]));
+      }
   return out;
 }
 
@@ -102,7 +104,8 @@ Result<Outputs> dequantize_linear(const OpContext& c) {
   for (size_t at = 0; at < po.size(); ++at) {
     const auto k = static_cast<size_t>(q.channel(at));
     po[at] =
-        static_cast<float>(static_cast<double>(element_as_int(*x, at) - q.zero[k]) * q.scale[k]);
+        static_cast<float>((static_cast<double>(element_as_int(*x, at)) -
+                            static_cast<double>(q.zero[k])) * q.scale[k]);
   }
   return one(std::move(out));
 }

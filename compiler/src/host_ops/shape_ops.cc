@@ -55,8 +55,8 @@ Result<Outputs> reshape(const OpContext& c) {
       infer = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
       return c.invalid("shape " + shape_to_string(shape) + " has a negative dimension");
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      return c.invalid("shape " + shape_to_string(shape) + " has more elements than int64 counts");
     }
   }
   if (infer >= 0) {

@@ -5,6 +5,8 @@
 //   "rtl"                the same over the Verilator RTL (when built)
 //   "accel:N"            /dev/accel/accelN
 //   "/dev/accel/accelN"  a device node
+//   any other name an in-process device was registered under (driver::kmd::register_device;
+//   tests use it for a second functional device)
 // An empty spec means the environment variable NPU_DEVICE, and "sim" when that is unset too.
 // Every listed device must open: there is no silent fallback. Each opened device is logged
 // (one line on stderr, "npu: opened ...", unless NPU_LOG=quiet).
