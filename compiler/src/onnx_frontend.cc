@@ -76,7 +76,8 @@ Status check_input_dims(const std::string& name, const std::vector<int64_t>& dim
 // kernel_shape, pads, group, output_padding, output_shape) of the windowed operators,
 // checked before it runs: a zero stride is a SIGFPE inside the ONNX library, a huge pad or
 // kernel a runaway allocation.
-Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path) {
+Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path,
+                             const std::map<std::string, std::vector<int64_t>>& initializer_dims) {
   // The operators with a sliding window (Pad's `pads`, for one, may be negative).
   static const std::set<std::string> kWindowed = {
       "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
@@ -125,18 +126,48 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
         return bad("attribute 'group' must be an integer from 1 to " + std::to_string(kMaxDim));
     }
   }
+  // A constant weight fixes the spatial rank too: ONNX's convolution shape inference indexes
+  // the attributes and the input by the weight's rank (a rank-3 weight with 2-D pads was a
+  // SIGSEGV inside it, found by fuzz_onnx).
+  const bool conv = np.op_type() == "Conv" || np.op_type() == "ConvTranspose" || np.op_type() == "ConvInteger" ||
+                    np.op_type() == "QLinearConv" || np.op_type() == "DeformConv";
+  const int w_index = np.op_type() == "QLinearConv" ? 3 : 1;
+  if (conv && np.input_size() > w_index) {
+    if (auto w = initializer_dims.find(np.input(w_index)); w != initializer_dims.end()) {
+      const int w_spatial = static_cast<int>(w->second.size()) - 2;
+      if (w_spatial < 1 || w_spatial > kMaxSpatialRank)
+        return bad("weight '" + np.input(w_index) + "' has rank " + std::to_string(w->second.size()) +
+                   "; a convolution weight is [M, C/group, k1, ..., kn] with 1 to " +
+                   std::to_string(kMaxSpatialRank) + " spatial axes");
+      if (spatial >= 0 && spatial != w_spatial)
+        return bad("attributes give " + std::to_string(spatial) + " spatial axes but weight '" + np.input(w_index) +
+                   "' has " + std::to_string(w_spatial));
+      spatial = w_spatial;
+      for (const auto& a : np.attribute())
+        if (a.name() == "kernel_shape")
+          for (int d = 0; d < a.ints_size(); ++d)
+            if (a.ints(d) != w->second[static_cast<size_t>(d) + 2])
+              return bad("kernel_shape does not match weight '" + np.input(w_index) + "' (axis " +
+                         std::to_string(d) + ": " + std::to_string(a.ints(d)) + " against " +
+                         std::to_string(w->second[static_cast<size_t>(d) + 2]) + ")");
+    }
+  }
   for (const auto& a : np.attribute())
-    if (a.name() == "pads" && spatial >= 0 && a.ints_size() != 2 * spatial)
-      return bad("attribute 'pads' has " + std::to_string(a.ints_size()) +
-                 " entries, not 2 per spatial axis (" + std::to_string(2 * spatial) + ")");
+    if ((a.name() == "pads" && spatial >= 0 && a.ints_size() != 2 * spatial) ||
+        (a.name() == "output_padding" && spatial >= 0 && a.ints_size() != spatial))
+      return bad("attribute '" + a.name() + "' has " + std::to_string(a.ints_size()) + " entries, not " +
+                 (a.name() == "pads" ? "2 per" : "1 per") + " spatial axis (" + std::to_string(spatial) + " axes)");
   return Status::ok();
 }
 
 // check_node_attributes over a graph and the subgraphs of its nodes (If, Loop, Scan bodies),
 // which ONNX shape inference descends into as well.
 Status check_graph_attributes(const onnx::GraphProto& graph, const std::string& path) {
+  std::map<std::string, std::vector<int64_t>> initializer_dims;
+  for (const auto& init : graph.initializer())
+    initializer_dims[init.name()] = std::vector<int64_t>(init.dims().begin(), init.dims().end());
   for (int n = 0; n < graph.node_size(); ++n) {
-    NPU_RETURN_IF_ERROR(check_node_attributes(graph.node(n), n, path));
+    NPU_RETURN_IF_ERROR(check_node_attributes(graph.node(n), n, path, initializer_dims));
     for (const auto& a : graph.node(n).attribute()) {
       if (a.has_g()) NPU_RETURN_IF_ERROR(check_graph_attributes(a.g(), path));
       for (const auto& sub : a.graphs()) NPU_RETURN_IF_ERROR(check_graph_attributes(sub, path));

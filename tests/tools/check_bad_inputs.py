@@ -72,6 +72,7 @@ def main():
     shutil.copy(image, w("image_copy.npuimg"))
     model_digest = digest(w("m.onnx"))
 
+    root = os.path.dirname(os.path.dirname(os.path.abspath(data)))  # data is tests/data
     mobilenet = os.path.join(data, "mobilenet_v3ish.onnx")
     rows = [
         # name, command, exit status, regex of the error line, time limit in seconds
@@ -87,6 +88,10 @@ def main():
          r"model: .*'pads' has an odd number of entries", 30),
         ("conv group=0", ["npu-compile", w("group0.onnx"), "-o", w("x")], 1,
          r"model: .*attribute 'group' must be an integer from 1", 30),
+        # fuzz_onnx's finding: a rank-3 weight under 2-D pads was a SIGSEGV in ONNX shape inference.
+        ("conv weight of rank 3 under 2-D pads", ["npu-compile", os.path.join(root, "compiler", "fuzz", "findings",
+                                                   "conv_weight_rank3.onnx"), "-o", w("x")], 1,
+         r"^npu-compile: error: model: .*Conv node 'dw2': attributes give 2 spatial axes but weight 'w2' has 1", 30),
         ("conv strides=[0,0] inside an If branch", ["npu-compile", w("if_strides0.onnx"), "-o", w("x")], 1,
          r"model: .*Conv node 'conv_0': attribute 'strides' has the value 0", 30),
         ("--input-shape x=99999999999,64", ["npu-compile", w("m.onnx"), "-o", w("x"), "--input-shape",
