@@ -648,16 +648,18 @@ std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<si
   if (x < 0 || g.value(x).dtype != DType::kF32 || g.value(x).shape.empty()) return std::nullopt;
   const std::vector<int64_t>& shape = g.value(x).shape;
   std::set<int> known = {x};
-  std::vector<size_t> chain;
-  for (size_t j = ni; j < g.nodes.size(); ++j) {
+  if (!chain_operator(g, first, known, shape)) return std::nullopt;
+  std::vector<size_t> chain = {ni};
+  known.insert(first.outputs[0]);
+  // Later nodes join when they read a chain value besides x (one that reads only x is a branch).
+  for (size_t j = ni + 1; j < g.nodes.size(); ++j) {
     if (used.count(j) || !chain_operator(g, g.nodes[j], known, shape)) continue;
-    if (j == ni || std::any_of(g.nodes[j].inputs.begin(), g.nodes[j].inputs.end(),
-                               [&](int v) { return v != x && known.count(v); })) {
+    if (std::any_of(g.nodes[j].inputs.begin(), g.nodes[j].inputs.end(),
+                    [&](int v) { return v != x && known.count(v); })) {
       chain.push_back(j);
       known.insert(g.nodes[j].outputs[0]);
     }
   }
-  if (chain.empty() || chain[0] != ni) return std::nullopt;
   // Shrink to the longest prefix with one exit: every value but the last read only inside.
   while (chain.size() >= 2) {
     const std::set<size_t> in_chain(chain.begin(), chain.end());

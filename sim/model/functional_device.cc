@@ -848,7 +848,8 @@ class FunctionalDevice final : public Device {
   DeviceConfig config_;
   std::span<std::byte> dram_;
   uint32_t n_;
-  KernelPath kernel_path_ = config_.kernels.value_or(default_kernel_path());
+  // make_functional_device always sets it (checked_kernel_path): no second look at the environment.
+  KernelPath kernel_path_ = *config_.kernels;
   MacKernel mac_kernel_ = mac_kernel_for(kernel_path_, n_);
   VecKernel vec_kernel_ = vec_kernel_for(kernel_path_);
   bool dma_avx512_ = kernel_path_features(kernel_path_).avx512;
