@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -400,9 +401,13 @@ class Replayer {
       fail("job: ended " + got + ", expected error address " + hex(expr(t[3])));
   }
 
-  template <typename... A>
-  void print(const char* fmt, A... args) const {
-    if (opt_.out != nullptr) std::fprintf(opt_.out, fmt, args...);
+  // printf to Options::out (nothing when it is null); `this` is argument 1.
+  __attribute__((format(printf, 2, 3))) void print(const char* fmt, ...) const {
+    if (opt_.out == nullptr) return;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(opt_.out, fmt, ap);
+    va_end(ap);
   }
 
   UmdDevice& dev_;
