@@ -176,6 +176,36 @@ Status check_graph_attributes(const onnx::GraphProto& graph, const std::string& 
   return Status::ok();
 }
 
+// Every value the top-level graph uses is defined before it: node inputs (other than the empty
+// name of an omitted optional input) by a graph input, an initializer or an earlier node, and
+// every graph output by one of those. ONNX requires topological order; its version converter
+// dereferences a missing producer (a SIGSEGV in graphProtoToGraph, found by fuzz_onnx), and
+// the rest of the frontend needs the same. Subgraphs may use outer-scope names and are checked
+// where they are imported.
+Status check_graph_references(const onnx::GraphProto& graph, const std::string& path) {
+  std::set<std::string> defined;
+  for (const auto& v : graph.input()) defined.insert(v.name());
+  for (const auto& t : graph.initializer()) defined.insert(t.name());
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const auto& node = graph.node(n);
+    const std::string what = node.op_type() + " node '" + (node.name().empty() ? "#" + std::to_string(n) : node.name()) + "'";
+    for (const auto& in : node.input())
+      if (!in.empty() && !defined.count(in))
+        return make_error(StatusCode::kInvalidArgument,
+                          path + ": " + what + " reads '" + in +
+                              "', which no graph input, initializer or earlier node defines; re-export the model "
+                              "(nodes must be in topological order)");
+    for (const auto& out : node.output())
+      if (!out.empty()) defined.insert(out);
+  }
+  for (const auto& v : graph.output())
+    if (!defined.count(v.name()))
+      return make_error(StatusCode::kInvalidArgument,
+                        path + ": graph output '" + v.name() +
+                            "' is not produced by any node, input or initializer; re-export the model");
+  return Status::ok();
+}
+
 // Before opset 7 a 1-D PRelu slope of C values is per channel (axis 1); from opset 7 it
 // broadcasts against the last axis. The version converter has no adapter for that change, so
 // an upgraded model's constant [C] slope of a rank-r input becomes [C, 1, ..., 1] (rank r - 1).
@@ -219,6 +249,7 @@ Result<Graph> load_onnx(const std::string& path,
                       path + ": not an ONNX model (protobuf parse failed); export it with torch.onnx.export or onnx.save");
   // The attributes first: the version converter below runs ONNX shape inference too.
   NPU_RETURN_IF_ERROR(check_graph_attributes(model.graph(), path));
+  NPU_RETURN_IF_ERROR(check_graph_references(model.graph(), path));
   int64_t opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
