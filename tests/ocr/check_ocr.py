@@ -11,6 +11,7 @@ check_ocr.py rec WORK      rec on the evaluation lines: CTC-greedy text identica
 check_ocr.py rtl det|rec WORK   one evaluation input on sim and on the RTL: bit-identical
 check_ocr.py demo NPU_OCR WORK  npu-ocr --compare-ort on the receipt: lines read as
                                 onnxruntime-node reads them
+check_ocr.py bad-inputs NPU_OCR WORK  npu-ocr's bad inputs: one error line, exit 2
 
 Every figure is measured and printed with the issue's target beside it; the assertions are
 floors at the level measured when the test was written, less a margin, so that a regression
@@ -276,6 +277,31 @@ def check_demo(npu_ocr_tool, work):
     finish(failures)
 
 
+def check_bad_inputs(npu_ocr_tool, work):
+    """npu-ocr's bad inputs: one line naming the problem and the fix, exit 2."""
+    need_models()
+    det, rec = os.path.join(work, "det.npuimg"), os.path.join(work, "rec.npuimg")
+    page = os.path.join(work, "receipt.png")
+    render.receipt().save(page)
+    cases = [([os.path.join(work, "missing.png")], "no such file; give the image to read"),
+             ([os.path.join(HERE, "render.py")], "not an image Pillow can read"),
+             ([page, "--det", rec, "--rec", rec], "--det wants a text-detection model image"),
+             ([page, "--det", det, "--rec", det], "--rec wants a text-recognition model image"),
+             ([page, "--det", det, "--rec", rec, "--keys", os.path.join(HERE, "render.py")],
+              "give the dictionary that belongs to the model"),
+             ([page, "--det", os.path.join(work, "none.npuimg")], "no such file; give the right path")]
+    failures = []
+    for argv, expect in cases:
+        proc = subprocess.run([npu_ocr_tool] + argv + ["--models", MODELS], capture_output=True,
+                              text=True)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("npu-ocr:")]
+        ok = proc.returncode == 2 and len(errors) == 1 and expect in errors[0]
+        print(f"  {'ok ' if ok else 'BAD'} exit {proc.returncode}: {errors[0] if errors else proc.stderr.strip()[-200:]}")
+        if not ok:
+            failures.append(f"{argv}: expected exit 2 and one line with {expect!r}")
+    finish(failures)
+
+
 def main():
     args = sys.argv[1:]
     if len(args) == 4 and args[0] == "compile" and args[1] in SHAPES:
@@ -288,6 +314,8 @@ def main():
         check_rtl(args[1], args[2])
     elif len(args) == 3 and args[0] == "demo":
         check_demo(args[1], args[2])
+    elif len(args) == 3 and args[0] == "bad-inputs":
+        check_bad_inputs(args[1], args[2])
     else:
         raise SystemExit(__doc__)
 

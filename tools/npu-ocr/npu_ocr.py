@@ -74,17 +74,17 @@ def rec_input(image, width=REC_WIDTH):
     return out
 
 
-def letterbox(image, size=DET_SIZE):
-    """Scales a PIL page to fit size x size (never up) and pads it right and bottom with its
-    own border colour; -> (RGB array, scale from page to map pixels)."""
+def letterbox(image, size=(DET_SIZE, DET_SIZE)):
+    """Scales a PIL page to fit size = (height, width) (never up) and pads it right and bottom
+    with the colour of its top row; -> (RGB array, scale from page to map pixels)."""
     from PIL import Image
     page = image.convert("RGB")
-    scale = min(1.0, size / page.width, size / page.height)
+    scale = min(1.0, size[1] / page.width, size[0] / page.height)
     if scale < 1.0:
         page = page.resize((max(1, round(page.width * scale)), max(1, round(page.height * scale))),
                            Image.BILINEAR)
     border = tuple(int(v) for v in np.median(np.asarray(page).reshape(-1, 3)[:page.width], axis=0))
-    canvas = Image.new("RGB", (size, size), border)
+    canvas = Image.new("RGB", (size[1], size[0]), border)
     canvas.paste(page, (0, 0))
     return np.asarray(canvas), scale
 
@@ -184,6 +184,8 @@ class NpuModel:
                 options["input_shapes"] = {"x": list(input_shape)}
         self.session = session.create(str(path), device=device, **options)
         self.host_ops = host_ops_of(self.session.summary(verbose=True))
+        self.input_shape = tuple(self.session.input(0).shape)
+        self.output_shape = tuple(self.session.output(0).shape)
         self.device_cycles = 0
 
     def run(self, x):
@@ -292,13 +294,14 @@ def crops_of(image, boxes, scale):
     return out
 
 
-def recognise(image, det_run, rec_run_many, chars):
+def recognise(image, det_run, rec_run_many, chars, det_size=(DET_SIZE, DET_SIZE),
+              rec_width=REC_WIDTH):
     """The whole pipeline on a PIL page: det_run(x) -> map, rec_run_many([x]) -> [probs].
     -> [(box in page pixels, text)]."""
-    rgb, scale = letterbox(image)
+    rgb, scale = letterbox(image, det_size)
     prob = det_run(det_input(rgb))
     crops = crops_of(image.convert("RGB"), find_boxes(prob[0, 0]), scale)
-    probs = rec_run_many([rec_input(c) for _, c in crops]) if crops else []
+    probs = rec_run_many([rec_input(c, rec_width) for _, c in crops]) if crops else []
     return [(box, ctc_greedy(p, chars)) for (box, _), p in zip(crops, probs)]
 
 
@@ -360,6 +363,45 @@ def parse_args(argv):
     return args
 
 
+def is_onnx(path):
+    return str(path).endswith(".onnx")
+
+
+def open_det(args, page):
+    """A det model image -> (its session, its input's (height, width)); an ONNX model ->
+    (None, 320 x 320): it is compiled once the page is preprocessed, to calibrate on it."""
+    if is_onnx(args.det):
+        return None, (DET_SIZE, DET_SIZE)
+    det = NpuModel(args.det, args.device)
+    shape = det.input_shape
+    if len(shape) != 4 or shape[:2] != (1, 3) or det.output_shape[-2:] != shape[-2:]:
+        raise UsageError(f"{args.det}: its input is {list(shape)} and its output "
+                         f"{list(det.output_shape)}; --det wants a text-detection model image "
+                         "with input 1x3xHxW and an HxW map (npu-compile the PP-OCR det model)")
+    return det, shape[2:]
+
+
+def open_rec(args, chars, page, crops):
+    """The rec session (an ONNX model: compiled now at 48 x 320, calibrated on up to 8 of the
+    page's crops) and its input width, checked against the dictionary."""
+    if is_onnx(args.rec):
+        sample = [rec_input(c) for _, c in crops[:8]]
+        rec = NpuModel(args.rec, args.device, calibration=sample,
+                       input_shape=(1, 3, REC_HEIGHT, REC_WIDTH))
+    else:
+        rec = NpuModel(args.rec, args.device)
+    shape = rec.input_shape
+    if len(shape) != 4 or shape[:3] != (1, 3, REC_HEIGHT):
+        raise UsageError(f"{args.rec}: its input is {list(shape)}; --rec wants a text-recognition "
+                         f"model image with input 1x3x{REC_HEIGHT}xW (npu-compile the PP-OCR rec "
+                         f"model with --input-shape x=1,3,{REC_HEIGHT},{REC_WIDTH})")
+    if rec.output_shape[-1] != len(chars):
+        raise UsageError(f"{args.rec} scores {rec.output_shape[-1]} classes but {args.keys} gives "
+                         f"{len(chars)} (blank + {len(chars) - 2} characters + space); give the "
+                         "dictionary that belongs to the model")
+    return rec, shape[3]
+
+
 def run(args):
     from PIL import Image, UnidentifiedImageError
     try:
@@ -369,16 +411,15 @@ def run(args):
         raise UsageError(f"{args.image}: not an image Pillow can read ({e}); give a PNG or JPEG")
     page = page.convert("RGB")
     chars = load_keys(args.keys)
-    rgb, scale = letterbox(page)
+    det, det_size = open_det(args, page)
+    rgb, scale = letterbox(page, det_size)
     x_det = det_input(rgb)
-
-    det = NpuModel(args.det, args.device, calibration=[x_det], input_shape=x_det.shape)
+    if det is None:  # an ONNX model: compiled now, calibrated on this page
+        det = NpuModel(args.det, args.device, calibration=[x_det], input_shape=x_det.shape)
     prob = det.run(x_det)
     crops = crops_of(page, find_boxes(prob[0, 0]), scale)
-    x_rec = [rec_input(c) for _, c in crops]
-    rec = NpuModel(args.rec, args.device, calibration=x_rec[:8],
-                   input_shape=(1, 3, REC_HEIGHT, REC_WIDTH))
-    lines = [(box, ctc_greedy(rec.run(x), chars)) for (box, _), x in zip(crops, x_rec)]
+    rec, rec_width = open_rec(args, chars, page, crops)
+    lines = [(box, ctc_greedy(rec.run(rec_input(c, rec_width)), chars)) for box, c in crops]
     result = {"image": args.image, "device": args.device or os.environ.get("NPU_DEVICE", "sim"),
               "det_host_ops": det.host_ops, "rec_host_ops": rec.host_ops,
               "det_cycles": det.device_cycles, "rec_cycles": rec.device_cycles,
@@ -392,7 +433,7 @@ def run(args):
         if reason:
             raise UsageError(f"--compare-ort: {reason}")
         det_o, rec_o = OrtModel(args.det_onnx), OrtModel(args.rec_onnx)
-        ort_lines = recognise(page, det_o.run, rec_o.run_many, chars)
+        ort_lines = recognise(page, det_o.run, rec_o.run_many, chars, det_size, rec_width)
         result["ort_lines"] = [{"box": list(b), "text": t} for b, t in ort_lines]
         npu_texts = [t for _, t in lines]
         result["matches_ort"] = npu_texts == [t for _, t in ort_lines]
@@ -426,11 +467,15 @@ def run(args):
 
 
 def main(argv=None):
+    from npu.runtime.errors import NpuError
     try:
         return run(parse_args(sys.argv[1:] if argv is None else argv))
     except UsageError as e:
         print(f"npu-ocr: {e}", file=sys.stderr)
         return 2
+    except (NpuError, RuntimeError) as e:
+        print(f"npu-ocr: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
