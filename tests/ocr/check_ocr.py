@@ -11,6 +11,8 @@ check_ocr.py rec WORK      rec on the evaluation lines: CTC-greedy text identica
 check_ocr.py rtl det|rec WORK   one evaluation input on sim and on the RTL: bit-identical
 check_ocr.py demo NPU_OCR WORK  npu-ocr --compare-ort on the receipt: lines read as
                                 onnxruntime-node reads them
+check_ocr.py pages WORK    npu-ocr's whole pipeline on evaluation pages: lines read as
+                           onnxruntime-node reads them
 check_ocr.py bad-inputs NPU_OCR WORK  npu-ocr's bad inputs: one error line, exit 2
 
 Every figure is measured and printed with the issue's target beside it; the assertions are
@@ -50,6 +52,7 @@ FLOORS = {
     "rec_sqnr_mean": (18.83, 17.5, 25.0),
     "rec_host_ops": (66, 66, 0),
     "demo_lines_pct": (100.0, 88.0, 100.0),
+    "pages_lines_pct": (92.96, 85.0, 100.0),
 }
 
 
@@ -277,6 +280,35 @@ def check_demo(npu_ocr_tool, work):
     finish(failures)
 
 
+def check_pages(work, pages=8):
+    """The whole pipeline (det, boxes, crops, rec) on evaluation pages, the NPU's against
+    onnxruntime-node's: the share of lines read identically (same box count per page too)."""
+    need_models()
+    need_ort()
+    chars = npu_ocr.load_keys(os.path.join(MODELS, npu_ocr.KEYS_FILE))
+    det, rec = open_npu("det", work), open_npu("rec", work)
+    det_o = npu_ocr.OrtModel(os.path.join(MODELS, npu_ocr.DET_FILE))
+    rec_o = npu_ocr.OrtModel(os.path.join(MODELS, npu_ocr.REC_FILE))
+    same = total = boxes_equal = 0
+    for im, _ in render.dataset("det", "eval")[:pages]:
+        got = npu_ocr.recognise(im, det.run, lambda xs: [rec.run(x) for x in xs], chars)
+        ref = npu_ocr.recognise(im, det_o.run, rec_o.run_many, chars)
+        boxes_equal += len(got) == len(ref)
+        total += max(len(got), len(ref))
+        same += sum(a == b for (_, a), (_, b) in zip(got, ref))
+        for (_, a), (_, b) in zip(got, ref):
+            if a != b:
+                print(f"  differs: onnxruntime {b!r}, npu {a!r}")
+    print(f"npu-ocr's pipeline on {pages} evaluation pages, NPU sim vs onnxruntime-node: "
+          f"{same} of {total} lines read identically; same number of boxes on {boxes_equal} of "
+          f"{pages} pages")
+    failures = []
+    check(failures, "pages_lines_pct", 100 * same / max(total, 1))
+    det.close()
+    rec.close()
+    finish(failures)
+
+
 def check_bad_inputs(npu_ocr_tool, work):
     """npu-ocr's bad inputs: one line naming the problem and the fix, exit 2."""
     need_models()
@@ -315,6 +347,8 @@ def main():
         check_rtl(args[1], args[2])
     elif len(args) == 3 and args[0] == "demo":
         check_demo(args[1], args[2])
+    elif len(args) == 2 and args[0] == "pages":
+        check_pages(args[1])
     elif len(args) == 3 and args[0] == "bad-inputs":
         check_bad_inputs(args[1], args[2])
     else:
