@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """PaddleOCR PP-OCRv4 on the NPU against onnxruntime-node (the float models, same inputs).
 
-check_ocr.py compile det|rec NPU_COMPILE WORK   render the calibration set, npu-compile with
-                                                calibration -> WORK/{det,rec}.npuimg (the
-                                                ctest fixture the other steps share)
+check_ocr.py compile det|rec NPU_COMPILE WORK [NPU_COMPILE_ARG...]
+                           render the calibration set, npu-compile with calibration (default
+                           method, or the arguments given, e.g. --calibration mse) ->
+                           WORK/{det,rec}.npuimg (the ctest fixture the other steps share)
 check_ocr.py det WORK      det on the evaluation pages: IoU of the binarised map (p > 0.3),
                            SQNR of the probability map, host operators
 check_ocr.py rec WORK      rec on the evaluation lines: CTC-greedy text identical to
@@ -117,7 +118,7 @@ def host_ops_from_log(log):
 
 # ---- steps ----------------------------------------------------------------------------------
 
-def compile_model(kind, npu_compile, work):
+def compile_model(kind, npu_compile, work, extra=()):
     need_models()
     for k in ("det", "rec"):
         if not render.eval_and_calib_are_disjoint(k):
@@ -132,12 +133,13 @@ def compile_model(kind, npu_compile, work):
     shape = ",".join(map(str, SHAPES[kind]))
     start = time.monotonic()
     log = sh([npu_compile, os.path.join(MODELS, FILES[kind]), "-o", image, "--calib", calib,
-              "--input-shape", f"x={shape}"])
+              "--input-shape", f"x={shape}", *extra])
     with open(os.path.join(work, f"{kind}.compile.log"), "w") as f:
         f.write(log)
     n, names = host_ops_from_log(log)
-    print(f"{kind}: compiled {FILES[kind]} (x={shape}) calibrated on {len(os.listdir(calib))} "
-          f"rendered samples in {time.monotonic() - start:.1f} s; {n} host operator(s)")
+    print(f"{kind}: compiled {FILES[kind]} (x={shape}{' ' if extra else ''}{' '.join(extra)}) "
+          f"calibrated on {len(os.listdir(calib))} rendered samples in "
+          f"{time.monotonic() - start:.1f} s; {n} host operator(s)")
     print("\n".join(line for line in log.splitlines() if "calibrated" in line or "image:" in line))
     print("PASS")
 
@@ -337,8 +339,8 @@ def check_bad_inputs(npu_ocr_tool, work):
 
 def main():
     args = sys.argv[1:]
-    if len(args) == 4 and args[0] == "compile" and args[1] in SHAPES:
-        compile_model(args[1], args[2], args[3])
+    if len(args) >= 4 and args[0] == "compile" and args[1] in SHAPES:
+        compile_model(args[1], args[2], args[3], args[4:])
     elif len(args) == 2 and args[0] == "det":
         check_det(args[1])
     elif len(args) == 2 and args[0] == "rec":
