@@ -181,7 +181,7 @@ class NpuModel:
         if str(path).endswith(".onnx"):
             options["calibration"] = calibration or []
             if input_shape is not None:
-                options["input_shapes"] = {"x": list(input_shape)}
+                options["input_shapes"] = {"x": list(input_shape)}  # PP-OCR's input is x
         self.session = session.create(str(path), device=device, **options)
         self.host_ops = host_ops_of(self.session.summary(verbose=True))
         self.input_shape = tuple(self.session.input(0).shape)
