@@ -270,7 +270,7 @@ def check_rtl(kind, work):
 def check_demo(npu_ocr_tool, work):
     need_models()
     need_ort()
-    page = os.path.join(work, "receipt.png")
+    page = os.path.join(work, "demo_receipt.png")  # each test its own file: they run in parallel
     render.receipt().save(page)
     proc = subprocess.run([npu_ocr_tool, page, "--det", os.path.join(work, "det.npuimg"),
                            "--rec", os.path.join(work, "rec.npuimg"), "--models", MODELS,
@@ -323,7 +323,7 @@ def check_bad_inputs(npu_ocr_tool, work):
     """npu-ocr's bad inputs: one line naming the problem and the fix, exit 2."""
     need_models()
     det, rec = os.path.join(work, "det.npuimg"), os.path.join(work, "rec.npuimg")
-    page = os.path.join(work, "receipt.png")
+    page = os.path.join(work, "bad_inputs_receipt.png")
     render.receipt().save(page)
     cases = [([page, "--bogus"], "unrecognized arguments: --bogus; see npu-ocr --help"),
              ([os.path.join(work, "missing.png")], "no such file; give the image to read"),
