@@ -202,7 +202,8 @@ MacKernel best_mac_kernel(uint32_t n) { return mac_kernel_for(best_kernel_path()
 void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out) {
   out->kernel = kernel;
   out->n = n;
-  if (kernel.kind == MacKind::kPortable || kernel.kind == MacKind::kMadd) {
+  if (kernel.kind == MacKind::kMadd) return simd_kernels(kernel.target)->pack_pairs(tile, n, out->pairs);
+  if (kernel.kind == MacKind::kPortable) {
     for (uint32_t j = 0; j < n / 2; ++j)
       for (uint32_t c = 0; c < n; ++c) {
         out->pairs[(j * n + c) * 2] = tile[(2 * j) * n + c];

@@ -66,12 +66,15 @@ struct HeldRequant {
   alignas(64) int32_t bias[N];  // zero without a bias (adding 0 is the no-bias result)
   Finish finish;
   HeldRequant(const RequantParams& p, const int32_t* b) : finish(p.zp, p.lo, p.hi, p.wrap) {
-    for (uint32_t c = 0; c < N; ++c) {
-      const uint32_t s = static_cast<uint32_t>(p.shift[c]) & 63u;
-      mult[c] = p.mult[c];
-      shift[c] = s;
-      half[c] = static_cast<int64_t>((uint64_t{1} << s) >> 1);
-      bias[c] = b ? b[c] : 0;
+    const D64 d;
+    const D32H d32;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto s = hn::PromoteTo(d, hn::And(hn::LoadU(d32, p.shift + c), hn::Set(d32, 63)));
+      hn::Store(hn::PromoteTo(d, hn::LoadU(d32, p.mult + c)), d, mult + c);
+      hn::Store(s, d, shift + c);
+      const DU64 du;  // (1 << s) >> 1, logical: 0 for s = 0, 2^62 for s = 63
+      hn::Store(hn::BitCast(d, hn::ShiftRight<1>(hn::Set(du, 1) << hn::BitCast(du, s))), d, half + c);
+      hn::Store(b ? hn::LoadU(d32, b + c) : hn::Zero(d32), d32, bias + c);
     }
   }
   // y[c] = requantise(x[c] + bias[c]) for c < N.
@@ -295,7 +298,10 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
   const HeldRequant<N> q(p, bias);
   if (taps <= kMaxHeldTaps) {
     alignas(64) int32_t weights[kMaxHeldTaps * N];
-    for (uint32_t t = 0; t < taps * N; ++t) weights[t] = static_cast<uint16_t>(int16_t{win.weights[t]});
+    const hn::CappedTag<int32_t, N> d;
+    const hn::Rebind<int8_t, decltype(d)> d8;
+    for (uint32_t t = 0; t < taps * N; t += hn::Lanes(d))  // the low 16 bits of the sign extension
+      hn::Store(hn::And(hn::PromoteTo(d, hn::LoadU(d8, win.weights + t)), hn::Set(d, 0xFFFF)), d, weights + t);
     if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, q, y, rows);
     if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, q, y, rows);
     return DwconvRowsHeld<N, 0, 0>(x, win, weights, q, y, rows);
@@ -316,7 +322,24 @@ void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const R
   }
 }
 
-// --- GEMM on int16 k-pairs ----------------------------------------------------------------
+// --- GEMM on int16 k-pairs ------
+// Rows 2j and 2j+1, sign-extended to int16 eight columns at a time and interleaved (128-bit
+// vectors, so that the interleave does not work per block of a wider one).
+void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
+  const hn::CappedTag<int16_t, 8> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  for (uint32_t j = 0; j < n / 2; ++j) {
+    const int8_t* r0 = tile + size_t{2 * j} * n;
+    const int8_t* r1 = r0 + n;
+    int16_t* out = pairs + size_t{j} * n * 2;
+    for (uint32_t c = 0; c < n; c += 8) {
+      const auto a = hn::PromoteTo(d16, hn::LoadU(d8, r0 + c)), b = hn::PromoteTo(d16, hn::LoadU(d8, r1 + c));
+      hn::StoreU(hn::InterleaveLower(d16, a, b), d16, out + c * 2);
+      hn::StoreU(hn::InterleaveUpper(d16, a, b), d16, out + c * 2 + 8);
+    }
+  }
+}
+
 // A widening multiply-add of int16 pairs (vpmaddwd on x86) does two MACs per int32 lane:
 // with the tile packed as k-pairs and the activation pair broadcast, one instruction covers
 // a pair of k for a vector of output columns. Rows are batched (independent accumulator
@@ -331,11 +354,19 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   using V = hn::Vec<decltype(d)>;
   constexpr size_t kMaxVecs = N / (HWY_MAX_BYTES / 4 < N ? HWY_MAX_BYTES / 4 : N);
   const size_t lanes = hn::Lanes(d), vecs = N / lanes;
-  constexpr uint32_t kBatch = kMaxVecs == 1 ? 4 : 2;
+  constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
   GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
-  auto pair_of = [&](const int8_t* a, uint32_t j) {
-    const uint32_t pair = static_cast<uint16_t>(a[2 * j]) | (uint32_t{static_cast<uint16_t>(a[2 * j + 1])} << 16);
-    return hn::BitCast(d16, hn::Set(d, static_cast<int32_t>(pair)));
+  // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
+  // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
+  const hn::CappedTag<int16_t, N> d16c;
+  const hn::Rebind<int8_t, decltype(d16c)> d8c;
+  auto widen = [&](const int8_t* a, int16_t* out) {
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+  };
+  auto pair_of = [&](const int16_t* a16, uint32_t j) {
+    int32_t pair;
+    std::memcpy(&pair, a16 + 2 * j, 4);
+    return hn::BitCast(d16, hn::Set(d, pair));
   };
   auto apply = [&](int32_t* row, const V* p, const V* odd) {
     for (size_t v = 0; v < vecs; ++v) {
@@ -349,13 +380,15 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
     const int8_t* a_row[kBatch];
     int32_t* acc_row[kBatch];
     cursor.next(a_row, acc_row, kBatch);
+    alignas(64) int16_t a16[kBatch][N];
+    for (uint32_t b = 0; b < kBatch; ++b) widen(a_row[b], a16[b]);
     V p[kBatch][kMaxVecs], odd[kBatch][kMaxVecs];
     for (uint32_t b = 0; b < kBatch; ++b)
       for (size_t v = 0; v < vecs; ++v) p[b][v] = odd[b][v] = hn::Zero(d);
     for (uint32_t j = 0; j < N / 2; ++j) {
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
       for (uint32_t b = 0; b < kBatch; ++b) {
-        const auto av = pair_of(a_row[b], j);
+        const auto av = pair_of(a16[b], j);
         for (size_t v = 0; v < vecs; ++v)
           p[b][v] = hn::ReorderWidenMulAccumulate(d, av, hn::LoadU(d16, w + v * lanes * 2), p[b][v], odd[b][v]);
       }
@@ -366,11 +399,13 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
     const int8_t* a_row;
     int32_t* acc_row;
     cursor.next(&a_row, &acc_row);
+    alignas(64) int16_t a16[N];
+    widen(a_row, a16);
     V p[kMaxVecs], odd[kMaxVecs];
     for (size_t v = 0; v < vecs; ++v) p[v] = odd[v] = hn::Zero(d);
     for (uint32_t j = 0; j < N / 2; ++j) {
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
-      const auto av = pair_of(a_row, j);
+      const auto av = pair_of(a16, j);
       for (size_t v = 0; v < vecs; ++v)
         p[v] = hn::ReorderWidenMulAccumulate(d, av, hn::LoadU(d16, w + v * lanes * 2), p[v], odd[v]);
     }
@@ -417,7 +452,7 @@ const SimdKernels* GetSimdKernels() {
   return nullptr;
 #else
   static constexpr SimdKernels kKernels{HWY_TARGET, &RequantizeRows, &BinaryRows, &LutRows,        &WindowReduce,
-                                        &DwconvRows, &MacRows2d,     &CopyPartialRows};
+                                        &DwconvRows, &PackPairs, &MacRows2d,     &CopyPartialRows};
   return &kKernels;
 #endif
 }
