@@ -65,7 +65,21 @@ struct HeldRequant {
   alignas(64) int64_t mult[N], half[N], shift[N];
   alignas(64) int32_t bias[N];  // zero without a bias (adding 0 is the no-bias result)
   Finish finish;
-  HeldRequant(const RequantParams& p, const int32_t* b) : finish(p.zp, p.lo, p.hi, p.wrap) {
+  // When every lane's shift is at least 33 the rounding addend 2^(s-1) lies above the low 32
+  // bits of v·m, so round_shift(v·m, s) = (hi32(v·m) + 2^(s-33)) >> (s - 32) exactly, in int32
+  // lanes (twice as many per vector, native variable shifts and clamps). |v·m| <= 2^62 makes
+  // |hi32| <= 2^30 and the addend is at most 2^30; the one sum that reaches 2^31 (v = m =
+  // INT32_MIN, s = 63) wraps to -2^31 as the 64-bit sum wraps to -2^63, and both shift to -1.
+  // Compiled models requantise by scales below 2^-2, so their shifts are all above 32.
+  bool high = false;
+  alignas(64) int32_t mult32[N], shift32[N], add32[N];
+  int32_t zp32, lo32, hi32;
+
+  HeldRequant(const RequantParams& p, const int32_t* b)
+      : finish(p.zp, p.lo, p.hi, p.wrap),
+        zp32(p.zp),
+        lo32(p.wrap ? INT32_MIN : p.lo),  // with wrap the clamp passes every value
+        hi32(p.wrap ? INT32_MAX : p.hi) {
     const D64 d;
     const D32H d32;
     for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
@@ -76,9 +90,22 @@ struct HeldRequant {
       hn::Store(hn::BitCast(d, hn::ShiftRight<1>(hn::Set(du, 1) << hn::BitCast(du, s))), d, half + c);
       hn::Store(b ? hn::LoadU(d32, b + c) : hn::Zero(d32), d32, bias + c);
     }
+    const hn::CappedTag<int32_t, N> dw;
+    bool all_high = true;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(dw)) {
+      const auto s = hn::And(hn::LoadU(dw, p.shift + c), hn::Set(dw, 63));
+      all_high = all_high && hn::AllTrue(dw, hn::Gt(s, hn::Set(dw, 32)));
+      hn::Store(hn::LoadU(dw, p.mult + c), dw, mult32 + c);
+      hn::Store(hn::Sub(s, hn::Set(dw, 32)), dw, shift32 + c);
+      // 2^(s-33); lanes with s <= 32 (then unused) shift by a count outside 0..31, which gives 0.
+      hn::Store(hn::Set(dw, 1) << hn::Sub(s, hn::Set(dw, 33)), dw, add32 + c);
+    }
+    high = all_high;
   }
+
   // y[c] = requantise(x[c] + bias[c]) for c < N.
   HWY_INLINE void row(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+    if (high) return row_high(x, y);
     const D64 d;
     const D32H d32;
     for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
@@ -86,6 +113,25 @@ struct HeldRequant {
       const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
       const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
       finish.store(r, y + c);
+    }
+  }
+
+  HWY_INLINE void row_high(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+    const hn::CappedTag<int32_t, N> d;
+    const hn::RebindToUnsigned<decltype(d)> du;
+    const hn::Rebind<uint8_t, decltype(d)> du8;
+    const auto zp = hn::Set(d, zp32), lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
+      const auto m = hn::Load(d, mult32 + c);
+      // The high halves of the exact products: even lanes' from MulEven, odd lanes' from
+      // MulEven of the lanes swapped into even positions.
+      const auto even = hn::BitCast(d, hn::MulEven(v, m));
+      const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
+      const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
+      auto r = hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), zp);
+      r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
+      hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
     }
   }
 };

@@ -48,6 +48,12 @@ class Random {
   }
   int8_t byte() { return static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng_)); }
   uint32_t below(uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_); }
+  // A shift: any of 0..63, or in every other trial of a pair 33..63 in every lane (the
+  // Highway kernels' 32-bit path, taken only when all lanes shift by more than 32), 63 often.
+  uint32_t shift(int trial) {
+    if (trial % 2 == 0) return below(64);
+    return below(4) == 0 ? 63 : 33 + below(31);
+  }
 
  private:
   std::mt19937 rng_;
@@ -85,7 +91,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
           bias[c] = rnd.word();
           mult[c] = rnd.word();
           // Every shift, and garbage in the high bits (only the low 6 count).
-          shift[c] = static_cast<int32_t>(rnd.below(64) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
+          shift[c] = static_cast<int32_t>(rnd.shift(trial) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
         }
         // Every third trial with the wrap bit (REQUANT, ADD, MUL; DWCONV never wraps), every 8th
         // with equal clamp bounds (the AVX-512 kernel writes the bound directly unless it wraps).
@@ -149,7 +155,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
           ASSERT_EQ(sg, sw) << "window op " << static_cast<int>(op) << " " << kw << "x" << kh;
         }
         // DWCONV: the kMac window of each row, then its requantisation.
-        for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int32_t>(rnd.below(64));
+        for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int32_t>(rnd.shift(trial + 1));
         const Window window{row_stride, kw, kh, ws.data()};
         want.assign(dst_extent(walk, n), 7);
         got = want;
@@ -209,7 +215,7 @@ TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
         for (uint32_t c = 0; c < n; ++c) {
           bias[c] = rnd.word();
           mult[c] = rnd.word();
-          shift[c] = static_cast<int32_t>(rnd.below(64) | rnd.below(1 << 20) << 6);
+          shift[c] = static_cast<int32_t>(rnd.shift(trial) | rnd.below(1 << 20) << 6);
         }
         const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte(), trial % 3 == 0};
         std::vector<int8_t> rq_want(static_cast<size_t>(total), 7), rq_got = rq_want;
