@@ -89,6 +89,9 @@ std::string kernel_path_missing_features(KernelPath path) {
   check(need.avx512, have.avx512, "AVX-512 F/BW/VL/DQ");
   check(need.avx512_vnni, have.avx512_vnni, "AVX-512 VNNI");
   check(need.avx512_vbmi, have.avx512_vbmi, "AVX-512 VBMI");
+  // The path's Highway kernels must also be in this build (x86 builds compile AVX2 and AVX3).
+  if (const int64_t target = vec_kernel_for(path).target; target != 0 && simd_kernels(target) == nullptr)
+    check(true, false, ("Highway target " + std::string(simd_target_name(target)) + " (not compiled in)").c_str());
   return missing;
 }
 
