@@ -431,6 +431,8 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
     V p[kBatch][kMaxVecs], odd[kBatch][kMaxVecs];
     for (uint32_t b = 0; b < kBatch; ++b)
       for (size_t v = 0; v < vecs; ++v) p[b][v] = odd[b][v] = hn::Zero(d);
+    // Not unrolled: GCC 12 unrolls the k-pairs fully and spills the accumulators.
+#pragma GCC unroll 1
     for (uint32_t j = 0; j < N / 2; ++j) {
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
       for (uint32_t b = 0; b < kBatch; ++b) {
