@@ -16,6 +16,7 @@
 
 #include "calibration.h"
 #include "export_qdq.h"
+#include "expose.h"
 #include "ir.h"
 #include "lower.h"
 #include "npu/compiler/image.h"
@@ -272,9 +273,10 @@ namespace {
 
 // The whole compilation. With `bind_io`, integer graph inputs/outputs are bound to device
 // views (bind_integer_io); when a host step would touch one of them, or the device cannot
-// hold its codes exactly, it stops with an error and says why in *io_refused.
+// hold its codes exactly, it stops with an error and says why in *io_refused. With
+// `exposed`, every value a step computes is also an image output (expose_values).
 Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const CompileOptions& options, bool bind_io,
-                                           std::string* io_refused) {
+                                           std::string* io_refused, ExposedImage* exposed = nullptr) {
   auto say = [&](const std::string& s) {
     if (options.progress) options.progress(s);
   };
@@ -433,7 +435,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
           return make_error(StatusCode::kUnsupported, *io_refused);
         }
   }
-
+  if (exposed) expose_values(g, steps, &exposed->values, &exposed->outputs);
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
@@ -1107,6 +1109,39 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     options.progress("integer graph inputs/outputs stay as they are (" + io_refused +
                      "): compiling again without binding them to the device");
   return in_stage("model", compile_model(onnx_path, options, false, &io_refused));
+}
+
+Result<ExposedImage> compile_exposing_values(const std::string& onnx_path, const CompileOptions& options) {
+  // The same binding decision as compile_onnx_file, so that the layers are the same.
+  const bool bind_io = options.export_qdq_path.empty();
+  std::string io_refused;
+  ExposedImage out;
+  auto bytes = in_stage("model", compile_model(onnx_path, options, bind_io, &io_refused, &out));
+  if (!bytes.is_ok() && !io_refused.empty()) {
+    out = ExposedImage{};
+    bytes = in_stage("model", compile_model(onnx_path, options, false, &io_refused, &out));
+  }
+  if (!bytes.is_ok()) return bytes.status();
+  out.bytes = std::move(bytes.value());
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, Tensor>>> run_float_model(
+    const std::string& onnx_path, const std::map<std::string, std::vector<int64_t>>& input_shapes,
+    const std::vector<Tensor>& inputs) {
+  NPU_ASSIGN_OR_RETURN(Graph g, in_stage("model", load_onnx(onnx_path, input_shapes)));
+  NPU_ASSIGN_OR_RETURN(std::vector<Tensor> env, in_stage("calibration", run_reference(g, inputs)));
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto keep = [&](int v) {
+    const Value& val = g.value(v);
+    Tensor& t = env[static_cast<size_t>(v)];
+    if (!val.name.empty() && t.dtype == DType::kF32 && !g.is_constant(v)) out.emplace_back(val.name, std::move(t));
+  };
+  for (int v : g.inputs) keep(v);
+  for (const Node& n : g.nodes)
+    for (int v : n.outputs)
+      if (v >= 0) keep(v);
+  return out;
 }
 
 }  // namespace npu::compiler
