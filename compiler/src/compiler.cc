@@ -351,57 +351,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     samples = random_samples(g, kRandomSamples);
     say("warning: no calibration data; calibrating on 8 deterministic N(0,1) samples. Pass --calib DIR for accuracy on real data");
   }
-  std::map<int, std::pair<float, float>> ranges;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
-        return make_error(StatusCode::kInvalidArgument,
-                          "calibration: sample " + std::to_string(s) + ": input " +
-                              std::to_string(i) + " ('" + g.value(g.inputs[i]).name +
-                              "') must have shape " + shape_to_string(g.value(g.inputs[i]).shape));
-    NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, samples[s])));
-    for (size_t v = 0; v < env.size(); ++v) {
-      if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
-      // NaN (sqrt of a negative, computed on the host) has no place in a range.
-      float mn = INFINITY, mx = -INFINITY;
-      for (float x : env[v].as<float>())
-        if (!std::isnan(x)) {
-          mn = std::min(mn, x);
-          mx = std::max(mx, x);
-        }
-      if (mn > mx) continue;  // all NaN
-      auto it = ranges.find(static_cast<int>(v));
-      if (it == ranges.end())
-        ranges[static_cast<int>(v)] = {mn, mx};
-      else
-        it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
-    }
-    // Values the reference computed give host-only values their shapes and dtypes.
-    for (size_t v = 0; v < env.size(); ++v)
-      if (!env[v].data.empty() || env[v].element_count() == 0) {
-        g.values[v].shape = env[v].shape;
-        g.values[v].dtype = env[v].dtype;
-      }
-  }
-  if (options.calibration_method.kind != CalibrationMethod::Kind::kMinMax) {
-    // Second pass: |x| histograms up to each value's absolute maximum, then the method's
-    // threshold clips the min/max range. Values with a declared quantisation keep theirs.
-    std::map<int, AbsHistogram> histograms;
-    for (const auto& [v, range] : ranges)
-      if (!g.value(v).quant && !g.is_constant(v))  // weights have their own per-channel scales
-        histograms.emplace(v, AbsHistogram(std::max(std::fabs(range.first), std::fabs(range.second))));
-    for (const auto& sample : samples) {
-      NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, sample)));
-      for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
-    }
-    for (auto& [v, h] : histograms)
-      ranges[v] = calibrated_range(options.calibration_method, ranges[v].first, ranges[v].second, &h);
-  }
-  say("calibrated on " + std::to_string(samples.size()) + " sample(s)" +
-      (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
-       : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
-       : options.calibration_method.kind == CalibrationMethod::Kind::kMse     ? " (mse)"
-                                                                              : " (percentile)"));
+  NPU_ASSIGN_OR_RETURN(ValueRanges ranges, in_stage("calibration", calibrate(g, samples, options.calibration_method)));
+  say("calibrated on " + std::to_string(samples.size()) + " sample(s) (" + calibration_method_name(options.calibration_method) + ")");
   for (const auto& [i, t] : specialize_inputs(g, samples, is_shape_operand)) {
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
     specialized.emplace_back(i, t);
@@ -436,6 +387,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
   }
   if (exposed) expose_values(g, steps, &exposed->values, &exposed->outputs);
+  if (const int n = narrow_ranges_for_lut_readers(g, steps, ranges))
+    say("narrowed the ranges of " + std::to_string(n) + " value(s) that only lookup tables read to where their functions change");
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding

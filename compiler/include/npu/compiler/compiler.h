@@ -17,7 +17,7 @@
 namespace npu::compiler {
 
 // How activation ranges are chosen from the calibration samples (npu-compile --calibration).
-// kMinMax: the observed min and max. kPercentile: clipped at the `percentile` % point of
+// kMinMax (the default): the observed min and max. kPercentile: clipped at the `percentile` % point of
 // |x|. kEntropy: clipped at the threshold minimising the KL divergence between the |x|
 // histogram (2048 bins) and its 128-level quantisation (TensorRT's method). Values whose
 // quantisation the model declares (QDQ) are not calibrated.
