@@ -246,7 +246,7 @@ std::pair<float, float> lut_live_interval(const std::function<float(float)>& f, 
   return {static_cast<float>(x_at(a)), static_cast<float>(x_at(b))};
 }
 
-int narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges) {
+ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges) {
   std::map<int, std::vector<const EltLayer*>> lut_readers;
   std::set<int> other_readers(g.outputs.begin(), g.outputs.end());
   for (const PartitionStep& s : steps) {
@@ -262,7 +262,7 @@ int narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionSte
         else other_readers.insert(v);
     }
   }
-  int narrowed = 0;
+  ValueRanges narrowed;
   for (const auto& [v, readers] : lut_readers) {
     auto r = ranges.find(v);
     if (other_readers.count(v) || r == ranges.end() || g.value(v).quant || g.value(v).io_codes || g.is_constant(v)) continue;
@@ -281,7 +281,7 @@ int narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionSte
     }
     if (a > lo || b < hi) {
       r->second = {a, b};
-      ++narrowed;
+      narrowed[v] = {a > lo ? a : -INFINITY, b < hi ? b : INFINITY};
     }
   }
   return narrowed;

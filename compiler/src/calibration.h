@@ -71,8 +71,9 @@ std::pair<float, float> calibrated_range(const CalibrationMethod& method, float 
 // stays within a quarter of its output step of f(a) (below a) or f(b) (above b); codes
 // beyond it saturate at a or b (the producer's requantisation clamps), which costs less
 // than that. Graph outputs, values a host operator reads and values with a declared
-// quantisation keep their ranges. Returns how many ranges were narrowed.
-int narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges);
+// quantisation keep their ranges. Returns the narrowed values with the bounds beyond which
+// their readers are flat (-inf or +inf for a side that was not narrowed).
+ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges);
 
 // The flat (saturated) ends of f over [lo, hi] within `tolerance`: the largest a such that
 // |f(x) - f(a)| <= tolerance for every x in [lo, a], and the smallest such b above.

@@ -386,9 +386,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
           return make_error(StatusCode::kUnsupported, *io_refused);
         }
   }
-  if (exposed) expose_values(g, steps, &exposed->values, &exposed->outputs);
-  if (const int n = narrow_ranges_for_lut_readers(g, steps, ranges))
-    say("narrowed the ranges of " + std::to_string(n) + " value(s) that only lookup tables read to where their functions change");
+  const ValueRanges narrowed = narrow_ranges_for_lut_readers(g, steps, ranges);
+  if (!narrowed.empty())
+    say("narrowed the ranges of " + std::to_string(narrowed.size()) +
+        " value(s) that only lookup tables read to where their functions change");
+  // After every decision that depends on which values are graph outputs.
+  if (exposed) expose_values(g, steps, narrowed, &exposed->values, &exposed->outputs);
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding

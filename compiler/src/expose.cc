@@ -47,8 +47,8 @@ double weight_sqnr_db(const NpuLayer& layer) {
   return NAN;
 }
 
-void expose_values(Graph& g, const std::vector<PartitionStep>& steps, std::vector<ExposedValue>* exposed,
-                   std::vector<ExposedValue>* outputs) {
+void expose_values(Graph& g, const std::vector<PartitionStep>& steps, const ValueRanges& narrowed,
+                   std::vector<ExposedValue>* exposed, std::vector<ExposedValue>* outputs) {
   const std::vector<int> model_outputs = g.outputs;
   outputs->assign(model_outputs.size(), ExposedValue{});
   for (size_t k = 0; k < model_outputs.size(); ++k) (*outputs)[k].value = g.value(model_outputs[k]).name;
@@ -74,6 +74,10 @@ void expose_values(Graph& g, const std::vector<PartitionStep>& steps, std::vecto
       return;
     taken.insert(v);
     g.outputs.push_back(v);
+    if (auto it = narrowed.find(v); it != narrowed.end()) {
+      e.live_lo = it->second.first;
+      e.live_hi = it->second.second;
+    }
     e.value = val.name;
     exposed->push_back(std::move(e));
   };

@@ -19,16 +19,21 @@ struct Accumulator {
   uint64_t elements = 0, clipped = 0;
   float lo = INFINITY, hi = -INFINITY;
 
-  void add(std::span<const float> ref, std::span<const float> npu, float scale, int32_t zp) {
+  void add(std::span<const float> ref, std::span<const float> npu, const ValueAccuracy& v) {
+    const float scale = v.scale;
+    const int32_t zp = v.zero_point;
     const bool grid = std::isfinite(scale) && scale > 0;
+    const bool live = !std::isnan(v.live_lo);
     const double qmin = (-128.0 - zp) * scale, qmax = (127.0 - zp) * scale;
     for (size_t i = 0; i < ref.size(); ++i) {
-      const double r = ref[i];
-      if (!std::isfinite(r)) continue;
+      if (!std::isfinite(ref[i])) continue;
       lo = std::min(lo, ref[i]);
       hi = std::max(hi, ref[i]);
+      const double r = live ? std::clamp(ref[i], v.live_lo, v.live_hi) : ref[i];
       signal += r * r;
-      if (!npu.empty()) noise += (r - npu[i]) * (r - npu[i]);
+      // A host operator's output is float, not saturated: clamp it as the device copy is.
+      const double a = npu.empty() ? 0.0 : live ? std::clamp(npu[i], v.live_lo, v.live_hi) : npu[i];
+      if (!npu.empty()) noise += (r - a) * (r - a);
       ++elements;
       if (!grid) continue;
       const double q = std::clamp(std::nearbyint(r / scale) + zp, -128.0, 127.0);
@@ -126,6 +131,8 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
       v.on_npu = e.on_npu;
       v.inputs = e.inputs;
       v.weight_db = e.weight_sqnr_db;
+      v.live_lo = e.live_lo;
+      v.live_hi = e.live_hi;
       report.values.push_back(std::move(v));
     } else {
       const compiler::ExposedValue& e = exposed.outputs[k];
@@ -147,7 +154,7 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
     for (const auto& [name, t] : reference) by_name.emplace(name, &t);
     for (size_t i = 0; i < report.inputs.size(); ++i) {
       const Tensor f = to_float(samples[s][i]);
-      in_acc[i].add(f.as<float>(), {}, report.inputs[i].scale, report.inputs[i].zero_point);
+      in_acc[i].add(f.as<float>(), {}, report.inputs[i]);
     }
     for (size_t k = 0; k < npu_out.size(); ++k) {
       ValueAccuracy& v = k < model_outputs ? report.outputs[k] : report.values[k - model_outputs];
@@ -165,7 +172,7 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
         ref.shape = npu_out[k].shape;
         NPU_RETURN_IF_ERROR(write_npy(dump_dir + "/" + file + ".float.npy", ref));
       }
-      out_acc[k].add(it->second->as<float>(), npu_out[k].as<float>(), v.scale, v.zero_point);
+      out_acc[k].add(it->second->as<float>(), npu_out[k].as<float>(), v);
     }
     if (normal) {
       NPU_ASSIGN_OR_RETURN(auto image_out, run_image(*normal, samples[s]));
@@ -221,7 +228,8 @@ std::string format_report(const AccuracyReport& report, size_t worst, double mar
   std::snprintf(line, sizeof line,
                 "accuracy report: %zu sample(s) on %s; float = the compiler's reference interpreter\n"
                 "  SQNR: NPU value against the float value; drop: worst input's SQNR minus this one;\n"
-                "  grid: the float value rounded onto its own int8 grid (the best this scale allows)\n",
+                "  grid: the float value rounded onto its own int8 grid (the best this scale allows);\n"
+                "  a value marked * only feeds lookup tables and is compared where they are not flat\n",
                 report.samples, report.device.c_str());
   out += line;
   std::snprintf(line, sizeof line, "%-4s %-32s %-34s %-4s %8s %8s %8s %7s %8s  %s\n", "#", "value", "layer (op)", "on",
@@ -232,7 +240,7 @@ std::string format_report(const AccuracyReport& report, size_t worst, double mar
     char clip[16];
     std::snprintf(clip, sizeof clip, "%.2f", v.clipped_percent);
     std::snprintf(line, sizeof line, "%-4s %-32s %-34s %-4s %8s %8s %8s %7s %8s  [%.3g, %.3g]%s\n", idx.c_str(),
-                  shorten(v.value, 32).c_str(), shorten(layer, 34).c_str(), v.graph_input ? "" : v.on_npu ? "npu" : "host",
+                  shorten(std::isnan(v.live_lo) ? v.value : v.value + "*", 32).c_str(), shorten(layer, 34).c_str(), v.graph_input ? "" : v.on_npu ? "npu" : "host",
                   fmt_db(v.sqnr_db).c_str(), fmt_db(v.drop_db).c_str(), fmt_db(v.grid_db).c_str(),
                   std::isfinite(v.scale) ? clip : "-", fmt_db(v.weight_db).c_str(), v.lo, v.hi,
                   !std::isnan(v.drop_db) && v.drop_db >= mark_db ? "  <<" : "");

@@ -64,6 +64,11 @@ struct ExposedValue {
   bool on_npu = true;
   std::vector<std::string> inputs;
   double weight_sqnr_db = NAN;
+  // A value only lookup tables read has its grid only where their functions change: below
+  // live_lo and above live_hi they are flat (-inf/+inf: that side was not narrowed; NaN: not
+  // narrowed at all). The device saturates the value there by design, so it is compared
+  // with the float value clamped alike.
+  float live_lo = NAN, live_hi = NAN;
 };
 
 struct ExposedImage {

@@ -44,6 +44,10 @@ struct ValueAccuracy {
   // layer lost. NaN when none of its inputs has a row (constants, fused-away values).
   double drop_db = NAN;
   double weight_db = NAN;        // int8 weights against float weights (constant-weight layers)
+  // Only lookup tables read this value and their functions are flat outside [live_lo,
+  // live_hi] (compiler::ExposedValue): both sides are clamped to it before comparing, as
+  // the device saturates it there by design (a host operator's float output is not). NaN: not narrowed.
+  float live_lo = NAN, live_hi = NAN;
 };
 
 struct AccuracyReport {
