@@ -145,7 +145,8 @@ def main():
     unmeasured = [v for v, row in r.items() if row["sqnr"] == "-"]
     if len(r) < 60 or unmeasured:
         raise SystemExit(f"FAIL: MobileNet-style: {len(r)} rows, unmeasured {unmeasured}")
-    print(f"MobileNet-style: {len(r)} rows; {report.splitlines()[-7]}")
+    summary = next(line for line in report.splitlines() if line.startswith("model outputs:"))
+    print(f"MobileNet-style: {len(r)} rows; {summary}")
     print("PASS")
 
 

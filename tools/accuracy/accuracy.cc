@@ -215,8 +215,11 @@ std::string likely_cause(const ValueAccuracy& v) {
   if (!v.on_npu) return "host operator (float): inherits its inputs' error";
   if (std::isfinite(v.weight_db) && v.weight_db < v.sqnr_db + v.drop_db + 3)
     return "int8 weights (" + fmt_db(v.weight_db) + " dB)";
-  if (v.clipped_percent > 0.01)
-    return "output range clips " + fmt_db(v.clipped_percent) + "% of the values";
+  if (v.clipped_percent > 0.01) {
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.2g", v.clipped_percent);
+    return "output range clips " + std::string(pct) + "% of the values";
+  }
   if (std::isfinite(v.grid_db) && v.grid_db < v.sqnr_db + v.drop_db + 3)
     return "output grid too coarse (" + fmt_db(v.grid_db) + " dB at scale " + std::to_string(v.scale) + ")";
   return "the layer's arithmetic (lookup table, requantisation, input grid)";
