@@ -213,16 +213,24 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
 std::string likely_cause(const ValueAccuracy& v) {
   if (std::isnan(v.drop_db) || v.drop_db < 1) return "";
   if (!v.on_npu) return "host operator (float): inherits its inputs' error";
-  if (std::isfinite(v.weight_db) && v.weight_db < v.sqnr_db + v.drop_db + 3)
-    return "int8 weights (" + fmt_db(v.weight_db) + " dB)";
-  if (v.clipped_percent > 0.01) {
-    char pct[32];
-    std::snprintf(pct, sizeof pct, "%.2g", v.clipped_percent);
-    return "output range clips " + std::string(pct) + "% of the values";
+  // Noise powers relative to the signal: what this layer added, and what its output grid
+  // (rounding and clipping at its scale) and its int8 weights add on their own. The larger
+  // of the two explains the drop when it accounts for at least half of what was added.
+  auto power = [](double db) { return std::isfinite(db) ? std::pow(10.0, -db / 10) : 0.0; };
+  const double added = power(v.sqnr_db) - power(v.sqnr_db + v.drop_db);
+  const double grid = power(v.grid_db), weights = power(v.weight_db);
+  if (std::max(grid, weights) >= added / 2) {
+    if (weights > grid) return "int8 weights (" + fmt_db(v.weight_db) + " dB)";
+    if (v.clipped_percent > 0.01) {
+      char pct[32];
+      std::snprintf(pct, sizeof pct, "%.2g", v.clipped_percent);
+      return "output range clips " + std::string(pct) + "% of the values (grid " + fmt_db(v.grid_db) + " dB)";
+    }
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.3g", v.scale);
+    return "output grid too coarse (" + fmt_db(v.grid_db) + " dB at scale " + scale + ")";
   }
-  if (std::isfinite(v.grid_db) && v.grid_db < v.sqnr_db + v.drop_db + 3)
-    return "output grid too coarse (" + fmt_db(v.grid_db) + " dB at scale " + std::to_string(v.scale) + ")";
-  return "the layer's arithmetic (lookup table, requantisation, input grid)";
+  return "the layer's arithmetic or its inputs' noise amplified (tables, requantisation, weights)";
 }
 
 std::string format_report(const AccuracyReport& report, size_t worst, double mark_db) {

@@ -79,7 +79,9 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
 // the likely cause (weights, the value's own grid, or the layer's arithmetic).
 std::string format_report(const AccuracyReport& report, size_t worst = 5, double mark_db = 3.0);
 
-// The likely cause of a value's loss, in a few words (used by format_report).
+// The likely cause of a value's loss, in a few words (used by format_report): the output
+// grid (rounding, clipping) or the int8 weights when that noise alone accounts for at least
+// half of what the layer added, else the layer's arithmetic or amplified input noise.
 std::string likely_cause(const ValueAccuracy& v);
 
 }  // namespace npu::accuracy
