@@ -45,6 +45,10 @@ exporter_patterns.onnx  blocks as Paddle2ONNX and PyTorch spell them (opset 11):
                  squeeze-and-excitation (GlobalAveragePool, 1x1 Convs, HardSigmoid, Mul by [1,C,1,1]);
                  ConvTranspose k2 s2, a separate bias Add, BatchNormalization, Relu; SiLU x*Sigmoid(x)
                  and GELU x*(1+Erf(x/sqrt(2)))/2. [1,8,12,12] -> [1,8,24,24]
+deconv_head.onnx  PP-OCR's upsampling head, larger than the scratchpads hold at once (output-row
+                 bands): ConvTranspose k3 s2 pads 1 output_padding 1 [1,20,36,36] -> [1,16,72,72]
+                 (overlapping taps across band edges), BatchNormalization, Relu, ConvTranspose k2 s2
+                 -> [1,1,144,144], Sigmoid
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -453,6 +457,28 @@ def exporter_patterns(rng):
                              producer_name="npu make_models.py")
 
 
+def deconv_head(rng):
+    def c(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+    inits = [c("w0", rng.normal(0, 0.15, (20, 16, 3, 3))), c("b0", rng.normal(0, 0.1, (16,))),
+             c("bn_scale", rng.uniform(0.5, 2, (16,))), c("bn_bias", rng.normal(0, 0.2, (16,))),
+             c("bn_mean", rng.normal(0, 0.2, (16,))), c("bn_var", rng.uniform(0.05, 0.5, (16,))),
+             c("w1", rng.normal(0, 0.3, (16, 1, 2, 2)))]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("ConvTranspose", ["x", "w0", "b0"], ["up0"], name="deconv0", strides=[2, 2], kernel_shape=[3, 3],
+           pads=[1, 1, 1, 1], output_padding=[1, 1]),
+         n("BatchNormalization", ["up0", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["bn"], name="bn"),
+         n("Relu", ["bn"], ["r"], name="relu"),
+         n("ConvTranspose", ["r", "w1"], ["up1"], name="deconv1", strides=[2, 2], kernel_shape=[2, 2]),
+         n("Sigmoid", ["up1"], ["y"], name="sigmoid")],
+        "deconv_head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 36, 36])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 144, 144])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -489,6 +515,7 @@ def main():
     save(integer_io("Relu"), os.path.join(out, "integer_io_relu.onnx"))
     save(integer_io("Sqrt"), os.path.join(out, "integer_io_sqrt.onnx"))
     save(exporter_patterns(np.random.default_rng(16)), os.path.join(out, "exporter_patterns.onnx"))
+    save(deconv_head(np.random.default_rng(17)), os.path.join(out, "deconv_head.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

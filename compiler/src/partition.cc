@@ -177,6 +177,42 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
   return it == n.attrs.end() ? fallback : it->second.ints;
 }
 
+// A Relu, or a Clip with constant bounds, that alone reads the conv's output `out` becomes
+// the conv's requantisation clamp (L.act_lo/act_hi); it joins `used` and L.fused, and
+// L.output is what the layer then writes.
+void fuse_clamp_activation(const Graph& g, int out, ConvLayer& L, std::set<size_t>& used) {
+  if (!is_graph_output(g, out) && !g.value(out).quant) {  // see match_fc on declared values
+    auto c = consumers(g, out);
+    if (c.size() == 1) {
+      const Node& a = g.nodes[static_cast<size_t>(c[0])];
+      bool fused = false;
+      if (a.op == "Relu") {
+        L.act_lo = 0;
+        fused = true;
+      } else if (a.op == "Clip") {
+        float lo = a.attr_float("min", -INFINITY), hi = a.attr_float("max", INFINITY);
+        bool ok = true;
+        for (size_t k = 1; k < a.inputs.size() && k < 3; ++k) {
+          if (a.inputs[k] < 0) continue;
+          if (!g.is_constant(a.inputs[k])) ok = false;
+          else (k == 1 ? lo : hi) = to_float(*g.value(a.inputs[k]).constant).as<float>()[0];
+        }
+        if (ok) {
+          L.act_lo = lo;
+          L.act_hi = hi;
+          fused = true;
+        }
+      }
+      if (fused) {
+        used.insert(static_cast<size_t>(c[0]));
+        L.fused.push_back(a.name);
+        out = a.outputs[0];
+      }
+    }
+  }
+  L.output = out;
+}
+
 std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
   if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0]))
@@ -258,37 +294,7 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
     if (b.element_count() != L.Cout) return std::nullopt;
     L.bias.assign(b.as<float>().begin(), b.as<float>().end());
   }
-  int out = n.outputs[0];
-  if (!is_graph_output(g, out) && !g.value(out).quant) {  // see match_fc on declared values
-    auto c = consumers(g, out);
-    if (c.size() == 1) {
-      const Node& a = g.nodes[static_cast<size_t>(c[0])];
-      bool fused = false;
-      if (a.op == "Relu") {
-        L.act_lo = 0;
-        fused = true;
-      } else if (a.op == "Clip") {
-        float lo = a.attr_float("min", -INFINITY), hi = a.attr_float("max", INFINITY);
-        bool ok = true;
-        for (size_t k = 1; k < a.inputs.size() && k < 3; ++k) {
-          if (a.inputs[k] < 0) continue;
-          if (!g.is_constant(a.inputs[k])) ok = false;
-          else (k == 1 ? lo : hi) = to_float(*g.value(a.inputs[k]).constant).as<float>()[0];
-        }
-        if (ok) {
-          L.act_lo = lo;
-          L.act_hi = hi;
-          fused = true;
-        }
-      }
-      if (fused) {
-        used.insert(static_cast<size_t>(c[0]));
-        L.fused.push_back(a.name);
-        out = a.outputs[0];
-      }
-    }
-  }
-  L.output = out;
+  fuse_clamp_activation(g, n.outputs[0], L, used);
   return L;
 }
 
@@ -300,9 +306,13 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
 // needs the per-tensor s_w of a dynamic W). False when the NPU cannot take it.
 bool take_tap_gemm_operands(const Graph& g, size_t ni, ConvLayer& L) {
   const Node& n = g.nodes[ni];
-  if (L.OH * L.OW > 1024 || L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 ||
-      L.stride_h * (L.transposed ? L.OW : L.W) > 65535)
-    return false;
+  // A 2-D layer is cut into bands of output rows (lower_tap_gemm_conv), so one output row
+  // and the input rows it reads must fit; a 3-D one is lowered whole.
+  const int64_t span = (L.KH - 1) * L.dil_h;
+  const int64_t rows_per_output_row = L.transposed ? (span + L.stride_h - 1) / L.stride_h + 1 : span + 1;
+  const bool fits = L.three_d ? L.OH * L.OW <= 1024 && L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW <= 4096
+                              : L.OW <= 1024 && rows_per_output_row * L.W * ((L.C + 7) / 8) + L.OW <= 4096;
+  if (!fits || L.stride_h * (L.transposed ? L.OW : L.W) > 65535) return false;
   if (!g.is_constant(n.inputs[1])) {
     L.weight_input = n.inputs[1];
   } else {
@@ -400,7 +410,7 @@ std::optional<ConvLayer> match_conv_3d(const Graph& g, size_t ni) {
 }
 
 // ConvTranspose (2-D, group 1) with constant or dynamic W [C][Cout][KH][KW] and bias.
-std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
+std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
   if (n.op != "ConvTranspose" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 ||
       g.is_constant(n.inputs[0]) || n.attr_int("group", 1) != 1)
@@ -530,6 +540,7 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.pad_t = begin[0];
   L.pad_l = begin[1];
   if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
+  if (!one_d && !three_d) fuse_clamp_activation(g, n.outputs[0], L, used);
   return L;
 }
 
@@ -1086,7 +1097,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const V
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv3 = match_conv_3d(g, ni)) layer = std::move(*conv3);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
-    else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
+    else if (auto deconv = match_conv_transpose(g, ni, used)) layer = std::move(*deconv);
     else if (std::vector<size_t> members; auto chain = match_chain(g, ni, used, &members)) {
       layer = std::move(*chain);
       used.insert(members.begin(), members.end());
