@@ -49,6 +49,10 @@ deconv_head.onnx  PP-OCR's upsampling head, larger than the scratchpads hold at 
                  bands): ConvTranspose k3 s2 pads 1 output_padding 1 [1,20,36,36] -> [1,16,72,72]
                  (overlapping taps across band edges), BatchNormalization, Relu, ConvTranspose k2 s2
                  -> [1,1,144,144], Sigmoid
+layernorm_block.onnx  a transformer block's LayerNorm as Paddle2ONNX writes it, behind a Reshape whose
+                 shape a Shape/Slice/Concat chain computes (shape inference leaves it unknown; it folds
+                 after calibration): [1,40,48] -> Reshape -> ReduceMean, Sub, Pow 2, ReduceMean, Add eps,
+                 Sqrt, Div, Mul gamma, Add beta -> MatMul [48,32] + bias -> [1,40,32]
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -479,6 +483,44 @@ def deconv_head(rng):
                              producer_name="npu make_models.py")
 
 
+def layernorm_block(rng):
+    def c(name, a, dtype=np.float32):
+        return numpy_helper.from_array(np.asarray(a, dtype), name)
+    inits = [c("gamma", rng.uniform(0.5, 1.5, (48,))), c("beta", rng.normal(0, 0.2, (48,))),
+             c("eps", [1e-6]), c("two", [2.0]), c("w", rng.normal(0, 0.2, (48, 32))), c("b", rng.normal(0, 0.1, (32,))),
+             c("start0", [0], np.int64), c("end1", [1], np.int64), c("start2", [2], np.int64),
+             c("end3", [3], np.int64), c("minus1", [-1], np.int64)]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Shape", ["x"], ["xs"], name="shape0"),
+         n("Slice", ["xs", "start0", "end1"], ["batch"], name="slice0"),
+         n("Slice", ["xs", "start2", "end3"], ["chan"], name="slice1"),
+         n("Concat", ["batch", "minus1", "chan"], ["s0"], name="concat0", axis=0),
+         n("Reshape", ["x", "s0"], ["t"], name="reshape0"),
+         # The second chain reads t, whose shape only the calibration run knows.
+         n("Shape", ["t"], ["ts"], name="shape1"),
+         n("Slice", ["ts", "start0", "end1"], ["tb"], name="slice2"),
+         n("Slice", ["ts", "start2", "end3"], ["tc"], name="slice3"),
+         n("Concat", ["tb", "minus1", "tc"], ["s1"], name="concat1", axis=0),
+         n("Reshape", ["t", "s1"], ["u"], name="reshape1"),
+         n("ReduceMean", ["u"], ["mean"], name="ln_mean", axes=[-1]),
+         n("Sub", ["u", "mean"], ["d"], name="ln_sub"),
+         n("Pow", ["d", "two"], ["d2"], name="ln_pow"),
+         n("ReduceMean", ["d2"], ["var"], name="ln_var", axes=[-1]),
+         n("Add", ["var", "eps"], ["ve"], name="ln_eps"),
+         n("Sqrt", ["ve"], ["sd"], name="ln_sqrt"),
+         n("Div", ["d", "sd"], ["nrm"], name="ln_div"),
+         n("Mul", ["nrm", "gamma"], ["sc"], name="ln_gamma"),
+         n("Add", ["sc", "beta"], ["ln"], name="ln_beta"),
+         n("MatMul", ["ln", "w"], ["mm"], name="fc"),
+         n("Add", ["mm", "b"], ["y"], name="fc_bias")],
+        "layernorm_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40, 48])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 32])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -516,6 +558,7 @@ def main():
     save(integer_io("Sqrt"), os.path.join(out, "integer_io_sqrt.onnx"))
     save(exporter_patterns(np.random.default_rng(16)), os.path.join(out, "exporter_patterns.onnx"))
     save(deconv_head(np.random.default_rng(17)), os.path.join(out, "deconv_head.onnx"))
+    save(layernorm_block(np.random.default_rng(18)), os.path.join(out, "layernorm_block.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

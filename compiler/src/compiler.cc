@@ -405,6 +405,17 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     specialized.emplace_back(i, t);
   }
 
+  // The reference run gave every value its static shape, so Shape nodes of values that shape
+  // inference left unknown (behind a Reshape whose shape a Shape/Slice/Concat chain
+  // computes) fold now, and with them the rest of such chains.
+  {
+    int refolded = 0;
+    NPU_RETURN_IF_ERROR(fold_constants(g, &refolded));
+    if (refolded) say("folded " + std::to_string(refolded) + " shape-chain node(s) of calibrated static shapes");
+    int means = 0;
+    NPU_RETURN_IF_ERROR(reduce_mean_as_matmul(g, &means));
+    if (means) say(std::to_string(means) + " last-axis ReduceMean(s) as MatMuls by 1/C (LayerNorm statistics on the MAC array)");
+  }
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape
   // inference cannot see through folded shape chains).

@@ -707,6 +707,22 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
   L.output = n.outputs[0];
   L.inputs = {n.inputs[0]};
   const std::string& op = n.op;
+  // Functions of x alone that element-wise chains already compute (Sqrt, Pow by a constant,
+  // Exp, ...) are one lookup on their own too.
+  static const std::set<std::string> kChainOnly = {"Sqrt", "Pow", "Exp", "Erf", "Reciprocal", "Neg", "Abs", "Softplus"};
+  if (kChainOnly.count(op)) {
+    if (!chain_operator(g, n, {n.inputs[0]}, g.value(n.inputs[0]).shape)) return std::nullopt;
+    L.fn = chain_function(g, {ni}, n.inputs[0]);
+    // The device has no NaN or infinity: the calibrated range of x must lie inside the
+    // function's domain (Sqrt of negatives, Reciprocal of 0 stay on the host).
+    auto r = ranges ? ranges->find(n.inputs[0]) : decltype(ranges->end()){};
+    if (!ranges || r == ranges->end()) return std::nullopt;
+    for (int k = 0; k <= 256; ++k) {
+      const float x = r->second.first + (r->second.second - r->second.first) * static_cast<float>(k) / 256.0f;
+      if (!std::isfinite(L.fn(x))) return std::nullopt;
+    }
+    return L;
+  }
   if (op == "Relu") {
     L.fn = [](float x) { return std::max(x, 0.0f); };
   } else if (op == "Sigmoid") {
@@ -790,7 +806,27 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       else return std::nullopt;
       return L;
     }
-    if (g.is_constant(n.inputs[1])) return std::nullopt;
+    if (g.is_constant(n.inputs[1])) {
+      // A constant row along the last axis of a dense x (LayerNorm's gamma and beta), or one
+      // value per channel of a 4-D x: symmetric int8 rows of the weights, broadcast like a
+      // run-time b.
+      if (op == "Div" || n.integer_wrap) return std::nullopt;
+      const auto& xs = g.value(n.inputs[0]).shape;
+      const auto& bs = g.value(n.inputs[1]).shape;
+      const bool per_channel = xs.size() == 4 && ((bs.size() == 3 && bs[0] == xs[1] && bs[1] == 1 && bs[2] == 1) ||
+                                                  (bs.size() == 4 && bs[0] == 1 && bs[1] == xs[1] && bs[2] == 1 && bs[3] == 1));
+      const bool last = xs.size() != 4 && !xs.empty() && !bs.empty() && bs.size() <= xs.size() && bs.back() == xs.back() &&
+                        std::all_of(bs.begin(), bs.end() - 1, [](int64_t d) { return d == 1; });
+      if (!per_channel && !last) return std::nullopt;
+      const Tensor t = to_float(*g.value(n.inputs[1]).constant);
+      L.const_b.assign(t.as<float>().begin(), t.as<float>().end());
+      L.kind = op == "Mul" ? EltLayer::Kind::kMul : EltLayer::Kind::kAdd;
+      L.b_sign = op == "Sub" ? -1.0f : 1.0f;
+      L.broadcast_channels = per_channel;
+      L.broadcast_last = !per_channel;
+      L.b_per_image = false;
+      return L;
+    }
     if (op == "Div" && !n.integer_wrap) {
       // x / y = x · (1/y) with a reciprocal table over y's codes: y's calibrated range must
       // keep away from 0 (one sign), else 1/y has no bounded range to quantise.
