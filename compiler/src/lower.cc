@@ -975,14 +975,21 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     const uint32_t T = 0, D = 256 / N;
     prog.load(rows_load(hw::Scratchpad::kAct, T, 256 / N, N), BK::Weights, static_cast<uint32_t>(table_off));
     const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-    const uint64_t chunk = std::min<uint64_t>(act_rows - D, 65535);
-    for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+    // Chunks alternate between two regions, so that the LOAD of chunk k+1 and the STORE of
+    // chunk k−1 overlap the lookup of chunk k (the token footprints order the rest); a
+    // tensor that fits one region stays one chunk.
+    const uint64_t region = std::min<uint64_t>((act_rows - D) / 2, 65535);
+    const uint64_t chunk = rows <= std::min<uint64_t>(act_rows - D, 65535)
+                               ? rows
+                               : std::min<uint64_t>(region, std::max<uint64_t>(1024, ceil_div(static_cast<int64_t>(rows), 8)));
+    for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
       const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-      prog.load(rows_load(hw::Scratchpad::kAct, D, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
-      isa::VecRequant v{.src = static_cast<uint16_t>(D), .dst = static_cast<uint16_t>(D), .param = static_cast<uint16_t>(T),
+      const auto base = static_cast<uint32_t>(D + (k % 2) * chunk);
+      prog.load(rows_load(hw::Scratchpad::kAct, base, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+      isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(T),
                         .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1};
       prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
-      store_rows(D, n, out_off + r0 * N);
+      store_rows(base, n, out_off + r0 * N);
     }
     return facts;
   }
