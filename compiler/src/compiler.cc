@@ -232,7 +232,7 @@ Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copie
         facts = lower_fc_layer(*fc, placeholder, placeholder, N, 0, 0, weights, prog);
       else if (const auto* c = std::get_if<ConvLayer>(&op);
                c && c->weight_input < 0 && !conv_folds_taps(*c, N))
-        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog);
+        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog, {}, placeholder);
       if (!facts.is_ok() && facts.status().code() == StatusCode::kUnsupported)
         return Status(
             StatusCode::kUnsupported,
@@ -717,6 +717,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (const NpuLayer& op : s.ops) {
       for (int v : npu_layer_inputs(op)) place(v);
       place(npu_layer_output(op));
+      // A fused lookup table's input is the conv's own output: never stored, quantised over
+      // its calibrated range like any activation.
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0) {
+        const auto [lo, hi] = ranges[c->lut_input];
+        qp[c->lut_input] = activation_qparams(lo, hi);
+      }
     }
   // An int32 graph output (ConvInteger/MatMulInteger) is exact only as the accumulators of a
   // layer whose operands hold the model's own codes (declared: bound inputs, QDQ values) and
@@ -740,6 +746,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   if (!options.export_qdq_path.empty()) {
     std::set<int> quantised;
     for (const auto& [v, off] : act_offset) quantised.insert(v);
+    for (const auto& s : steps)  // fused lookup tables' inputs are rounding points too
+      for (const NpuLayer& op : s.ops)
+        if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0) quantised.insert(c->lut_input);
     NPU_RETURN_IF_ERROR(write_qdq_model(g, steps, qp, quantised, options.export_qdq_path));
     say("wrote the quantised graph as a QDQ ONNX model to " + options.export_qdq_path);
   }
@@ -871,15 +880,21 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                    dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
+        // A fused lookup table's input is the conv's own output: never stored, quantised
+        // over its calibrated range like any activation.
+        std::optional<QParams> q_lut_input;
+        if (conv->lut_input >= 0) q_lut_input = qp.at(conv->lut_input);
         if (dense.count(conv->input)) {
           NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
                                                         static_cast<uint32_t>(act_offset[conv->input]),
-                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                        q_lut_input));
         } else {
           NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
                                                        static_cast<uint32_t>(act_offset[conv->input]),
                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                       dynamic_operands(conv->weight_input, conv->bias_input, false)));
+                                                       dynamic_operands(conv->weight_input, conv->bias_input, false),
+                                                       q_lut_input));
         }
       } else {
         const auto& e = std::get<EltLayer>(op);

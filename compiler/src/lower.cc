@@ -436,9 +436,13 @@ static void load_dynamic_conv_tiles(int64_t C, int64_t Cout, int64_t taps, int64
     }
 }
 
-static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                              Program& prog, const DynamicOperands& dyn);
+                                              Program& prog, const DynamicOperands& dyn,
+                                              const std::optional<QParams>& q_lut_input);
+namespace {
+isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t kw, uint32_t kh, uint32_t wys);
+}  // namespace
 
 // A dynamic conv bias (int32 [Cout]) replaces the bias row of each output block's parameter
 // rows (block nb at ACC row param_base + 3·nb).
@@ -466,12 +470,45 @@ static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_fi
   prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
 }
 
-Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N) { return L.lut_input >= 0 ? 256 / N : 0; }
+
+Result<QParams> load_fused_lut(const ConvLayer& L, const QParams& qy, const std::optional<QParams>& q_lut_input,
+                               uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+  if (L.lut_input < 0) return qy;
+  if (!q_lut_input || !L.lut_fn)
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': a fused lookup table needs its input's quantisation");
+  const QParams& qm = *q_lut_input;
+  const uint64_t table_off = align_up(weights.size());
+  weights.resize(table_off + 256, 0);
+  for (int q = -128; q < 128; ++q)
+    weights[table_off + static_cast<uint64_t>(q + 128)] =
+        static_cast<uint8_t>(quantize_value(L.lut_fn(qm.scale * static_cast<float>(q - qm.zero_point)), qy));
+  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kAct;
+  ld.sp_base = top;
+  ld.x = static_cast<uint16_t>(256 / N);
+  ld.x_stride = N;
+  prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(table_off));
+  return qm;
+}
+
+void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog) {
+  if (L.lut_input < 0) return;
+  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(top),
+                    .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+  prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+}
+
+Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog, const DynamicOperands& dyn) {
-  if (L.transposed || L.three_d) return lower_tap_gemm_conv(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
+                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
+  if (L.transposed || L.three_d)
+    return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
   using BK = image::BufferKind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
@@ -817,6 +854,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             });
           }
         }
+        apply_fused_lut(L, N, B, oh * L.OW, prog);
         store_pixel_rows(prog, B, cout_n, L.OW, oh, Coutp,
                          static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
       }
@@ -1795,11 +1833,13 @@ Result<TapBandPlan> plan_tap_bands(const ConvLayer& L, uint32_t N, uint32_t act_
 // weights of (kd, ky, kx); then REQUANT and STORE of that slice (a ConvTranspose slice no
 // tap reaches is the bias alone). NDHWC input slices are consecutive image rows, so the
 // whole input loads as one image D·H rows high.
-static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                              Program& prog, const DynamicOperands& dyn) {
+                                              Program& prog, const DynamicOperands& dyn,
+                                              const std::optional<QParams>& q_lut_input) {
   using BK = image::BufferKind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KD * L.KH * L.KW, taps_2d = L.KH * L.KW;
@@ -1940,6 +1980,7 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
           vq.clamp_lo = lo;
           vq.clamp_hi = hi;
           prog.vec(vq);
+          apply_fused_lut(L, N, A_out, band_out_rows, prog);
           store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, band_h, Coutp,
                            static_cast<uint32_t>(out_off + ((b * L.OD + od) * L.OH * L.OW + band.oy0 * L.OW) * Coutp + nb * N));
         }

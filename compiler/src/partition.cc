@@ -177,6 +177,40 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
   return it == n.attrs.end() ? fallback : it->second.ints;
 }
 
+std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<size_t>& used,
+                                    std::vector<size_t>* members);
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges);
+
+// A lookup-table layer (an element-wise chain, or one table function) that alone reads the
+// conv's output becomes the conv's fused LUT (ConvLayer::lut_input): its nodes join `used`.
+// Only where nothing else is fused (a clamp after the table would be a second rounding).
+void fuse_lut_activation(const Graph& g, ConvLayer& L, std::set<size_t>& used) {
+  const int out = L.output;
+  if (!L.fused.empty() || L.int32_output || is_graph_output(g, out) || g.value(out).quant || g.value(out).io_codes)
+    return;
+  // A chain may read x more than once (hard-swish's x·Clip(x + 3, 0, 6)): every reader of the
+  // conv's output must be in it. Consumers come in node order, so the first one starts it.
+  auto c = consumers(g, out);
+  if (c.empty() || used.count(static_cast<size_t>(c[0]))) return;
+  const size_t ni = static_cast<size_t>(*std::min_element(c.begin(), c.end()));
+  std::vector<size_t> members;
+  std::optional<EltLayer> e = match_chain(g, ni, used, &members);
+  if (!e && c.size() == 1) {
+    e = match_elementwise(g, ni, 16, nullptr);
+    members = {ni};
+  }
+  if (!e || e->kind != EltLayer::Kind::kLut || !e->fn || e->inputs != std::vector<int>{out}) return;
+  for (int r : c)
+    if (std::find(members.begin(), members.end(), static_cast<size_t>(r)) == members.end()) return;
+  for (size_t m : members) {
+    used.insert(m);
+    L.fused.push_back(g.nodes[m].name);
+  }
+  L.lut_input = out;
+  L.lut_fn = e->fn;
+  L.output = e->output;
+}
+
 // A Relu, or a Clip with constant bounds, that alone reads the conv's output `out` becomes
 // the conv's requantisation clamp (L.act_lo/act_hi); it joins `used` and L.fused, and
 // L.output is what the layer then writes.
@@ -295,6 +329,7 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
     L.bias.assign(b.as<float>().begin(), b.as<float>().end());
   }
   fuse_clamp_activation(g, n.outputs[0], L, used);
+  fuse_lut_activation(g, L, used);
   return L;
 }
 
@@ -540,7 +575,10 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni, std::se
   L.pad_t = begin[0];
   L.pad_l = begin[1];
   if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
-  if (!one_d && !three_d) fuse_clamp_activation(g, n.outputs[0], L, used);
+  if (!one_d && !three_d) {
+    fuse_clamp_activation(g, n.outputs[0], L, used);
+    fuse_lut_activation(g, L, used);
+  }
   return L;
 }
 

@@ -74,6 +74,12 @@ struct ConvLayer {
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   bool int32_output = false;   // ConvInteger: int32 accumulators stored as they are (see FcLayer)
+  // A lookup-table activation (an element-wise chain such as hard-swish, or Sigmoid, ...)
+  // fused into the requantisation: the conv requantises to `lut_input`, the conv's own
+  // output (quantised over its calibrated range, never stored), then one VEC LUT in the
+  // scratchpad maps it to `output` before the STORE. -1 when none is fused.
+  int lut_input = -1;
+  std::function<float(float)> lut_fn;
   std::vector<std::string> fused;
 };
 
