@@ -53,6 +53,9 @@ layernorm_block.onnx  a transformer block's LayerNorm as Paddle2ONNX writes it, 
                  shape a Shape/Slice/Concat chain computes (shape inference leaves it unknown; it folds
                  after calibration): [1,40,48] -> Reshape -> ReduceMean, Sub, Pow 2, ReduceMean, Add eps,
                  Sqrt, Div, Mul gamma, Add beta -> MatMul [48,32] + bias -> [1,40,32]
+slice_channels.onnx  Slice as exporters use it, as strided copies: channels [2:9] of [1,12,6,10], Relu,
+                 the last 5 channels (negative start), Concat, then every second column from 1 (steps),
+                 times 0.25 (a Mul by a positive constant: a rescaled view) -> [1,12,6,5]
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -521,6 +524,27 @@ def layernorm_block(rng):
                              producer_name="npu make_models.py")
 
 
+def slice_channels():
+    def c(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.int64), name)
+    inits = [c("s_a", [2]), c("e_a", [9]), c("ax1", [1]), c("s_b", [-5]), c("e_b", [2**62]),
+             c("s_c", [1]), c("e_c", [10]), c("ax3", [3]), c("st2", [2]),
+             numpy_helper.from_array(np.asarray([0.25], np.float32), "quarter")]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Slice", ["x", "s_a", "e_a", "ax1"], ["a"], name="slice_a"),
+         n("Relu", ["a"], ["ra"], name="relu"),
+         n("Slice", ["x", "s_b", "e_b", "ax1"], ["b"], name="slice_b"),
+         n("Concat", ["ra", "b"], ["cat"], name="concat", axis=1),
+         n("Slice", ["cat", "s_c", "e_c", "ax3", "st2"], ["cols"], name="slice_cols"),
+         n("Mul", ["cols", "quarter"], ["y"], name="scale")],
+        "slice_channels",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 6, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 6, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -559,6 +583,7 @@ def main():
     save(exporter_patterns(np.random.default_rng(16)), os.path.join(out, "exporter_patterns.onnx"))
     save(deconv_head(np.random.default_rng(17)), os.path.join(out, "deconv_head.onnx"))
     save(layernorm_block(np.random.default_rng(18)), os.path.join(out, "layernorm_block.onnx"))
+    save(slice_channels(), os.path.join(out, "slice_channels.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

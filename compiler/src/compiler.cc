@@ -454,6 +454,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   // declared parameters): dynamic GEMM/conv operands and ConvTranspose inputs.
   std::set<int> zero_point_zero;
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
+  std::map<int, float> quant_factor;  // ... times this factor on the scale (a view of x·c)
   std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -487,6 +488,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         if (e->kind == EltLayer::Kind::kClip)
           for (size_t k = 1; k < e->inputs.size(); ++k) same_quant[e->inputs[k]] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
+        if (e->kind == EltLayer::Kind::kView && e->view_scale != 1.0f) quant_factor[e->output] = e->view_scale;
       }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
@@ -634,7 +636,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         std::vector<int> touched = npu_layer_inputs(op);
         touched.push_back(npu_layer_output(op));
         const auto* e = std::get_if<EltLayer>(&op);
-        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1;
+        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1 && e->slice_begin.empty();
         for (size_t d = 0; identity_copy && d < e->perm.size(); ++d) identity_copy = e->perm[d] == static_cast<int64_t>(d);
         const bool same = identity_copy && is_per_axis(e->inputs[0]) && is_per_axis(e->output) &&
                           g.value(e->inputs[0]).quant->scale == g.value(e->output).quant->scale &&
@@ -666,6 +668,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+      if (auto f = quant_factor.find(v); f != quant_factor.end()) qp[v].scale *= f->second;
       if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
                        declared->zero_point[0] != qp[v].zero_point))
         say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
@@ -916,15 +919,20 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
             const auto& shape = g.value(v).shape;
             std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
             uint64_t dst_off = act_offset[out];
+            uint64_t src_off = act_offset[v];
             if (e.kind == EltLayer::Kind::kTranspose) {
               copy_shape = g.value(out).shape;
               for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
+              for (size_t d = 0; d < e.slice_begin.size(); ++d) {  // a Slice: offset and steps
+                src_off += static_cast<uint64_t>(e.slice_begin[d] * act_strides[v][d]);
+                src[d] = act_strides[v][d] * e.slice_step[d];
+              }
             } else {
               dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
               axis_offset += shape[static_cast<size_t>(e.axis)];
             }
             if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
-            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
+            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(src_off), src,
                                                           static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
                                                           weights, seg.prog));
             facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);

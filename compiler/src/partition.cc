@@ -735,6 +735,61 @@ std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<si
   return L;
 }
 
+// A Slice with constant operands as a strided copy (EltLayer kTranspose with slice_begin):
+// the host kernel itself slices a tensor of element indices, so the compiler copies exactly
+// the elements the host would (clamping, negative indices and axes by its rules); the
+// result must be an affine walk with positive steps.
+std::optional<EltLayer> match_slice(const Graph& g, const Node& n) {
+  const auto& in = g.value(n.inputs[0]).shape;
+  const auto& out = g.value(n.outputs[0]).shape;
+  if (in.empty() || out.size() != in.size() || n.outputs.size() != 1) return std::nullopt;
+  int64_t count = 1, out_count = 1;
+  for (int64_t d : in) count *= d;
+  for (int64_t d : out) out_count *= d;
+  if (count <= 0 || count > (1 << 24) || out_count <= 0) return std::nullopt;
+  Tensor index = Tensor::zeros(DType::kF32, in);
+  for (int64_t i = 0; i < count; ++i) index.as<float>()[static_cast<size_t>(i)] = static_cast<float>(i);
+  std::vector<const Tensor*> args = {&index};
+  for (size_t k = 1; k < n.inputs.size(); ++k) {
+    if (n.inputs[k] >= 0 && !g.is_constant(n.inputs[k])) return std::nullopt;
+    args.push_back(n.inputs[k] >= 0 ? &*g.value(n.inputs[k]).constant : nullptr);
+  }
+  auto sliced = run_host_op("Slice", n.name, g.opset, n.attrs, args);
+  if (!sliced.is_ok() || sliced->empty() || (*sliced)[0].shape != out) return std::nullopt;
+  const auto src = (*sliced)[0].as<float>();
+  const size_t rank = in.size();
+  std::vector<int64_t> in_stride(rank, 1), out_stride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    in_stride[d] = in_stride[d + 1] * in[d + 1];
+    out_stride[d] = out_stride[d + 1] * out[d + 1];
+  }
+  EltLayer L;
+  L.slice_begin.resize(rank);
+  L.slice_step.assign(rank, 1);
+  const auto first = static_cast<int64_t>(src[0]);
+  for (size_t d = 0; d < rank; ++d) {
+    L.slice_begin[d] = first / in_stride[d] % in[d];
+    if (out[d] > 1) {
+      const int64_t delta = static_cast<int64_t>(src[static_cast<size_t>(out_stride[d])]) - first;
+      if (delta <= 0 || delta % in_stride[d] != 0) return std::nullopt;
+      L.slice_step[d] = delta / in_stride[d];
+    }
+  }
+  for (int64_t o = 0; o < out_count; ++o) {  // the whole walk must be that affine map
+    int64_t expect = 0;
+    for (size_t d = 0; d < rank; ++d)
+      expect += (L.slice_begin[d] + (o / out_stride[d] % out[d]) * L.slice_step[d]) * in_stride[d];
+    if (static_cast<int64_t>(src[static_cast<size_t>(o)]) != expect) return std::nullopt;
+  }
+  L.name = n.name;
+  L.op = n.op;
+  L.inputs = {n.inputs[0]};
+  L.output = n.outputs[0];
+  L.kind = EltLayer::Kind::kTranspose;
+  for (size_t d = 0; d < rank; ++d) L.perm.push_back(static_cast<int64_t>(d));
+  return L;
+}
+
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
 std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges) {
   const Node& n = g.nodes[ni];
@@ -836,6 +891,13 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     if (n.inputs.size() != 2 || n.inputs[1] < 0) return std::nullopt;
     bool scalar;
     const float c = scalar_constant(g, n.inputs[1], &scalar);
+    if (scalar && !n.integer_wrap && (op == "Mul" || op == "Div") && c > 0 && std::isfinite(c) &&
+        std::isfinite(1.0f / c) && g.value(n.inputs[0]).shape == g.value(n.outputs[0]).shape) {
+      // x·c with c > 0 is x's own codes at c times its scale: a view, exact.
+      L.kind = EltLayer::Kind::kView;
+      L.view_scale = op == "Mul" ? c : 1.0f / c;
+      return L;
+    }
     if (scalar) {  // x op constant is a table lookup
       if (op == "Add") L.fn = [c](float x) { return x + c; };
       else if (op == "Sub") L.fn = [c](float x) { return x - c; };
@@ -993,6 +1055,9 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.kind = EltLayer::Kind::kTranspose;
     for (size_t d = 0; d < in.size(); ++d) L.perm.push_back(static_cast<int64_t>(d));
     return L;
+  } else if (op == "Slice") {
+    if (auto sliced = match_slice(g, n)) return sliced;
+    return std::nullopt;
   } else if (op == "Transpose") {
     const auto& in = g.value(n.inputs[0]).shape;
     std::vector<int64_t> perm = ints_attr(n, "perm", {});
