@@ -1059,7 +1059,11 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
         const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
         int64_t M = 1;
         for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
-        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(capacity) / LB);
+        // Two alternating sets of regions when the tensor needs more than one chunk (and a
+        // half still holds a row): chunk k+1's LOADs and chunk k−1's STOREs overlap chunk k's
+        // VEC work.
+        const bool two_sets = M * LB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= LB;
+        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / LB);
         const int64_t full = Lr / N, tail = Lr % N;
         // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
         auto blocks = [&](bool store, BK buffer, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
@@ -1088,10 +1092,11 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
             }
           }
         };
-        for (int64_t row0 = 0; row0 < M; row0 += Mt) {
+        for (int64_t row0 = 0, k = 0; row0 < M; row0 += Mt, ++k) {
           const int64_t mt = std::min(Mt, M - row0);
           const auto rows = static_cast<uint32_t>(mt * LB);
-          const uint32_t A = reserved, B = A + rows, C = B + rows;
+          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * Mt * LB : 0));
+          const uint32_t B = A + rows, C = B + rows;
           blocks(false, BK::Activations, A, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
           blocks(false, b_buffer, B, b_off, mt, 0);
           compute(A, B, C, rows);
@@ -1101,9 +1106,12 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       }
       if (!L.broadcast_channels) {
         const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-        for (uint64_t r0 = 0; r0 < rows; r0 += capacity) {
-          const auto n = static_cast<uint32_t>(std::min(capacity, rows - r0));
-          const uint32_t A = reserved, B = A + n, C = B + n;
+        const bool two_sets = rows > capacity;  // alternating sets, as above
+        const uint64_t chunk = two_sets ? capacity / 2 : capacity;
+        for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
+          const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk : 0));
+          const uint32_t B = A + n, C = B + n;
           prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
           load_b(B, n, N, b_off + r0 * N);
           compute(A, B, C, n);
@@ -1115,12 +1123,15 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       // stride-0 LOAD (per image when b has a batch dimension).
       const auto& a = in_shapes[0];
       const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
-      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(capacity) / CB);
+      const bool two_sets = a[0] * pixels * CB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= CB;
+      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / CB);
+      int64_t k = 0;  // chunk index: alternating sets, as above
       for (int64_t b = 0; b < a[0]; ++b)
-        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
+        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px, ++k) {
           const int64_t np = std::min(chunk_px, pixels - p0);
           const auto n = static_cast<uint32_t>(np * CB);
-          const uint32_t A = reserved, B = A + n, C = B + n;
+          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk_px * CB : 0));
+          const uint32_t B = A + n, C = B + n;
           const uint64_t at = static_cast<uint64_t>((b * pixels + p0) * Cp);
           prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + at));
           isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
