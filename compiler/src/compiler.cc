@@ -233,7 +233,7 @@ Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copie
         facts = lower_fc_layer(*fc, placeholder, placeholder, N, 0, 0, weights, prog);
       else if (const auto* c = std::get_if<ConvLayer>(&op);
                c && c->weight_input < 0 && !conv_folds_taps(*c, N))
-        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog);
+        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog, {}, placeholder);
       if (!facts.is_ok() && facts.status().code() == StatusCode::kUnsupported)
         return Status(
             StatusCode::kUnsupported,
@@ -358,6 +358,17 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     specialized.emplace_back(i, t);
   }
 
+  // The reference run gave every value its static shape, so Shape nodes of values that shape
+  // inference left unknown (behind a Reshape whose shape a Shape/Slice/Concat chain
+  // computes) fold now, and with them the rest of such chains.
+  {
+    int refolded = 0;
+    NPU_RETURN_IF_ERROR(fold_constants(g, &refolded));
+    if (refolded) say("folded " + std::to_string(refolded) + " shape-chain node(s) of calibrated static shapes");
+    int means = 0;
+    NPU_RETURN_IF_ERROR(reduce_mean_as_matmul(g, &means));
+    if (means) say(std::to_string(means) + " last-axis ReduceMean(s) as MatMuls by 1/C (LayerNorm statistics on the MAC array)");
+  }
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape
   // inference cannot see through folded shape chains).
@@ -401,6 +412,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   // declared parameters): dynamic GEMM/conv operands and ConvTranspose inputs.
   std::set<int> zero_point_zero;
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
+  std::map<int, float> quant_factor;  // ... times this factor on the scale (a view of x·c)
   std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -434,6 +446,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         if (e->kind == EltLayer::Kind::kClip)
           for (size_t k = 1; k < e->inputs.size(); ++k) same_quant[e->inputs[k]] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
+        if (e->kind == EltLayer::Kind::kView && e->view_scale != 1.0f) quant_factor[e->output] = e->view_scale;
       }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
@@ -581,7 +594,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         std::vector<int> touched = npu_layer_inputs(op);
         touched.push_back(npu_layer_output(op));
         const auto* e = std::get_if<EltLayer>(&op);
-        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1;
+        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1 && e->slice_begin.empty();
         for (size_t d = 0; identity_copy && d < e->perm.size(); ++d) identity_copy = e->perm[d] == static_cast<int64_t>(d);
         const bool same = identity_copy && is_per_axis(e->inputs[0]) && is_per_axis(e->output) &&
                           g.value(e->inputs[0]).quant->scale == g.value(e->output).quant->scale &&
@@ -613,6 +626,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+      if (auto f = quant_factor.find(v); f != quant_factor.end()) qp[v].scale *= f->second;
       if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
                        declared->zero_point[0] != qp[v].zero_point))
         say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
@@ -664,6 +678,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (const NpuLayer& op : s.ops) {
       for (int v : npu_layer_inputs(op)) place(v);
       place(npu_layer_output(op));
+      // A fused lookup table's input is the conv's own output: never stored, quantised over
+      // its calibrated range like any activation.
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0) {
+        const auto [lo, hi] = ranges[c->lut_input];
+        qp[c->lut_input] = activation_qparams(lo, hi);
+      }
     }
   // An int32 graph output (ConvInteger/MatMulInteger) is exact only as the accumulators of a
   // layer whose operands hold the model's own codes (declared: bound inputs, QDQ values) and
@@ -687,6 +707,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   if (!options.export_qdq_path.empty()) {
     std::set<int> quantised;
     for (const auto& [v, off] : act_offset) quantised.insert(v);
+    for (const auto& s : steps)  // fused lookup tables' inputs are rounding points too
+      for (const NpuLayer& op : s.ops)
+        if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0) quantised.insert(c->lut_input);
     NPU_RETURN_IF_ERROR(write_qdq_model(g, steps, qp, quantised, options.export_qdq_path));
     say("wrote the quantised graph as a QDQ ONNX model to " + options.export_qdq_path);
   }
@@ -818,15 +841,21 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                    dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
+        // A fused lookup table's input is the conv's own output: never stored, quantised
+        // over its calibrated range like any activation.
+        std::optional<QParams> q_lut_input;
+        if (conv->lut_input >= 0) q_lut_input = qp.at(conv->lut_input);
         if (dense.count(conv->input)) {
           NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
                                                         static_cast<uint32_t>(act_offset[conv->input]),
-                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                        q_lut_input));
         } else {
           NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
                                                        static_cast<uint32_t>(act_offset[conv->input]),
                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                       dynamic_operands(conv->weight_input, conv->bias_input, false)));
+                                                       dynamic_operands(conv->weight_input, conv->bias_input, false),
+                                                       q_lut_input));
         }
       } else {
         const auto& e = std::get<EltLayer>(op);
@@ -848,15 +877,20 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
             const auto& shape = g.value(v).shape;
             std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
             uint64_t dst_off = act_offset[out];
+            uint64_t src_off = act_offset[v];
             if (e.kind == EltLayer::Kind::kTranspose) {
               copy_shape = g.value(out).shape;
               for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
+              for (size_t d = 0; d < e.slice_begin.size(); ++d) {  // a Slice: offset and steps
+                src_off += static_cast<uint64_t>(e.slice_begin[d] * act_strides[v][d]);
+                src[d] = act_strides[v][d] * e.slice_step[d];
+              }
             } else {
               dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
               axis_offset += shape[static_cast<size_t>(e.axis)];
             }
             if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
-            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
+            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(src_off), src,
                                                           static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
                                                           weights, seg.prog));
             facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);

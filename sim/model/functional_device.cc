@@ -790,7 +790,10 @@ class FunctionalDevice final : public Device {
     } else if (mode != 4) {
       if (auto f = check_range(param, acc_rows_)) return f;
     }
-    const int32_t* prow = acc_.data() + static_cast<size_t>(param) * n_;
+    // LUT's P is an ACT row (its table) and MAXPOOL has no parameters: neither reads ACC
+    // rows, and P may lie beyond them (a table at the top of ACT).
+    static constexpr std::array<int32_t, 3 * 32> kNoParams{};
+    const int32_t* prow = mode == 1 || mode == 4 ? kNoParams.data() : acc_.data() + static_cast<size_t>(param) * n_;
     const int32_t* m = prow + n_;  // REQUANT/DWCONV per-lane multiplier row
     const int32_t* s = m + n_;     // and shift row
     const int64_t m0 = prow[0], m1 = prow[1];
