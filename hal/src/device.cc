@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "drivers/umd/umd_backend.h"
-#include "npu/driver/kmd.h"
+#include "npu/driver/in_process.h"
 
 namespace npu::hal {
 namespace {
@@ -91,7 +91,7 @@ Result<std::vector<std::shared_ptr<Device>>> open_devices(std::string_view spec_
     } else if (name.rfind("/dev/accel/accel", 0) == 0 &&
                all_digits(std::string_view(name).substr(16))) {
       node = name;
-    } else if (driver::kmd::device_available(name)) {
+    } else if (driver::in_process_device_available(name)) {
       node = name;  // registered in-process (kmd::register_device)
     } else {
       return make_error(StatusCode::kNotFound,
