@@ -32,6 +32,19 @@ TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
   EXPECT_NE(m.find(device_fp), std::string::npos) << m;
 }
 
+// Version 3 stores host-step attributes in the image's own tables (version 2: an ONNX
+// NodeProto). A sealed version-2 image is refused as INCOMPATIBLE with "recompile".
+TEST(ImageVerifier, Version2ImageIsRefusedWithRecompile) {
+  test::ImageOptions v2;
+  v2.schema_version = 2;
+  auto r = compiler::ModelImage::from_bytes(test::build_identity_image(v2), "v2.npuimg");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIncompatible) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("v2.npuimg: image schema version 2"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("recompile"), std::string::npos) << r.status().message();
+}
+
 // Version 2 images end in a CRC-32 trailer. An image from before (version 1, no trailer) is
 // refused as INCOMPATIBLE with "recompile"; a version-2 image without its trailer, or with
 // any trailer byte changed, is CORRUPT_DATA naming the file.
