@@ -6,6 +6,7 @@
 
 #include "fake_device.h"
 #include "image_builder.h"
+#include "npu/runtime/image_to_hal.h"
 #include "npu/hal/api.h"
 
 namespace npu::hal {
@@ -21,7 +22,7 @@ TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
   auto device = std::make_shared<test::FakeDevice>();
   test::ImageOptions o;
   o.fingerprint = 0x1122334455667788ull;
-  auto exe = Executable::load(device, test::identity_image(o));
+  auto exe = runtime::load_executable(device, test::identity_image(o));
   ASSERT_FALSE(exe.is_ok());
   EXPECT_EQ(exe.status().code(), StatusCode::kIncompatible);
   const std::string& m = exe.status().message();
@@ -145,7 +146,7 @@ TEST(Executable, RefusesAnImageForAnotherArrayDim) {
   test::ImageOptions o;
   o.array_dim = 8;
   o.fingerprint = hw::fingerprint_for_dim(8);
-  auto exe = Executable::load(device, test::identity_image(o));
+  auto exe = runtime::load_executable(device, test::identity_image(o));
   ASSERT_FALSE(exe.is_ok());
   EXPECT_EQ(exe.status().code(), StatusCode::kIncompatible);
   EXPECT_NE(exe.status().message().find("8x8"), std::string::npos) << exe.status().message();
@@ -154,7 +155,7 @@ TEST(Executable, RefusesAnImageForAnotherArrayDim) {
 
 TEST(Executable, UploadsWeightsAndPatchesRelocationsPerInstance) {
   auto device = std::make_shared<test::FakeDevice>();
-  auto exe = Executable::load(device, test::identity_image());
+  auto exe = runtime::load_executable(device, test::identity_image());
   ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
   ASSERT_NE((*exe)->weights(), nullptr);
   EXPECT_EQ(static_cast<uint8_t>((*exe)->weights()->host()[2]), 3);
@@ -184,7 +185,7 @@ TEST(Executable, HostStepsAreDescribedAndHaveNoCommandBuffer) {
   auto device = std::make_shared<test::FakeDevice>();
   test::ImageOptions o;
   o.host_step = true;
-  auto exe = Executable::load(device, test::identity_image(o));
+  auto exe = runtime::load_executable(device, test::identity_image(o));
   ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
   ASSERT_EQ((*exe)->steps().size(), 2u);
   EXPECT_EQ((*exe)->steps()[1].kind, StepKind::kHost);
