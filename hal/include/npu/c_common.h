@@ -18,6 +18,11 @@
 extern "C" {
 #endif
 
+/* The C API is what the shared libraries export (they build with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 typedef int32_t npu_status_t;
 enum {
   NPU_OK = 0,
@@ -63,6 +68,10 @@ const char* npu_last_error_message(void);
 /* Releases memory a C API function returned through an out-parameter and documented as
  * "release with npu_free" (image bytes, JSON strings). NULL is accepted and ignored. */
 void npu_free(void* memory);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
