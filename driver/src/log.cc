@@ -30,19 +30,27 @@ void emit_locked(State& s, Category c, const char* msg) {
 
 State& state() {
   // Never destroyed: device threads may log during static teardown.
-  static State* s = [] {
-    auto* st = new State();
+  static State* s = new State();
+  return *s;
+}
+
+// NPU_LOG, read once on first use of this copy's own mask (a copy inside the simulator plugin
+// defers to the host's and never reads it, so an unknown word is reported once).
+State& with_env() {
+  State& s = state();
+  static std::once_flag once;
+  std::call_once(once, [&s] {
     uint32_t m = 0;
     std::string error;
     const char* env = std::getenv("NPU_LOG");
     if (env && !parse_categories(env, &m, &error)) {
       const std::string line = "NPU_LOG: " + error;
-      emit_locked(*st, kUmd, line.c_str());
+      std::lock_guard<std::mutex> lock(s.mu);
+      emit_locked(s, kUmd, line.c_str());
     }
-    st->mask.store(m, std::memory_order_relaxed);
-    return st;
-  }();
-  return *s;
+    s.mask.store(m, std::memory_order_relaxed);
+  });
+  return s;
 }
 
 }  // namespace
@@ -97,12 +105,11 @@ bool parse_categories(std::string_view text, uint32_t* mask, std::string* error)
 }
 
 uint32_t mask() {
-  State& s = state();
-  if (HostMask f = s.forward_mask.load(std::memory_order_acquire)) return f();
-  return s.mask.load(std::memory_order_relaxed);
+  if (HostMask f = state().forward_mask.load(std::memory_order_acquire)) return f();
+  return with_env().mask.load(std::memory_order_relaxed);
 }
 
-void set_mask(uint32_t m) { state().mask.store(m & kAll, std::memory_order_relaxed); }
+void set_mask(uint32_t m) { with_env().mask.store(m & kAll, std::memory_order_relaxed); }
 
 void write(Category c, const char* fmt, ...) {
   if (!enabled(c)) return;
@@ -130,7 +137,7 @@ void forward_to_host(HostMask m, HostEmit e) {
   s.forward_mask.store(m, std::memory_order_release);
 }
 
-uint32_t host_mask() { return state().mask.load(std::memory_order_relaxed); }
+uint32_t host_mask() { return with_env().mask.load(std::memory_order_relaxed); }
 
 void host_emit(uint32_t category, const char* message) {
   State& s = state();
