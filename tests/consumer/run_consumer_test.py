@@ -11,6 +11,8 @@
    Verilator code, and that libnpu.so exports nothing but the C API. Prints the sizes.
 
 usage: run_consumer_test.py BUILD_DIR SOURCE_DIR
+       run_consumer_test.py --installed PREFIX SOURCE_DIR   (steps 2-4 against an SDK that is
+       already installed, e.g. from the Debian packages: scripts/test-debs)
 """
 import os
 import re
@@ -47,19 +49,25 @@ def outputs_of(text):
 
 
 def main():
-    build, source = map(os.path.abspath, sys.argv[1:3])
+    installed = sys.argv[1] == "--installed"
+    args = sys.argv[2:4] if installed else sys.argv[1:3]
+    build, source = map(os.path.abspath, args)
     tmp = tempfile.mkdtemp(prefix="npu-consumer-")
     try:
-        prefix = os.path.join(tmp, "prefix")
-        run(["cmake", "--install", build, "--prefix", prefix])
-        check_manifest(build, prefix, "--prefix")
-        stage = os.path.join(tmp, "stage")
-        run(["cmake", "--install", build, "--prefix", "/usr"],
-            env=dict(os.environ, DESTDIR=stage))
-        check_manifest(build, "/usr", "DESTDIR=stage --prefix /usr", stage)
-        staged = sum(len(f) for _, _, f in os.walk(stage))
-        if staged != len(set(open(os.path.join(build, "install_manifest.txt")).read().split())):
-            sys.exit(f"FAIL: DESTDIR holds {staged} files, the manifest names another number")
+        if installed:
+            prefix = build
+        else:
+            prefix = os.path.join(tmp, "prefix")
+            run(["cmake", "--install", build, "--prefix", prefix])
+            check_manifest(build, prefix, "--prefix")
+            stage = os.path.join(tmp, "stage")
+            run(["cmake", "--install", build, "--prefix", "/usr"],
+                env=dict(os.environ, DESTDIR=stage))
+            check_manifest(build, "/usr", "DESTDIR=stage --prefix /usr", stage)
+            staged = sum(len(f) for _, _, f in os.walk(stage))
+            manifest = os.path.join(build, "install_manifest.txt")
+            if staged != len(set(open(manifest).read().split())):
+                sys.exit(f"FAIL: DESTDIR holds {staged} files, the manifest names another number")
 
         # The environment of a user of the installed SDK: no build tree, default logging.
         env = {k: v for k, v in os.environ.items()
