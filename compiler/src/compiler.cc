@@ -16,6 +16,7 @@
 
 #include "calibration.h"
 #include "export_qdq.h"
+#include "expose.h"
 #include "ir.h"
 #include "lower.h"
 #include "npu/compiler/image.h"
@@ -273,9 +274,10 @@ namespace {
 
 // The whole compilation. With `bind_io`, integer graph inputs/outputs are bound to device
 // views (bind_integer_io); when a host step would touch one of them, or the device cannot
-// hold its codes exactly, it stops with an error and says why in *io_refused.
+// hold its codes exactly, it stops with an error and says why in *io_refused. With
+// `exposed`, every value a step computes is also an image output (expose_values).
 Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const CompileOptions& options, bool bind_io,
-                                           std::string* io_refused) {
+                                           std::string* io_refused, ExposedImage* exposed = nullptr) {
   auto say = [&](const std::string& s) {
     if (options.progress) options.progress(s);
   };
@@ -350,57 +352,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     samples = random_samples(g, kRandomSamples);
     say("warning: no calibration data; calibrating on 8 deterministic N(0,1) samples. Pass --calib DIR for accuracy on real data");
   }
-  std::map<int, std::pair<float, float>> ranges;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
-        return make_error(StatusCode::kInvalidArgument,
-                          "calibration: sample " + std::to_string(s) + ": input " +
-                              std::to_string(i) + " ('" + g.value(g.inputs[i]).name +
-                              "') must have shape " + shape_to_string(g.value(g.inputs[i]).shape));
-    NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, samples[s])));
-    for (size_t v = 0; v < env.size(); ++v) {
-      if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
-      // NaN (sqrt of a negative, computed on the host) has no place in a range.
-      float mn = INFINITY, mx = -INFINITY;
-      for (float x : env[v].as<float>())
-        if (!std::isnan(x)) {
-          mn = std::min(mn, x);
-          mx = std::max(mx, x);
-        }
-      if (mn > mx) continue;  // all NaN
-      auto it = ranges.find(static_cast<int>(v));
-      if (it == ranges.end())
-        ranges[static_cast<int>(v)] = {mn, mx};
-      else
-        it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
-    }
-    // Values the reference computed give host-only values their shapes and dtypes.
-    for (size_t v = 0; v < env.size(); ++v)
-      if (!env[v].data.empty() || env[v].element_count() == 0) {
-        g.values[v].shape = env[v].shape;
-        g.values[v].dtype = env[v].dtype;
-      }
-  }
-  if (options.calibration_method.kind != CalibrationMethod::Kind::kMinMax) {
-    // Second pass: |x| histograms up to each value's absolute maximum, then the method's
-    // threshold clips the min/max range. Values with a declared quantisation keep theirs.
-    std::map<int, AbsHistogram> histograms;
-    for (const auto& [v, range] : ranges)
-      if (!g.value(v).quant && !g.is_constant(v))  // weights have their own per-channel scales
-        histograms.emplace(v, AbsHistogram(std::max(std::fabs(range.first), std::fabs(range.second))));
-    for (const auto& sample : samples) {
-      NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, sample)));
-      for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
-    }
-    for (auto& [v, h] : histograms)
-      ranges[v] = calibrated_range(options.calibration_method, ranges[v].first, ranges[v].second, &h);
-  }
-  say("calibrated on " + std::to_string(samples.size()) + " sample(s)" +
-      (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
-       : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
-       : options.calibration_method.kind == CalibrationMethod::Kind::kMse     ? " (mse)"
-                                                                              : " (percentile)"));
+  NPU_ASSIGN_OR_RETURN(ValueRanges ranges, in_stage("calibration", calibrate(g, samples, options.calibration_method)));
+  say("calibrated on " + std::to_string(samples.size()) + " sample(s) (" + calibration_method_name(options.calibration_method) + ")");
   for (const auto& [i, t] : specialize_inputs(g, samples, is_shape_operand)) {
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
     specialized.emplace_back(i, t);
@@ -434,7 +387,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
           return make_error(StatusCode::kUnsupported, *io_refused);
         }
   }
-
+  const ValueRanges narrowed = narrow_ranges_for_lut_readers(g, steps, ranges);
+  if (!narrowed.empty())
+    say("narrowed the ranges of " + std::to_string(narrowed.size()) +
+        " value(s) that only lookup tables read to where their functions change");
+  // After every decision that depends on which values are graph outputs.
+  if (exposed) expose_values(g, steps, narrowed, &exposed->values, &exposed->outputs);
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
@@ -1107,6 +1065,39 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     options.progress("integer graph inputs/outputs stay as they are (" + io_refused +
                      "): compiling again without binding them to the device");
   return in_stage("model", compile_model(onnx_path, options, false, &io_refused));
+}
+
+Result<ExposedImage> compile_exposing_values(const std::string& onnx_path, const CompileOptions& options) {
+  // The same binding decision as compile_onnx_file, so that the layers are the same.
+  const bool bind_io = options.export_qdq_path.empty();
+  std::string io_refused;
+  ExposedImage out;
+  auto bytes = in_stage("model", compile_model(onnx_path, options, bind_io, &io_refused, &out));
+  if (!bytes.is_ok() && !io_refused.empty()) {
+    out = ExposedImage{};
+    bytes = in_stage("model", compile_model(onnx_path, options, false, &io_refused, &out));
+  }
+  if (!bytes.is_ok()) return bytes.status();
+  out.bytes = std::move(bytes.value());
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, Tensor>>> run_float_model(
+    const std::string& onnx_path, const std::map<std::string, std::vector<int64_t>>& input_shapes,
+    const std::vector<Tensor>& inputs) {
+  NPU_ASSIGN_OR_RETURN(Graph g, in_stage("model", load_onnx(onnx_path, input_shapes)));
+  NPU_ASSIGN_OR_RETURN(std::vector<Tensor> env, in_stage("calibration", run_reference(g, inputs)));
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto keep = [&](int v) {
+    const Value& val = g.value(v);
+    Tensor& t = env[static_cast<size_t>(v)];
+    if (!val.name.empty() && t.dtype == DType::kF32 && !g.is_constant(v)) out.emplace_back(val.name, std::move(t));
+  };
+  for (int v : g.inputs) keep(v);
+  for (const Node& n : g.nodes)
+    for (int v : n.outputs)
+      if (v >= 0) keep(v);
+  return out;
 }
 
 }  // namespace npu::compiler

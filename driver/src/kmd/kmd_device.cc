@@ -555,9 +555,10 @@ void KDevice::handle_hang_locked() {
 void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
                            uint64_t error_addr) {
   ++stats_.resets;
-  std::vector<Context*> affected;
+  // Shared: clearing the rings can drop the last reference to a context its file destroyed.
+  std::vector<std::shared_ptr<Context>> affected;
   if (guilty != nullptr) {
-    affected.push_back(guilty->ctx.get());
+    affected.push_back(guilty->ctx);
     if (!guilty->ended) end_job_locked(*guilty, status, device_error, error_addr, 0);
     if (status == DRM_NPU_JOB_PAGE_FAULT) {
       Context& ctx = *guilty->ctx;
@@ -569,12 +570,12 @@ void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
   }
   for (auto& r : rings_) {
     for (auto& job : r.jobs) {
-      affected.push_back(job->ctx.get());
+      affected.push_back(job->ctx);
       if (!job->ended) end_job_locked(*job, DRM_NPU_JOB_ABORTED, 0, 0, 0);
       job->in_ring = false;
     }
     if (r.withheld_hang) {
-      affected.push_back(r.withheld_hang->ctx.get());
+      affected.push_back(r.withheld_hang->ctx);
       if (!r.withheld_hang->ended) end_job_locked(*r.withheld_hang, DRM_NPU_JOB_ABORTED, 0, 0, 0);
       r.withheld_hang.reset();
     }
@@ -582,7 +583,7 @@ void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
   }
   std::sort(affected.begin(), affected.end());
   affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
-  for (Context* c : affected) ++c->reset_count;
+  for (const auto& c : affected) ++c->reset_count;
   jobs_in_rings_ = 0;
   hung_job_.reset();
   stalled_ = false;

@@ -1,5 +1,5 @@
 // How the user-mode driver reaches the in-process kernel-driver model (the devices "sim",
-// "rtl" and any name a test registers) without linking it (docs/decisions/0001-sim-plugin.md).
+// "rtl" and any name a test registers) without linking it (docs/decisions/sim-plugin-on-demand.md).
 //
 // The kernel-driver model, the functional model and the Verilated RTL live in npu_kmd. A
 // deployment program does not link it: the first time a program asks for an in-process device
