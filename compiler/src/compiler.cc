@@ -20,6 +20,7 @@
 #include "ir.h"
 #include "lower.h"
 #include "npu/compiler/image.h"
+#include "npu/host_kernels/host_step.h"
 #include "npu/sim/bare_metal.h"
 #include "partition.h"
 #include "passes.h"
@@ -1053,11 +1054,10 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       for (int v : n.inputs) hin.push_back(v >= 0 ? host_index.at(v) : UINT32_MAX);
       for (int v : n.outputs) hout.push_back(host_index.at(v));
       // Unused optional inputs are marked UINT32_MAX; the verifier and runtime treat them as absent.
-      std::string node_bytes = n.proto;
       auto host_seg = image::CreateHostSegment(fb, fb.CreateString(n.op), fb.CreateString(n.name),
-                                               fb.CreateVector(hin), fb.CreateVector(hout),
-                                               fb.CreateVector(reinterpret_cast<const uint8_t*>(node_bytes.data()), node_bytes.size()),
-                                               g.opset);
+                                               fb.CreateVector(hin), fb.CreateVector(hout), g.opset,
+                                               host::encode_attributes(fb, n.attrs),
+                                               static_cast<uint32_t>(n.outputs.size()));
       image_steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host_seg.Union()));
     }
   }

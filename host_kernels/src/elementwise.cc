@@ -6,7 +6,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 // ---- unary ----
@@ -534,4 +534,4 @@ void register_elementwise(KernelTable& t) {
   t["CastLike"] = cast_like;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

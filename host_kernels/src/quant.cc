@@ -7,7 +7,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 
 Result<Tensor> minus_zero_point(const OpContext& c, const Tensor& x, const Tensor* zp,
                                 int64_t axis) {
@@ -205,4 +205,4 @@ void register_quant(KernelTable& t) {
   t["QLinearConv"] = qlinear_conv;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -6,7 +6,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 Result<int64_t> scalar_int(const OpContext& c, size_t k) {
@@ -181,4 +181,4 @@ void register_signal(KernelTable& t) {
   t["MelWeightMatrix"] = mel_weight_matrix;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -5,7 +5,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 Result<Outputs> non_max_suppression(const OpContext& c) {
@@ -298,4 +298,4 @@ void register_vision(KernelTable& t) {
   t["MaxUnpool"] = max_unpool;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

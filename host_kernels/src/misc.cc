@@ -8,7 +8,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 Result<Outputs> range(const OpContext& c) {
@@ -540,4 +540,4 @@ void register_misc(KernelTable& t) {
   t["TfIdfVectorizer"] = tfidf_vectorizer;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

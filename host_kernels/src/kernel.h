@@ -14,9 +14,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "npu/compiler/host_ops.h"
+#include "npu/host_kernels/host_ops.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 
 using Shape = std::vector<int64_t>;
 using Outputs = std::vector<Tensor>;
@@ -267,4 +267,4 @@ Outputs one(T&& t) {
   return out;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

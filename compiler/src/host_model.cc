@@ -4,7 +4,7 @@
 #include <set>
 
 #include "ir.h"
-#include "kernel.h"
+#include "npu/compiler/host_ops.h"
 #include "npu/hal/file.h"
 #include "onnx_tensor.h"
 

@@ -4,7 +4,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 Result<Outputs> matmul(const OpContext& c) {
@@ -218,4 +218,4 @@ void register_linalg(KernelTable& t) {
   t["Einsum"] = einsum;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

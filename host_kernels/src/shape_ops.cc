@@ -7,7 +7,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 Tensor with_shape(const Tensor& x, Shape shape) {
@@ -598,4 +598,4 @@ void register_shape_ops(KernelTable& t) {
   t["SpaceToDepth"] = depth_space<false>;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -6,7 +6,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 struct Tap {
@@ -269,4 +269,4 @@ void register_resize(KernelTable& t) {
   t["Upsample"] = upsample;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

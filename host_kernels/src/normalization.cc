@@ -7,7 +7,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 Result<const Tensor*> float_input(const OpContext& c, size_t k) {
@@ -260,4 +260,4 @@ void register_normalization(KernelTable& t) {
   t["Hardmax"] = softmax<SoftmaxKind::kHardmax>;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -6,7 +6,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 enum class Cell { kRnn, kGru, kLstm };
@@ -217,4 +217,4 @@ void register_rnn(KernelTable& t) {
   t["LSTM"] = recurrent<Cell::kLstm>;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -6,7 +6,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 enum class R { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
@@ -128,4 +128,4 @@ void register_reduce(KernelTable& t) {
   t["ArgMin"] = arg_reduce<false>;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -5,7 +5,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 // NLL of log-probabilities x [N, C, d...] at integer targets [N, d...].
@@ -88,4 +88,4 @@ void register_loss(KernelTable& t) {
   t["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host

@@ -4,8 +4,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler {
-namespace host {
+namespace npu::host {
 
 Result<const Tensor*> OpContext::need(size_t k) const {
   const Tensor* t = in(k);
@@ -259,18 +258,17 @@ const KernelTable& table() {
 }
 
 }  // namespace
-}  // namespace host
 
 Result<std::vector<Tensor>> run_host_op(const std::string& op_type, const std::string& node_name,
                                         int64_t opset, const HostOpAttrs& attrs,
                                         const std::vector<const Tensor*>& inputs,
                                         size_t num_outputs) {
-  auto it = host::table().find(op_type);
-  if (it == host::table().end())
+  auto it = table().find(op_type);
+  if (it == table().end())
     return make_error(StatusCode::kUnsupported,
                       "operator " + op_type + " (node '" + node_name +
                           "') is supported neither on the NPU nor by the host fallback");
-  const host::OpContext c{op_type, node_name, opset, attrs, inputs, num_outputs};
+  const OpContext c{op_type, node_name, opset, attrs, inputs, num_outputs};
   for (const auto& [key, a] : attrs)
     if (a.kind == Attribute::Kind::kOther)
       return c.unsupported("attribute '" + key + "' (" + a.s + ")");
@@ -283,12 +281,12 @@ Result<std::vector<Tensor>> run_host_op(const std::string& op_type, const std::s
   }
 }
 
-bool host_op_supported(const std::string& op_type) { return host::table().count(op_type) > 0; }
+bool host_op_supported(const std::string& op_type) { return table().count(op_type) > 0; }
 
 std::vector<std::string> host_op_types() {
   std::vector<std::string> v;
-  for (const auto& [name, k] : host::table()) v.push_back(name);
+  for (const auto& [name, k] : table()) v.push_back(name);
   return v;
 }
 
-}  // namespace npu::compiler
+}  // namespace npu::host

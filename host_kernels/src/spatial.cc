@@ -7,7 +7,7 @@
 
 #include "kernel.h"
 
-namespace npu::compiler::host {
+namespace npu::host {
 namespace {
 
 // Bound on kernel sizes, strides, pads and dilations: keeps the geometry in int64.
@@ -409,4 +409,4 @@ void register_spatial(KernelTable& t) {
   t["GlobalLpPool"] = global_pool<PoolKind::kLp>;
 }
 
-}  // namespace npu::compiler::host
+}  // namespace npu::host
