@@ -118,8 +118,8 @@ class FunctionalDevice final : public Device {
     if (offset >= r::QUEUE_BASE && offset < r::QUEUE_BASE + hw::kNumQueues * r::QUEUE_STRIDE) {
       Queue& q = queues_[(offset - r::QUEUE_BASE) / r::QUEUE_STRIDE];
       switch ((offset - r::QUEUE_BASE) % r::QUEUE_STRIDE) {
-        case r::QUEUE_RING_BASE: q.base = value; q.head = q.tail = 0; return;
-        case r::QUEUE_RING_SIZE: q.size = value; q.head = q.tail = 0; return;
+        case r::QUEUE_RING_BASE: q.base = value; q.head = q.tail = 0; ++q.generation; return;
+        case r::QUEUE_RING_SIZE: q.size = value; q.head = q.tail = 0; ++q.generation; return;
         case r::QUEUE_RING_TAIL: q.tail = value; return;
         default: return;
       }
@@ -128,6 +128,7 @@ class FunctionalDevice final : public Device {
 
   StopReason run(uint64_t max_cycles) override {
     const uint64_t start = cycle_;
+    deadline_ = max_cycles > UINT64_MAX - cycle_ ? UINT64_MAX : cycle_ + max_cycles;
     for (;;) {
       if (irq_line()) return StopReason::kInterrupt;
       if (!has_work()) return StopReason::kIdle;
@@ -139,6 +140,7 @@ class FunctionalDevice final : public Device {
  private:
   struct Queue {
     uint32_t base = 0, size = 0, head = 0, tail = 0, completed = 0;
+    uint32_t generation = 0;  // bumped when RING_BASE/RING_SIZE empty the ring
   };
 
   void reset_state() {
@@ -146,6 +148,7 @@ class FunctionalDevice final : public Device {
     irq_status_ = irq_mask_ = 0;
     error_code_ = error_addr_ = error_queue_ = error_instr_ = 0;
     for (Queue& q : queues_) q = Queue{};
+    job_ = ActiveJob{};
     std::fill(counters_.begin(), counters_.end(), 0);
     std::fill(act_.begin(), act_.end(), int8_t{0});
     std::fill(wgt_.begin(), wgt_.end(), int8_t{0});
@@ -156,6 +159,8 @@ class FunctionalDevice final : public Device {
   bool irq_line() const { return (irq_status_ & irq_mask_) != 0; }
 
   bool has_work() const {
+    // An entry in progress completes even if ENABLE is cleared (as on the RTL).
+    if (job_.active) return error_code_ == 0;
     if (!(control_ & hw::bits::CONTROL_ENABLE) || error_code_ != 0) return false;
     for (const Queue& q : queues_)
       if (q.head != q.tail) return true;
@@ -263,6 +268,10 @@ class FunctionalDevice final : public Device {
 
   // --- ring processing ---------------------------------------------------------------------
   void step_ring() {
+    if (job_.active) {
+      continue_job();
+      return;
+    }
     uint32_t qi = 0;
     while (queues_[qi].head == queues_[qi].tail) ++qi;
     Queue& q = queues_[qi];
@@ -298,10 +307,13 @@ class FunctionalDevice final : public Device {
           fault = bad_entry;
           break;
         }
-        fault = exec(w[1], w[2], w[3], qi, &fault_instr);
-        job_cycles_ += timing_.end_job();  // the engines overlap: the job's cycles come at its end
-        if (!fault) count(hw::Counter::kJobs, 1);
-        break;
+        pt_base_ = w[3];
+        tokens_ = {0, 0, 0, 0};
+        itlb_ = dtlb_ = Tlb{};
+        timing_.begin_job();
+        job_ = ActiveJob{true, qi, w[1], w[2], 0, q.generation, cycle_};
+        continue_job();
+        return;
       default:
         fault = bad_entry;
         break;
@@ -314,25 +326,87 @@ class FunctionalDevice final : public Device {
     q.head = (q.head + hw::kRingEntryBytes) & (q.size - 1);
   }
 
-  std::optional<Fault> exec(uint32_t cmd_va, uint32_t cmd_bytes, uint32_t pt_base, uint32_t queue,
-                            uint32_t* fault_instr) {
-    pt_base_ = pt_base;
-    tokens_ = {0, 0, 0, 0};
-    itlb_ = dtlb_ = Tlb{};
-    timing_.begin_job();
-    for (uint32_t off = 0; off < cmd_bytes; off += hw::kInstructionBytes) {
+  // Runs the active EXEC job from its next instruction, or leaves it for a later run(): the
+  // budget of run() is charged at instruction boundaries, so that one call cannot run far past
+  // it (a legal VEC of 42919 x 42752 rows otherwise ran inside a single run(2M) call for
+  // minutes; fuzz_exec's finding). Time passes up to the budget while the job is in progress,
+  // as on the RTL, and the job's ring entry shows as in progress (STATUS.BUSY, HEAD).
+  void continue_job() {
+    uint32_t fault_instr = kNoInstr;
+    bool suspended = false;
+    const std::optional<Fault> fault = exec(&fault_instr, &suspended);
+    if (suspended) {
+      if (deadline_ > cycle_) tick(deadline_ - cycle_);
+      return;
+    }
+    job_.active = false;
+    job_cycles_ += timing_.end_job();  // the engines overlap: the job's cycles come at its end
+    if (!fault) count(hw::Counter::kJobs, 1);
+    const uint64_t ticked = cycle_ - job_.start_cycle;  // while it waited for budget
+    tick(job_cycles_ > ticked ? job_cycles_ - ticked : 0);
+    if (fault) {
+      latch_error(*fault, job_.queue, fault_instr);
+      return;
+    }
+    Queue& q = queues_[job_.queue];
+    if (q.generation == job_.generation) q.head = (q.head + hw::kRingEntryBytes) & (q.size - 1);
+  }
+
+  // Engine cycles a GEMM or VEC takes at least, from its words alone: O·I·max(R, N) and
+  // O·R·kh·kw, below their costs in docs/rtl-timing.md (LOAD and STORE are bounded by the
+  // scratchpads they fill or drain); 0 for the others.
+  uint64_t work_bound(const isa::Words& w) const {
+    switch (static_cast<hw::Opcode>(w[0] & 0xFF)) {
+      case hw::Opcode::kGemm:
+        return uint64_t{field(w[3], 0, 16)} * field(w[3], 16, 16) *
+               std::max<uint64_t>(field(w[2], 16, 16), n_);
+      case hw::Opcode::kVec:
+        return uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16) *
+               (field(w[0], 16, 4) >= 4 ? uint64_t{field(w[7], 0, 8)} * field(w[7], 8, 8) : 1);
+      default:
+        return 0;
+    }
+  }
+
+  // Whether `w` must wait for a later run(): it would run (an instruction that faults at its
+  // checks faults now, however large), and its end lies past this call's budget even by a lower
+  // bound: GEMM and VEC share the COMPUTE engine, so the job cannot end that instruction before
+  // start + the sum of their work bounds. A lower bound, so that waiting never delays a job
+  // past its predicted cycles.
+  bool must_wait(const isa::Words& w, uint32_t va) {
+    const uint64_t bound = work_bound(w);
+    if (bound == 0) return false;
+    if (job_.start_cycle + job_.compute_bound + bound <= deadline_) {
+      job_.compute_bound += bound;
+      return false;
+    }
+    checking_only_ = true;  // the checks of execute() without their effects
+    const Fault f = execute(w, va);
+    checking_only_ = false;
+    if (f.code != ErrorCode::kNone) return false;  // execute() reports the fault
+    return true;
+  }
+
+  std::optional<Fault> exec(uint32_t* fault_instr, bool* suspended) {
+    const uint32_t cmd_va = job_.cmd_va, cmd_bytes = job_.cmd_bytes, queue = job_.queue;
+    for (uint32_t off = job_.next; off < cmd_bytes; off += hw::kInstructionBytes) {
       *fault_instr = off;
       const uint32_t va = cmd_va + off;
       Chunks chunks;
       if (auto f = translate_range(va, hw::kInstructionBytes, false, itlb_, &chunks)) return f;
       isa::Words w;
       std::memcpy(w.data(), dram_.data() + chunks.phys[0], sizeof(w));  // 32-aligned: one chunk
+      if (must_wait(w, va)) {
+        job_.next = off;
+        *suspended = true;
+        return std::nullopt;
+      }
       job_cycles_ += timing_.instruction(va, chunks.phys[0], uint64_t{cmd_va} + cmd_bytes, dram_.size(), w.data());
       if (const Fault f = execute(w, va); f.code != ErrorCode::kNone) return f;
       count(hw::Counter::kInstrs, 1);
       if (trace_) {
         TraceEvent ev;
-        ev.cycle = cycle_ + job_cycles_ + timing_.completion();
+        ev.cycle = job_.start_cycle + job_cycles_ + timing_.completion();
         ev.queue = queue;
         ev.cmd_offset = off;
         std::copy(w.begin(), w.end(), ev.words);
@@ -406,6 +480,12 @@ class FunctionalDevice final : public Device {
     const auto next_out = engine == isa::Engine::kLoad ? kL2C : kC2S;     // push_next channel
     if (pop_prev && tokens_[prev_in] == 0) return Fault{ErrorCode::kTokenDeadlock, prev_in};
     if (pop_next && tokens_[next_in] == 0) return Fault{ErrorCode::kTokenDeadlock, next_in};
+    if (checking_only_) {  // must_wait(): the range checks too, then nothing else
+      std::optional<Fault> f;
+      if (opcode == static_cast<uint32_t>(hw::Opcode::kGemm)) f = do_gemm(w);
+      if (opcode == static_cast<uint32_t>(hw::Opcode::kVec)) f = do_vec(w);
+      return f ? *f : Fault{ErrorCode::kNone, 0};
+    }
     if (pop_prev) --tokens_[prev_in];
     if (pop_next) --tokens_[next_in];
 
@@ -703,6 +783,7 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(act_max, act_rows_)) return f;
     if (auto f = check_range(wgt_max, wgt_rows_ / n_)) return f;
     if (auto f = check_range(acc_max, acc_rows_)) return f;
+    if (checking_only_) return std::nullopt;
     // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
     // convolution cycles through the same few tiles for every output row.
     auto packed_tile = [&](uint32_t tile_index) -> const PackedTile& {
@@ -790,6 +871,7 @@ class FunctionalDevice final : public Device {
     } else if (mode != 4) {
       if (auto f = check_range(param, acc_rows_)) return f;
     }
+    if (checking_only_) return std::nullopt;
     // LUT's P is an ACT row (its table) and MAXPOOL has no parameters: neither reads ACC
     // rows, and P may lie beyond them (a table at the top of ACT).
     static constexpr std::array<int32_t, 3 * 32> kNoParams{};
@@ -876,6 +958,16 @@ class FunctionalDevice final : public Device {
   }
   uint64_t cycle_ = 0;
   uint64_t job_cycles_ = 0;
+  uint64_t deadline_ = 0;        // cycle_ at which the current run() call's budget ends
+  bool checking_only_ = false;   // execute() as must_wait() calls it
+  // The EXEC entry in progress (continue_job()).
+  struct ActiveJob {
+    bool active = false;
+    uint32_t queue = 0, cmd_va = 0, cmd_bytes = 0, next = 0;  // next: byte offset to run
+    uint32_t generation = 0;                                  // of its ring when picked
+    uint64_t start_cycle = 0;                                 // cycle_ when it was picked
+    uint64_t compute_bound = 0;  // sum of work_bound() of its GEMM/VEC instructions run so far
+  } job_;
 };
 
 // The config's kernel path, checked: the one place that refuses a path this CPU cannot run.

@@ -243,6 +243,67 @@ TEST_F(FunctionalModel, RandomWordsNeverHang) {
 }
 
 
+// run(max_cycles) keeps to its budget inside a job (fuzz_exec's finding: a legal VEC of
+// 42919 x 42752 rows ran inside one run(2M) call for minutes): the job waits at the long
+// instruction, time passes up to the budget, STATUS shows the entry in progress, and a job cut
+// into many small run() calls ends exactly as in one call.
+TEST_F(FunctionalModel, RunKeepsToItsBudgetInsideAJob) {
+  for (uint32_t i = 0; i < 4 * 64 * N; ++i) *words(i * 4) = static_cast<int32_t>(i * 7919 % 20001) - 10000;
+  for (uint32_t c = 0; c < N; ++c) {
+    *words(0x8000 + 4 * c) = 1 << 30;
+    *words(0x8040 + 4 * c) = 36;
+  }
+  auto program = [&](uint16_t o, uint16_t r, uint16_t sr) {
+    std::vector<isa::Words> p;
+    p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kAcc, .va = data_, .x = 64, .x_stride = 4 * N}));
+    isa::Load params{.sp = hw::Scratchpad::kAcc, .va = data_ + 0x8000 - 4 * N, .sp_base = 100, .x = 3,
+                     .x_stride = 4 * N};
+    params.tokens.push_next = true;
+    p.push_back(isa::encode(params));
+    isa::VecRequant v{.src = 0, .dst = 0, .param = 100, .r = r, .o = o, .src_sr = sr, .dst_sr = sr};
+    v.tokens.pop_prev = true;
+    v.tokens.push_next = true;
+    p.push_back(isa::encode(v));
+    isa::Store st{.sp = hw::Scratchpad::kAct, .va = data_ + 0x9000, .x = 64, .x_stride = N};
+    st.tokens.pop_prev = true;
+    p.push_back(isa::encode(st));
+    return p;
+  };
+  // 60000 x 60000 rows over the same row: about 3.6e9 cycles on the RTL.
+  auto huge = program(60000, 60000, 0);
+  auto view = bm_.view(cmds_, huge.size() * 32);
+  std::memcpy(view.data(), huge.data(), huge.size() * 32);
+  const auto res = bm_.run(*dev_, cmds_, static_cast<uint32_t>(huge.size() * 32), 1'000'000);
+  EXPECT_TRUE(res.cycle_limit);
+  EXPECT_FALSE(res.completed);
+  EXPECT_EQ(dev_->read_reg(hw::reg::ERROR_CODE), 0u);
+  EXPECT_NE(dev_->read_reg(hw::reg::STATUS) & hw::bits::STATUS_BUSY, 0u);  // the entry is in progress
+  EXPECT_LE(res.cycles, 1'000'000u + 100'000u);
+
+  // A job of 64 rows, once in one call and once in budgets of 50 cycles: same bytes, same cycles.
+  auto small = program(1, 64, 1);
+  const auto whole = run(small);
+  ASSERT_TRUE(whole.completed) << "error " << whole.error_code;
+  std::vector<int8_t> expected(bytes(0x9000), bytes(0x9000) + 64 * N);
+  const uint64_t instrs = read_counter(*dev_, hw::Counter::kInstrs);
+  std::memset(bytes(0x9000), 0, 64 * N);
+  auto v2 = bm_.view(cmds_, small.size() * 32);
+  std::memcpy(v2.data(), small.data(), small.size() * 32);
+  dev_->write_reg(hw::reg::CONTROL, hw::bits::CONTROL_RESET);
+  BareMetalResult sliced;
+  sliced = bm_.run(*dev_, cmds_, static_cast<uint32_t>(small.size() * 32), 50);
+  int calls = 1;
+  while (!sliced.completed && sliced.error_code == 0 && calls < 100000) {
+    dev_->run(50);
+    ++calls;
+    sliced.completed = (dev_->read_reg(hw::reg::IRQ_STATUS) & 1u) != 0;
+  }
+  EXPECT_GT(calls, 1);
+  EXPECT_TRUE(sliced.completed);
+  EXPECT_EQ(std::vector<int8_t>(bytes(0x9000), bytes(0x9000) + 64 * N), expected);
+  EXPECT_EQ(read_counter(*dev_, hw::Counter::kInstrs), instrs);
+}
+
 // VEC modes beyond REQUANT: each checked against a scalar evaluation of architecture.md 1.4.
 class VecModes : public FunctionalModel {
  protected:
