@@ -486,7 +486,7 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
   if (a->seq == 0 || a->seq > ctx->last_submitted || a->seq <= ctx->pruned_upto) return EINVAL;
   const auto deadline =
       Clock::time_point(std::chrono::nanoseconds(std::max<int64_t>(a->deadline_ns, 0)));
-  ++stats_.waits;
+  if (Clock::now() < deadline) ++stats_.waits;  // not a poll
   for (;;) {
     if (unplugged_) return ENODEV;
     auto it = ctx->results.find(a->seq);
