@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fake_device.h"
@@ -353,6 +354,72 @@ TEST_F(SchedulerTest, RejectsJobsOfAnotherDevice) {
   spec.instance = std::move((*exe)->instantiate()).value();
   EXPECT_EQ(s->submit(std::move(spec), hal::kInfiniteDeadline).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, RunExecutesOnTheCallersThreadWhenALaneIsIdle) {
+  auto s = make(2, 8);
+  JobSpec spec = job(7);
+  spec.on_complete = nullptr;
+  auto o = s->run(std::move(spec), hal::kInfiniteDeadline);
+  ASSERT_TRUE(o.is_ok()) << o.status().to_string();
+  EXPECT_TRUE(o->status.is_ok()) << o->status.to_string();
+  EXPECT_EQ(o->device_cycles, 100u);
+  EXPECT_EQ(o->device_waits, 1u);
+  ASSERT_EQ(device_->jobs().size(), 1u);
+  EXPECT_EQ(device_->jobs()[0].thread, std::this_thread::get_id());
+  EXPECT_EQ(s->stats().completed, 1u);
+  JobSpec with_callback = job(8);
+  EXPECT_EQ(s->run(std::move(with_callback), hal::kInfiniteDeadline).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, RunQueuesBehindABusyLaneAndALaneHandsItTheOutcome) {
+  auto s = make(1, 8);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(100), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));  // the only lane is busy
+  std::optional<Result<JobOutcome>> got;
+  std::thread caller([&] {
+    JobSpec spec = job(1);
+    spec.on_complete = nullptr;
+    got.emplace(s->run(std::move(spec), hal::kInfiniteDeadline));
+  });
+  device_->release();
+  caller.join();
+  ASSERT_TRUE(got && got->is_ok()) << (got ? got->status().to_string() : "no result");
+  EXPECT_TRUE((*got)->status.is_ok()) << (*got)->status.to_string();
+  ASSERT_TRUE(outcomes_.wait_for(100));
+  const auto jobs = device_->jobs();
+  ASSERT_EQ(jobs.size(), 2u);
+  // Both ran on the worker, in order: the caller's job queued behind job 100.
+  EXPECT_EQ(jobs[1].marker, 1);
+  EXPECT_EQ(jobs[1].thread, jobs[0].thread);
+}
+
+TEST_F(SchedulerTest, ShutdownCancelsAQueuedRunExactlyOnce) {
+  auto s = make(1, 8);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(100), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));
+  std::optional<Result<JobOutcome>> got;
+  std::thread caller([&] {
+    JobSpec spec = job(1);
+    spec.on_complete = nullptr;
+    got.emplace(s->run(std::move(spec), hal::kInfiniteDeadline));
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s->stats().queued == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_EQ(s->stats().queued, 1u);
+  std::thread stopper([&] { s->shutdown(Scheduler::ShutdownMode::kCancelPending); });
+  caller.join();  // cancelled while job 100 still holds the lane
+  ASSERT_TRUE(got && got->is_ok());
+  EXPECT_EQ((*got)->status.code(), StatusCode::kCancelled) << (*got)->status.to_string();
+  device_->release();
+  stopper.join();
+  EXPECT_EQ(device_->jobs().size(), 1u);
+  EXPECT_EQ(s->stats().completed, 2u);
+  EXPECT_EQ(s->stats().cancelled, 1u);
 }
 
 }  // namespace
