@@ -28,6 +28,7 @@ struct ImageOptions {
   int repeat = 1;                // copy the rows this many times (longer jobs)
   int npu_steps = 1;             // the NPU segment this many times, as consecutive steps
   int fault_step = -1;           // with fault and npu_steps > 1: only this step faults
+  bool null_job = false;         // the NPU segment is one SYNC that moves nothing (a null job)
   bool store_to_weights = false;  // STORE into the (device read-only) weights buffer
   int specialized_input = -1;     // >= 0: a SpecializedInput naming this input index ...
   size_t specialized_bytes = 256;  // ... with this many bytes of value (x needs 4·16·4)
@@ -75,6 +76,12 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
       image::CreateIoBinding(fb, out_desc, out_view)};
 
   auto emit = [&](bool fault, std::vector<uint8_t>& cmds, std::vector<image::Relocation>& relocs) {
+  if (o.null_job) {
+    isa::Sync nop;
+    nop.engine = isa::Engine::kCompute;
+    append(cmds, isa::encode(nop));
+    return;
+  }
   for (int r = 0; r < o.repeat; ++r) {
     isa::Load load;
     load.sp = hw::Scratchpad::kAct;
