@@ -225,16 +225,22 @@ class Lane {
     JobOutcome out;
     out.queued = job.queued;
     out.started = Clock::now();
-    out.status = execute(job, out);
+    Status st = execute(job, out);
+    conclude(job, out, std::move(st));
+    return out;
+  }
+
+ private:
+  // Sets the outcome's status (naming the request) and ends the job's run.
+  void conclude(Job& job, JobOutcome& out, Status st) {
+    out.status = std::move(st);
     if (!out.status.is_ok() && out.status.code() != StatusCode::kCancelled)
       out.status = Status(out.status.code(), "request " + std::to_string(job.spec.request_id) +
                                                  ": " + out.status.message());
     if (job.cancel_requested.load() && out.status.is_ok()) out = cancelled_keep(job, out);
     job.state.store(kDone);
-    return out;
   }
 
- private:
   JobOutcome cancelled_keep(const Job& job, const JobOutcome& ran) {
     JobOutcome o = core_.cancelled_outcome(job);
     o.started = ran.started;
@@ -296,9 +302,6 @@ class Lane {
     hal::ExecutableInstance& inst = *job.spec.instance;
     const auto& steps = inst.executable().steps();
     const bool chains = core_.device->info().wait_fences;
-    // A context holds queue_depth jobs; a longer chain is split.
-    const size_t max_chain =
-        std::clamp<size_t>(core_.device->info().queue_depth, 1, hal::Context::kMaxWaitFences);
     size_t i = 0;
     while (i < steps.size()) {
       if (job.cancel_requested.load()) return core_.cancelled_outcome(job).status;
@@ -313,7 +316,7 @@ class Lane {
       }
       // The chain [i, end): NPU steps with no host work between them.
       size_t end = i + 1;
-      while (chains && end < steps.size() && end - i < max_chain &&
+      while (chains && end < steps.size() && end - i < max_chain() &&
              steps[end].kind == hal::StepKind::kNpu &&
              (hook_needs(job.spec, end - 1) & kHookAfter) == 0 &&
              (hook_needs(job.spec, end) & kHookBefore) == 0)
@@ -330,22 +333,33 @@ class Lane {
 
   // Submits NPU steps [first, end) as one chain and sleeps once, on its last fence.
   Status run_chain(Job& job, JobOutcome& out, size_t first, size_t end) {
-    hal::ExecutableInstance& inst = *job.spec.instance;
-    const Priority prio = job.spec.priority;
-    commands_.clear();
-    for (size_t s = first; s < end; ++s) {
-      NPU_ASSIGN_OR_RETURN(hal::CommandBuffer cb, inst.command_buffer(s));
-      commands_.push_back(std::move(cb));
-    }
-    size_t from = 0;  // index into commands_ of the first step not yet completed
-    bool resubmitted = false;
+    NPU_RETURN_IF_ERROR(command_buffers(job, first, end, commands_));
     bool replaced_banned = false;
+    Status st = submit_from(job, out, commands_, 0, fences_, replaced_banned);
+    return finish_chain(job, out, commands_, 0, fences_, std::move(st), replaced_banned);
+  }
+
+  static Status command_buffers(const Job& job, size_t first, size_t end,
+                                std::vector<hal::CommandBuffer>& cmds) {
+    cmds.clear();
+    for (size_t s = first; s < end; ++s) {
+      NPU_ASSIGN_OR_RETURN(hal::CommandBuffer cb, job.spec.instance->command_buffer(s));
+      cmds.push_back(std::move(cb));
+    }
+    return Status::ok();
+  }
+
+  // Queues cmds[from..] as a chain on the context of the job's priority; `fences` gets one
+  // fence per job queued (empty when the first submit failed). Returns the submit status.
+  Status submit_from(Job& job, JobOutcome& out, std::vector<hal::CommandBuffer>& cmds,
+                     size_t from, std::vector<hal::Fence>& fences, bool& replaced_banned) {
+    const Priority prio = job.spec.priority;
     for (;;) {
+      fences.clear();
       NPU_ASSIGN_OR_RETURN(std::shared_ptr<hal::Context> ctx, context(prio));
-      fences_.clear();
-      Status st = ctx->execute({}, std::span(commands_).subspan(from), &fences_);
-      out.device_submissions += static_cast<uint32_t>(fences_.size());
-      if (!st.is_ok() && fences_.empty()) {
+      Status st = ctx->execute({}, std::span(cmds).subspan(from), &fences);
+      out.device_submissions += static_cast<uint32_t>(fences.size());
+      if (!st.is_ok() && fences.empty()) {
         if (st.code() == StatusCode::kUnavailable && !replaced_banned) {
           // Banned by an earlier fault; this job never reached the device.
           replaced_banned = true;
@@ -353,18 +367,30 @@ class Lane {
           continue;
         }
         if (st.code() == StatusCode::kDeviceLost) replace(prio, "device lost");
-        return st;
       }
-      // Sleep once, on the last fence queued; the ones before it ended first (one context
-      // runs its jobs in order, and each waits on the one before).
+      return st;
+    }
+  }
+
+  // Sleeps once, on the last fence of what submit_from queued (`st` its status), resubmits
+  // from an ABORTED step once, and returns the chain's status.
+  Status finish_chain(Job& job, JobOutcome& out, std::vector<hal::CommandBuffer>& cmds,
+                      size_t from, std::vector<hal::Fence>& fences, Status st,
+                      bool& replaced_banned) {
+    const Priority prio = job.spec.priority;
+    bool resubmitted = false;
+    for (;;) {
+      if (fences.empty()) return st;
+      // The ones before the last ended first (one context runs its jobs in order, and each
+      // waits on the one before).
       ++out.device_waits;
-      Result<hal::JobInfo> last = fences_.back().wait(
-          Clock::now() + core_.options.step_timeout * static_cast<int64_t>(fences_.size()));
+      Result<hal::JobInfo> last = fences.back().wait(
+          Clock::now() + core_.options.step_timeout * static_cast<int64_t>(fences.size()));
       if (!last.is_ok() && last.status().code() == StatusCode::kDeadlineExceeded) {
         // The device never reported. Destroying the context ends this job (the only one on
         // it); its buffers may still be touched, so they are not reused.
         out.instance_reusable = false;
-        fences_.clear();
+        fences.clear();
         replace(prio, "step timeout");
         return make_error(StatusCode::kDeviceTimeout,
                           "no completion within the step timeout of " +
@@ -373,11 +399,11 @@ class Lane {
                               last.status().message());
       }
       // The first step that did not succeed decides; the ones after it were aborted by it.
-      const size_t queued = fences_.size();
+      const size_t queued = fences.size();
       size_t failed = queued;
       Status failure;
       for (size_t k = 0; k < queued; ++k) {
-        Result<hal::JobInfo> r = k + 1 == queued ? last : fences_[k].poll();
+        Result<hal::JobInfo> r = k + 1 == queued ? last : fences[k].poll();
         if (r.is_ok()) {
           out.device_cycles += r->device_cycles;
           continue;
@@ -386,7 +412,7 @@ class Lane {
         failure = r.status();
         break;
       }
-      fences_.clear();
+      fences.clear();
       if (failed == queued) {
         if (st.is_ok()) return Status::ok();
         // Every queued step succeeded, but a later submit of the chain was refused.
@@ -400,9 +426,10 @@ class Lane {
         core_.n_retried.fetch_add(1, std::memory_order_relaxed);
         if (core_.log_sched)
           std::fprintf(stderr, "npu[sched]: request %llu step %zu aborted, resubmitting once\n",
-                       static_cast<unsigned long long>(job.spec.request_id), first + from + failed);
+                       static_cast<unsigned long long>(job.spec.request_id), from + failed);
         check_health(prio);
         from += failed;
+        st = submit_from(job, out, cmds, from, fences, replaced_banned);
         continue;
       }
       check_health(prio);
@@ -411,15 +438,94 @@ class Lane {
     }
   }
 
+ public:
+  // Whether `job` is one chain: NPU steps only, no hook between them, no longer than a
+  // context's queue. Such jobs can be pipelined: queued while the lane waits for earlier ones.
+  bool single_chain(const Job& job) const {
+    const auto& steps = job.spec.instance->executable().steps();
+    if (steps.empty() || steps.size() > max_chain()) return false;
+    if (steps.size() > 1 && !core_.device->info().wait_fences) return false;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (steps[s].kind != hal::StepKind::kNpu) return false;
+      if (s > 0 && ((hook_needs(job.spec, s - 1) & kHookAfter) ||
+                    (hook_needs(job.spec, s) & kHookBefore)))
+        return false;
+    }
+    return true;
+  }
+
+  // Runs single-chain jobs (single_chain() holds for each) pipelined: every job's chain is
+  // queued first, then the lane waits for each in order and completes it, so one device
+  // wake-up and one host sleep can serve several jobs. The outcomes are those of run().
+  void run_batch(const std::vector<std::shared_ptr<Job>>& jobs) {
+    if (batch_.size() < jobs.size()) batch_.resize(jobs.size());
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      Job& job = *jobs[k];
+      Pending& p = batch_[k];
+      p.out = JobOutcome{};
+      p.out.queued = job.queued;
+      p.out.started = Clock::now();
+      p.submitted = false;
+      p.replaced_banned = false;
+      p.status = start(job, p);
+    }
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      Job& job = *jobs[k];
+      Pending& p = batch_[k];
+      if (p.submitted) {
+        p.status = finish_chain(job, p.out, p.cmds, 0, p.fences, std::move(p.submit_status),
+                                p.replaced_banned);
+        const size_t last = job.spec.instance->executable().steps().size() - 1;
+        if (p.status.is_ok() && (hook_needs(job.spec, last) & kHookAfter))
+          p.status = hook(job, p.out, last, StepPhase::kAfterDevice);
+      }
+      conclude(job, p.out, std::move(p.status));
+      core_.complete(jobs[k], std::move(p.out));
+      p.cmds.clear();
+    }
+  }
+
+ private:
+  struct Pending {
+    JobOutcome out;
+    Status status;
+    bool submitted = false;
+    bool replaced_banned = false;
+    Status submit_status;
+    std::vector<hal::CommandBuffer> cmds;
+    std::vector<hal::Fence> fences;
+  };
+
+  // The first half of a pipelined job: its before-hook and its chain's submission.
+  Status start(Job& job, Pending& p) {
+    if (job.cancel_requested.load()) return core_.cancelled_outcome(job).status;
+    if (hook_needs(job.spec, 0) & kHookBefore)
+      NPU_RETURN_IF_ERROR(hook(job, p.out, 0, StepPhase::kBeforeDevice));
+    NPU_RETURN_IF_ERROR(
+        command_buffers(job, 0, job.spec.instance->executable().steps().size(), p.cmds));
+    p.submit_status = submit_from(job, p.out, p.cmds, 0, p.fences, p.replaced_banned);
+    p.submitted = true;
+    return Status::ok();
+  }
+
+  size_t max_chain() const {
+    // A context holds queue_depth jobs; a longer chain is split.
+    return std::clamp<size_t>(core_.device->info().queue_depth, 1, hal::Context::kMaxWaitFences);
+  }
+
   Core& core_;
   uint32_t index_;
   std::array<std::shared_ptr<hal::Context>, hal::kNumPriorities> contexts_;
   // Reused by every chain of this lane: no allocation per job in the steady state.
   std::vector<hal::CommandBuffer> commands_;
   std::vector<hal::Fence> fences_;
+  std::vector<Pending> batch_;
 };
 
 void Core::worker_main() {
+  const size_t max_batch = options.pipeline_depth;
+  std::vector<std::shared_ptr<Job>> batch;
+  std::shared_ptr<Job> after;
   std::unique_lock lock(queues_mu);
   for (;;) {
     work_cv.wait(lock, [&] {
@@ -429,14 +535,60 @@ void Core::worker_main() {
     std::shared_ptr<Job> job = pop_locked();
     Lane* lane = idle_lanes.back();
     idle_lanes.pop_back();
-    lock.unlock();
     int expected = kQueued;
-    if (job->state.compare_exchange_strong(expected, kRunning)) {
+    if (!job->state.compare_exchange_strong(expected, kRunning)) {
+      idle_lanes.push_back(lane);  // cancelled while queued: a tombstone
+      continue;
+    }
+    if (max_batch > 1 && lane->single_chain(*job)) {
+      // Take the jobs queued right behind it that are single chains too (none of a higher
+      // priority waits: it would be served first), and pipeline them.
+      batch.clear();
+      batch.push_back(std::move(job));
+      const auto prio = static_cast<size_t>(batch.front()->spec.priority);
+      auto higher_waits = [&] {
+        for (size_t p = prio + 1; p < hal::kNumPriorities; ++p)
+          if (!queues[p].empty()) return true;
+        return false;
+      };
+      // The batch's steps all sit in one context's queue at once.
+      size_t steps = batch.front()->spec.instance->executable().steps().size();
+      auto fits = [&](const Job& j) {
+        return steps + j.spec.instance->executable().steps().size() <=
+               device->info().queue_depth;
+      };
+      // A job's spec may be read only once this lane has claimed it (a cancel clears it), so
+      // the first claimed job that does not fit ends the batch and runs after it.
+      while (batch.size() < max_batch && !queues[prio].empty() && !higher_waits()) {
+        std::shared_ptr<Job> next = std::move(queues[prio].front());
+        queues[prio].pop_front();
+        --queued_jobs;
+        int e = kQueued;
+        if (!next->state.compare_exchange_strong(e, kRunning)) continue;  // a tombstone
+        if (lane->single_chain(*next) && fits(*next)) {
+          steps += next->spec.instance->executable().steps().size();
+          batch.push_back(std::move(next));
+          continue;
+        }
+        after = std::move(next);
+        break;
+      }
+      lock.unlock();
+      for (size_t k = 0; k < batch.size() + (after ? 1 : 0); ++k) release_slot();
+      lane->run_batch(batch);
+      batch.clear();
+      if (after) {
+        JobOutcome out = lane->run(*after);
+        complete(after, std::move(out));
+        after.reset();
+      }
+    } else {
+      lock.unlock();
       release_slot();
       JobOutcome out = lane->run(*job);
       complete(job, std::move(out));
+      job.reset();
     }
-    job.reset();
     lock.lock();
     idle_lanes.push_back(lane);
     // Another worker may sleep while jobs wait (this one took the only idle lane).
@@ -473,6 +625,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<hal::Device
     return make_error(StatusCode::kInvalidArgument, "num_contexts must be 1..64");
   if (options.queue_capacity == 0 || options.queue_capacity > 65536)
     return make_error(StatusCode::kInvalidArgument, "queue_capacity must be 1..65536");
+  if (options.pipeline_depth == 0 || options.pipeline_depth > 64)
+    return make_error(StatusCode::kInvalidArgument, "pipeline_depth must be 1..64");
   auto core = std::make_shared<Core>();
   core->device = std::move(device);
   core->options = options;

@@ -22,6 +22,9 @@
 // otherwise queues it and sleeps until a lane has run it. Either way the result comes back
 // as run()'s return value, with no hop through the completion thread.
 //
+// Pipelining: a lane keeps up to SchedulerOptions::pipeline_depth single-chain jobs on the
+// device at once and completes them in order.
+//
 // Cancellation (JobHandle::cancel) touches only that job: a queued job completes CANCELLED at
 // once; a running job stops before its next step, and completes CANCELLED once the device has
 // finished with its buffers (a chain of device steps already submitted runs to its end first).
@@ -88,6 +91,12 @@ struct JobSpec {
 struct SchedulerOptions {
   uint32_t num_contexts = 2;     // lanes; each runs one job at a time on its own contexts
   uint32_t queue_capacity = 64;  // jobs waiting for a lane, all priorities together
+  // Jobs one lane keeps on the device at once (1..64). Above 1, a lane that takes a job also
+  // takes the single-chain jobs (NPU steps only, no host work between them) queued behind it
+  // at the same priority, queues all of them, then waits for each in order: the device runs
+  // them back to back and the host sleeps once for several. Jobs taken so are running: a
+  // cancel completes them CANCELLED once the device is done with them.
+  uint32_t pipeline_depth = 8;
   // Host-side bound on one device step. The driver's hang detection normally ends a hung job
   // first (DEVICE_TIMEOUT); this catches a device that never reports.
   std::chrono::milliseconds step_timeout{std::chrono::minutes(10)};
