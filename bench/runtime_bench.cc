@@ -187,7 +187,14 @@ void BM_AsyncThroughput(benchmark::State& state) {
   state.counters["hal_req_per_s"] = hal;
   state.counters["x_hal"] = rate / hal;
 }
-BENCHMARK(BM_AsyncThroughput)->ArgName("in_flight")->Arg(1)->Arg(4)->Arg(16)->Arg(64)->UseRealTime();
+BENCHMARK(BM_AsyncThroughput)
+    ->ArgName("in_flight")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Arg(64)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();  // "CPU": every thread of the process, per request
 
 }  // namespace
 }  // namespace npu::bench

@@ -16,7 +16,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,7 +36,8 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: npu-bench model IMAGE_OR_ONNX [--device sim|rtl|accel:N] [--input FILE.npy]...\n"
     "                       [--iterations N] [--warmup N] [--rounds N] [--concurrency N]\n"
-    "                       [--json] [--compare-ort [--ort-model FILE.onnx]]\n";
+    "                       [--input-shape NAME=D0,D1,...]... [--json]\n"
+    "                       [--compare-ort [--ort-model FILE.onnx]]\n";
 
 struct Args {
   std::string model;
@@ -47,7 +50,27 @@ struct Args {
   bool json = false;
   bool compare_ort = false;
   std::string ort_model;
+  std::map<std::string, std::vector<int64_t>> input_shapes;  // --input-shape, for .onnx
 };
+
+// NAME=D0,D1,... into `shapes`; the error names the fix.
+std::optional<std::string> parse_shape(const std::string& spec,
+                                       std::map<std::string, std::vector<int64_t>>* shapes) {
+  const size_t eq = spec.find('=');
+  const std::string bad = "--input-shape expects NAME=D0,D1,... with positive dimensions (got '" +
+                          spec + "')";
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return bad;
+  std::vector<int64_t> dims;
+  std::stringstream ss(spec.substr(eq + 1));
+  std::string d;
+  while (std::getline(ss, d, ',')) {
+    const auto n = npu::parse_uint(d, 1u << 30);
+    if (!n || *n == 0) return bad;
+    dims.push_back(static_cast<int64_t>(*n));
+  }
+  (*shapes)[spec.substr(0, eq)] = std::move(dims);
+  return std::nullopt;
+}
 
 int usage(const std::string& why) {
   std::fprintf(stderr, "npu-bench: error: %s\n%s", why.c_str(), kUsage);
@@ -252,6 +275,9 @@ std::optional<std::string> parse(int argc, char** argv, Args* a) {
       if (s == "--device") a->device = *v;
       if (s == "--input") a->inputs.push_back(*v);
       if (s == "--ort-model") a->ort_model = *v;
+    } else if (s == "--input-shape") {
+      const auto v = value();
+      err = parse_shape(v ? *v : "", &a->input_shapes);
     } else if (s == "--iterations") {
       err = count(&a->iterations, 1);
     } else if (s == "--warmup") {
@@ -347,6 +373,7 @@ int model_main(int argc, char** argv) {
   if (ends_with(args.model, ".onnx")) {
     compiler::CompileOptions co;
     co.array_dim = dev.array_dim;
+    co.input_shapes = args.input_shapes;
     if (!inputs.empty()) co.calibration.push_back(inputs);
     std::fprintf(stderr, "npu-bench: compiling %s for a %ux%u array\n", args.model.c_str(),
                  dev.array_dim, dev.array_dim);

@@ -7,6 +7,7 @@
 //   --compare-ort    also runs onnxruntime-node (CPU, one thread; scripts/ort/ort_serve.js in a
 //                    child process) on the same ONNX model and inputs, alternating rounds with
 //                    the NPU, and prints each round's ratio and their median
+//   --input-shape NAME=D0,D1,...  fixes a dynamic input dimension of an .onnx model
 //   --json           the last stdout line is one JSON object
 // Prints latency percentiles, throughput, device cycles, MAC utilisation and the split of
 // host time (copy-in, queue, device, host steps, copy-out). Progress goes to stderr every 2 s.

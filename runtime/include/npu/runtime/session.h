@@ -98,7 +98,9 @@ class Session final {
 
   const Model& model() const;
 
-  // Blocks until the outputs are ready. `deadline` bounds the wait for an activation buffer
+  // Blocks until the outputs are ready. The request runs on the calling thread when one of
+  // the scheduler's lanes is idle (no hop to another thread but the device's), else it waits
+  // for a lane like any other. `deadline` bounds the wait for an activation buffer
   // and a queue slot (RESOURCE_EXHAUSTED); once accepted the request runs to its end (a hung
   // device becomes DEVICE_TIMEOUT through the driver and the scheduler).
   Result<Outputs> run(std::span<const Tensor> inputs, Deadline deadline = hal::kInfiniteDeadline);
