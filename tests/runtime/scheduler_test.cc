@@ -416,6 +416,10 @@ TEST_F(SchedulerTest, RunQueuesBehindABusyLaneAndALaneHandsItTheOutcome) {
     spec.on_complete = nullptr;
     got.emplace(s->run(std::move(spec), hal::kInfiniteDeadline));
   });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s->stats().queued == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_EQ(s->stats().queued, 1u) << "the caller's job waits for the lane";
   device_->release();
   caller.join();
   ASSERT_TRUE(got && got->is_ok()) << (got ? got->status().to_string() : "no result");
