@@ -21,6 +21,7 @@
 #include "image_builder.h"
 #include "npu/compiler/compiler.h"
 #include "npu/runtime/api.h"
+#include "npu/runtime/image_to_hal.h"
 
 namespace npu::bench {
 namespace {
@@ -87,7 +88,7 @@ struct HalReference {
   static HalReference make(const Model& m, size_t instances) {
     HalReference r;
     auto device = shared_runtime()->device(0);
-    r.exe = hal::Executable::load(device, m.shared_image()).value();
+    r.exe = runtime::load_executable(device, m.shared_image()).value();
     r.ctx = device->create_context(hal::Priority::kNormal).value();
     for (size_t i = 0; i < instances; ++i) r.instances.push_back(r.exe->instantiate().value());
     return r;

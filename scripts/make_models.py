@@ -45,6 +45,17 @@ exporter_patterns.onnx  blocks as Paddle2ONNX and PyTorch spell them (opset 11):
                  squeeze-and-excitation (GlobalAveragePool, 1x1 Convs, HardSigmoid, Mul by [1,C,1,1]);
                  ConvTranspose k2 s2, a separate bias Add, BatchNormalization, Relu; SiLU x*Sigmoid(x)
                  and GELU x*(1+Erf(x/sqrt(2)))/2. [1,8,12,12] -> [1,8,24,24]
+deconv_head.onnx  PP-OCR's upsampling head, larger than the scratchpads hold at once (output-row
+                 bands): ConvTranspose k3 s2 pads 1 output_padding 1 [1,20,36,36] -> [1,16,72,72]
+                 (overlapping taps across band edges), BatchNormalization, Relu, ConvTranspose k2 s2
+                 -> [1,1,144,144], Sigmoid
+layernorm_block.onnx  a transformer block's LayerNorm as Paddle2ONNX writes it, behind a Reshape whose
+                 shape a Shape/Slice/Concat chain computes (shape inference leaves it unknown; it folds
+                 after calibration): [1,40,48] -> Reshape -> ReduceMean, Sub, Pow 2, ReduceMean, Add eps,
+                 Sqrt, Div, Mul gamma, Add beta -> MatMul [48,32] + bias -> [1,40,32]
+slice_channels.onnx  Slice as exporters use it, as strided copies: channels [2:9] of [1,12,6,10], Relu,
+                 the last 5 channels (negative start), Concat, then every second column from 1 (steps),
+                 times 0.25 (a Mul by a positive constant: a rescaled view) -> [1,12,6,5]
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -453,6 +464,87 @@ def exporter_patterns(rng):
                              producer_name="npu make_models.py")
 
 
+def deconv_head(rng):
+    def c(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+    inits = [c("w0", rng.normal(0, 0.15, (20, 16, 3, 3))), c("b0", rng.normal(0, 0.1, (16,))),
+             c("bn_scale", rng.uniform(0.5, 2, (16,))), c("bn_bias", rng.normal(0, 0.2, (16,))),
+             c("bn_mean", rng.normal(0, 0.2, (16,))), c("bn_var", rng.uniform(0.05, 0.5, (16,))),
+             c("w1", rng.normal(0, 0.3, (16, 1, 2, 2)))]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("ConvTranspose", ["x", "w0", "b0"], ["up0"], name="deconv0", strides=[2, 2], kernel_shape=[3, 3],
+           pads=[1, 1, 1, 1], output_padding=[1, 1]),
+         n("BatchNormalization", ["up0", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["bn"], name="bn"),
+         n("Relu", ["bn"], ["r"], name="relu"),
+         n("ConvTranspose", ["r", "w1"], ["up1"], name="deconv1", strides=[2, 2], kernel_shape=[2, 2]),
+         n("Sigmoid", ["up1"], ["y"], name="sigmoid")],
+        "deconv_head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 36, 36])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 144, 144])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def layernorm_block(rng):
+    def c(name, a, dtype=np.float32):
+        return numpy_helper.from_array(np.asarray(a, dtype), name)
+    inits = [c("gamma", rng.uniform(0.5, 1.5, (48,))), c("beta", rng.normal(0, 0.2, (48,))),
+             c("eps", [1e-6]), c("two", [2.0]), c("w", rng.normal(0, 0.2, (48, 32))), c("b", rng.normal(0, 0.1, (32,))),
+             c("start0", [0], np.int64), c("end1", [1], np.int64), c("start2", [2], np.int64),
+             c("end3", [3], np.int64), c("minus1", [-1], np.int64)]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Shape", ["x"], ["xs"], name="shape0"),
+         n("Slice", ["xs", "start0", "end1"], ["batch"], name="slice0"),
+         n("Slice", ["xs", "start2", "end3"], ["chan"], name="slice1"),
+         n("Concat", ["batch", "minus1", "chan"], ["s0"], name="concat0", axis=0),
+         n("Reshape", ["x", "s0"], ["t"], name="reshape0"),
+         # The second chain reads t, whose shape only the calibration run knows.
+         n("Shape", ["t"], ["ts"], name="shape1"),
+         n("Slice", ["ts", "start0", "end1"], ["tb"], name="slice2"),
+         n("Slice", ["ts", "start2", "end3"], ["tc"], name="slice3"),
+         n("Concat", ["tb", "minus1", "tc"], ["s1"], name="concat1", axis=0),
+         n("Reshape", ["t", "s1"], ["u"], name="reshape1"),
+         n("ReduceMean", ["u"], ["mean"], name="ln_mean", axes=[-1]),
+         n("Sub", ["u", "mean"], ["d"], name="ln_sub"),
+         n("Pow", ["d", "two"], ["d2"], name="ln_pow"),
+         n("ReduceMean", ["d2"], ["var"], name="ln_var", axes=[-1]),
+         n("Add", ["var", "eps"], ["ve"], name="ln_eps"),
+         n("Sqrt", ["ve"], ["sd"], name="ln_sqrt"),
+         n("Div", ["d", "sd"], ["nrm"], name="ln_div"),
+         n("Mul", ["nrm", "gamma"], ["sc"], name="ln_gamma"),
+         n("Add", ["sc", "beta"], ["ln"], name="ln_beta"),
+         n("MatMul", ["ln", "w"], ["mm"], name="fc"),
+         n("Add", ["mm", "b"], ["y"], name="fc_bias")],
+        "layernorm_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40, 48])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 32])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
+def slice_channels():
+    def c(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.int64), name)
+    inits = [c("s_a", [2]), c("e_a", [9]), c("ax1", [1]), c("s_b", [-5]), c("e_b", [2**62]),
+             c("s_c", [1]), c("e_c", [10]), c("ax3", [3]), c("st2", [2]),
+             numpy_helper.from_array(np.asarray([0.25], np.float32), "quarter")]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Slice", ["x", "s_a", "e_a", "ax1"], ["a"], name="slice_a"),
+         n("Relu", ["a"], ["ra"], name="relu"),
+         n("Slice", ["x", "s_b", "e_b", "ax1"], ["b"], name="slice_b"),
+         n("Concat", ["ra", "b"], ["cat"], name="concat", axis=1),
+         n("Slice", ["cat", "s_c", "e_c", "ax3", "st2"], ["cols"], name="slice_cols"),
+         n("Mul", ["cols", "quarter"], ["y"], name="scale")],
+        "slice_channels",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12, 6, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 6, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -489,6 +581,9 @@ def main():
     save(integer_io("Relu"), os.path.join(out, "integer_io_relu.onnx"))
     save(integer_io("Sqrt"), os.path.join(out, "integer_io_sqrt.onnx"))
     save(exporter_patterns(np.random.default_rng(16)), os.path.join(out, "exporter_patterns.onnx"))
+    save(deconv_head(np.random.default_rng(17)), os.path.join(out, "deconv_head.onnx"))
+    save(layernorm_block(np.random.default_rng(18)), os.path.join(out, "layernorm_block.onnx"))
+    save(slice_channels(), os.path.join(out, "slice_channels.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace npu::compiler {
 
@@ -146,6 +147,16 @@ double mse_threshold(const AbsHistogram& h, double lo, double hi) {
   return best_t;
 }
 
+std::string calibration_method_name(const CalibrationMethod& m) {
+  switch (m.kind) {
+    case CalibrationMethod::Kind::kMinMax: return "min/max";
+    case CalibrationMethod::Kind::kEntropy: return "entropy";
+    case CalibrationMethod::Kind::kMse: return "mse";
+    case CalibrationMethod::Kind::kPercentile: return "percentile " + std::to_string(m.percentile);
+  }
+  return "?";
+}
+
 std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,
                                          const AbsHistogram* histogram) {
   if (method.kind == CalibrationMethod::Kind::kMinMax || !histogram) return {lo, hi};
@@ -154,6 +165,126 @@ std::pair<float, float> calibrated_range(const CalibrationMethod& method, float 
                                                                        : entropy_threshold(*histogram);
   const float tf = static_cast<float>(t);
   return {std::max(lo, -tf), std::min(hi, tf)};
+}
+
+Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
+                              const CalibrationMethod& method) {
+  ValueRanges ranges;
+  for (size_t s = 0; s < samples.size(); ++s) {
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
+        return make_error(StatusCode::kInvalidArgument,
+                          "calibration: sample " + std::to_string(s) + ": input " + std::to_string(i) + " ('" +
+                              g.value(g.inputs[i]).name + "') must have shape " +
+                              shape_to_string(g.value(g.inputs[i]).shape));
+    NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, samples[s]));
+    for (size_t v = 0; v < env.size(); ++v) {
+      if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
+      // NaN (sqrt of a negative, computed on the host) has no place in a range.
+      float mn = INFINITY, mx = -INFINITY;
+      for (float x : env[v].as<float>())
+        if (!std::isnan(x)) {
+          mn = std::min(mn, x);
+          mx = std::max(mx, x);
+        }
+      if (mn > mx) continue;  // all NaN
+      auto it = ranges.find(static_cast<int>(v));
+      if (it == ranges.end())
+        ranges[static_cast<int>(v)] = {mn, mx};
+      else
+        it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
+    }
+    // Values the reference computed give host-only values their shapes and dtypes.
+    for (size_t v = 0; v < env.size(); ++v)
+      if (!env[v].data.empty() || env[v].element_count() == 0) {
+        g.values[v].shape = env[v].shape;
+        g.values[v].dtype = env[v].dtype;
+      }
+  }
+  if (method.kind == CalibrationMethod::Kind::kMinMax) return ranges;
+  // Second pass: |x| histograms up to each value's absolute maximum, then the method's
+  // threshold clips the min/max range. Values with a declared quantisation keep theirs;
+  // weights have their own per-channel scales.
+  std::map<int, AbsHistogram> histograms;
+  for (const auto& [v, range] : ranges)
+    if (!g.value(v).quant && !g.is_constant(v))
+      histograms.emplace(v, AbsHistogram(std::max(std::fabs(range.first), std::fabs(range.second))));
+  for (const auto& sample : samples) {
+    NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, sample));
+    for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
+  }
+  for (auto& [v, h] : histograms) ranges[v] = calibrated_range(method, ranges[v].first, ranges[v].second, &h);
+  return ranges;
+}
+
+std::pair<float, float> lut_live_interval(const std::function<float(float)>& f, float lo, float hi, float tolerance) {
+  // Sampled finer than any int8 grid over the range, so a step of the grid never hides a
+  // change of f.
+  constexpr int kSamples = 4096;
+  if (!(hi > lo)) return {lo, hi};
+  std::vector<double> y(kSamples + 1);
+  auto x_at = [&](int i) { return lo + (hi - lo) * static_cast<double>(i) / kSamples; };
+  for (int i = 0; i <= kSamples; ++i) y[static_cast<size_t>(i)] = f(static_cast<float>(x_at(i)));
+  // Largest i with every y[j <= i] within tolerance of y[i]: track the prefix min/max.
+  int a = 0;
+  double mn = y[0], mx = y[0];
+  for (int i = 1; i <= kSamples; ++i) {
+    mn = std::min(mn, y[static_cast<size_t>(i)]);
+    mx = std::max(mx, y[static_cast<size_t>(i)]);
+    if (mx - y[static_cast<size_t>(i)] > tolerance || y[static_cast<size_t>(i)] - mn > tolerance) break;
+    a = i;
+  }
+  int b = kSamples;
+  mn = mx = y[static_cast<size_t>(kSamples)];
+  for (int i = kSamples - 1; i >= 0; --i) {
+    mn = std::min(mn, y[static_cast<size_t>(i)]);
+    mx = std::max(mx, y[static_cast<size_t>(i)]);
+    if (mx - y[static_cast<size_t>(i)] > tolerance || y[static_cast<size_t>(i)] - mn > tolerance) break;
+    b = i;
+  }
+  if (a >= b) return {lo, hi};  // f is flat over the whole range: keep it
+  return {static_cast<float>(x_at(a)), static_cast<float>(x_at(b))};
+}
+
+ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges) {
+  std::map<int, std::vector<const EltLayer*>> lut_readers;
+  std::set<int> other_readers(g.outputs.begin(), g.outputs.end());
+  for (const PartitionStep& s : steps) {
+    if (!s.on_npu) {
+      for (int v : g.nodes[static_cast<size_t>(s.node)].inputs) other_readers.insert(v);
+      continue;
+    }
+    for (const NpuLayer& op : s.ops) {
+      const auto* e = std::get_if<EltLayer>(&op);
+      const bool lut = e && e->kind == EltLayer::Kind::kLut && e->inputs.size() == 1 && e->fn;
+      for (int v : npu_layer_inputs(op))
+        if (lut) lut_readers[v].push_back(e);
+        else other_readers.insert(v);
+    }
+  }
+  ValueRanges narrowed;
+  for (const auto& [v, readers] : lut_readers) {
+    auto r = ranges.find(v);
+    if (other_readers.count(v) || r == ranges.end() || g.value(v).quant || g.value(v).io_codes || g.is_constant(v)) continue;
+    const auto [lo, hi] = r->second;
+    float a = hi, b = lo;
+    for (const EltLayer* e : readers) {
+      auto out = ranges.find(e->output);
+      if (out == ranges.end() || g.value(e->output).quant) {
+        a = lo, b = hi;  // a declared output grid: keep the input's range
+        break;
+      }
+      const float step = (std::max(out->second.second, 0.0f) - std::min(out->second.first, 0.0f)) / 255.0f;
+      const auto [ra, rb] = lut_live_interval(e->fn, lo, hi, step / 4);
+      a = std::min(a, ra);
+      b = std::max(b, rb);
+    }
+    if (a > lo || b < hi) {
+      r->second = {a, b};
+      narrowed[v] = {a > lo ? a : -INFINITY, b < hi ? b : INFINITY};
+    }
+  }
+  return narrowed;
 }
 
 }  // namespace npu::compiler

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "npu/compiler/compiler.h"
+#include "partition.h"
 
 namespace npu::compiler {
 
@@ -49,8 +50,33 @@ double entropy_threshold(const AbsHistogram& h, int quant_bins = 128);
 // Outliers are clipped exactly when clipping them costs less than the coarser step would.
 double mse_threshold(const AbsHistogram& h, double lo, double hi);
 
+// "auto", "min/max", "mse", ... for messages.
+std::string calibration_method_name(const CalibrationMethod& method);
+
+// Calibration: the float reference over every sample gives each float value's [min, max]
+// (NaN skipped) and every computed value its shape and dtype in `g`; then values whose
+// method (method_for_value) is not min/max get |x| histograms in a second pass and their
+// ranges clipped (calibrated_range). Errors: a sample of the wrong count or shape, a
+// reference run that fails.
+Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
+                              const CalibrationMethod& method);
+
 // The range [lo, hi] (min/max of the value) clipped to ±threshold for the chosen method.
 std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,
                                          const AbsHistogram* histogram);
+
+// Consumer-aware ranges: a value that only lookup-table layers read (Sigmoid, Tanh, a
+// hard-swish chain, ...) needs its int8 grid only where those functions still change. Each
+// range is narrowed to [a, b], the smallest interval outside which every reader's function
+// stays within a quarter of its output step of f(a) (below a) or f(b) (above b); codes
+// beyond it saturate at a or b (the producer's requantisation clamps), which costs less
+// than that. Graph outputs, values a host operator reads and values with a declared
+// quantisation keep their ranges. Returns the narrowed values with the bounds beyond which
+// their readers are flat (-inf or +inf for a side that was not narrowed).
+ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges);
+
+// The flat (saturated) ends of f over [lo, hi] within `tolerance`: the largest a such that
+// |f(x) - f(a)| <= tolerance for every x in [lo, a], and the smallest such b above.
+std::pair<float, float> lut_live_interval(const std::function<float(float)>& f, float lo, float hi, float tolerance);
 
 }  // namespace npu::compiler

@@ -16,9 +16,11 @@
 
 #include "calibration.h"
 #include "export_qdq.h"
+#include "expose.h"
 #include "ir.h"
 #include "lower.h"
 #include "npu/compiler/image.h"
+#include "npu/host_kernels/host_step.h"
 #include "npu/sim/bare_metal.h"
 #include "partition.h"
 #include "passes.h"
@@ -232,7 +234,7 @@ Status check_before_calibration(const Graph& g, uint32_t N, uint64_t input_copie
         facts = lower_fc_layer(*fc, placeholder, placeholder, N, 0, 0, weights, prog);
       else if (const auto* c = std::get_if<ConvLayer>(&op);
                c && c->weight_input < 0 && !conv_folds_taps(*c, N))
-        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog);
+        facts = lower_conv_layer(*c, placeholder, placeholder, N, 0, 0, weights, prog, {}, placeholder);
       if (!facts.is_ok() && facts.status().code() == StatusCode::kUnsupported)
         return Status(
             StatusCode::kUnsupported,
@@ -272,9 +274,10 @@ namespace {
 
 // The whole compilation. With `bind_io`, integer graph inputs/outputs are bound to device
 // views (bind_integer_io); when a host step would touch one of them, or the device cannot
-// hold its codes exactly, it stops with an error and says why in *io_refused.
+// hold its codes exactly, it stops with an error and says why in *io_refused. With
+// `exposed`, every value a step computes is also an image output (expose_values).
 Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const CompileOptions& options, bool bind_io,
-                                           std::string* io_refused) {
+                                           std::string* io_refused, ExposedImage* exposed = nullptr) {
   auto say = [&](const std::string& s) {
     if (options.progress) options.progress(s);
   };
@@ -349,62 +352,24 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     samples = random_samples(g, kRandomSamples);
     say("warning: no calibration data; calibrating on 8 deterministic N(0,1) samples. Pass --calib DIR for accuracy on real data");
   }
-  std::map<int, std::pair<float, float>> ranges;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
-        return make_error(StatusCode::kInvalidArgument,
-                          "calibration: sample " + std::to_string(s) + ": input " +
-                              std::to_string(i) + " ('" + g.value(g.inputs[i]).name +
-                              "') must have shape " + shape_to_string(g.value(g.inputs[i]).shape));
-    NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, samples[s])));
-    for (size_t v = 0; v < env.size(); ++v) {
-      if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
-      // NaN (sqrt of a negative, computed on the host) has no place in a range.
-      float mn = INFINITY, mx = -INFINITY;
-      for (float x : env[v].as<float>())
-        if (!std::isnan(x)) {
-          mn = std::min(mn, x);
-          mx = std::max(mx, x);
-        }
-      if (mn > mx) continue;  // all NaN
-      auto it = ranges.find(static_cast<int>(v));
-      if (it == ranges.end())
-        ranges[static_cast<int>(v)] = {mn, mx};
-      else
-        it->second = {std::min(it->second.first, mn), std::max(it->second.second, mx)};
-    }
-    // Values the reference computed give host-only values their shapes and dtypes.
-    for (size_t v = 0; v < env.size(); ++v)
-      if (!env[v].data.empty() || env[v].element_count() == 0) {
-        g.values[v].shape = env[v].shape;
-        g.values[v].dtype = env[v].dtype;
-      }
-  }
-  if (options.calibration_method.kind != CalibrationMethod::Kind::kMinMax) {
-    // Second pass: |x| histograms up to each value's absolute maximum, then the method's
-    // threshold clips the min/max range. Values with a declared quantisation keep theirs.
-    std::map<int, AbsHistogram> histograms;
-    for (const auto& [v, range] : ranges)
-      if (!g.value(v).quant && !g.is_constant(v))  // weights have their own per-channel scales
-        histograms.emplace(v, AbsHistogram(std::max(std::fabs(range.first), std::fabs(range.second))));
-    for (const auto& sample : samples) {
-      NPU_ASSIGN_OR_RETURN(auto env, in_stage("calibration", run_reference(g, sample)));
-      for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
-    }
-    for (auto& [v, h] : histograms)
-      ranges[v] = calibrated_range(options.calibration_method, ranges[v].first, ranges[v].second, &h);
-  }
-  say("calibrated on " + std::to_string(samples.size()) + " sample(s)" +
-      (options.calibration_method.kind == CalibrationMethod::Kind::kMinMax      ? " (min/max)"
-       : options.calibration_method.kind == CalibrationMethod::Kind::kEntropy ? " (entropy)"
-       : options.calibration_method.kind == CalibrationMethod::Kind::kMse     ? " (mse)"
-                                                                              : " (percentile)"));
+  NPU_ASSIGN_OR_RETURN(ValueRanges ranges, in_stage("calibration", calibrate(g, samples, options.calibration_method)));
+  say("calibrated on " + std::to_string(samples.size()) + " sample(s) (" + calibration_method_name(options.calibration_method) + ")");
   for (const auto& [i, t] : specialize_inputs(g, samples, is_shape_operand)) {
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
     specialized.emplace_back(i, t);
   }
 
+  // The reference run gave every value its static shape, so Shape nodes of values that shape
+  // inference left unknown (behind a Reshape whose shape a Shape/Slice/Concat chain
+  // computes) fold now, and with them the rest of such chains.
+  {
+    int refolded = 0;
+    NPU_RETURN_IF_ERROR(fold_constants(g, &refolded));
+    if (refolded) say("folded " + std::to_string(refolded) + " shape-chain node(s) of calibrated static shapes");
+    int means = 0;
+    NPU_RETURN_IF_ERROR(reduce_mean_as_matmul(g, &means));
+    if (means) say(std::to_string(means) + " last-axis ReduceMean(s) as MatMuls by 1/C (LayerNorm statistics on the MAC array)");
+  }
   // Partition into NPU layers and host operators; every host operator is named. After
   // calibration, because the reference run gives every value its static shape (shape
   // inference cannot see through folded shape chains).
@@ -433,7 +398,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
           return make_error(StatusCode::kUnsupported, *io_refused);
         }
   }
-
+  const ValueRanges narrowed = narrow_ranges_for_lut_readers(g, steps, ranges);
+  if (!narrowed.empty())
+    say("narrowed the ranges of " + std::to_string(narrowed.size()) +
+        " value(s) that only lookup tables read to where their functions change");
+  // After every decision that depends on which values are graph outputs.
+  if (exposed) expose_values(g, steps, narrowed, &exposed->values, &exposed->outputs);
 
   // Quantisation and placement of every value an NPU layer reads or writes.
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
@@ -443,6 +413,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   // declared parameters): dynamic GEMM/conv operands and ConvTranspose inputs.
   std::set<int> zero_point_zero;
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
+  std::map<int, float> quant_factor;  // ... times this factor on the scale (a view of x·c)
   std::map<int, int> alias;       // views: the output is the input's bytes
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -476,6 +447,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         if (e->kind == EltLayer::Kind::kClip)
           for (size_t k = 1; k < e->inputs.size(); ++k) same_quant[e->inputs[k]] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
+        if (e->kind == EltLayer::Kind::kView && e->view_scale != 1.0f) quant_factor[e->output] = e->view_scale;
       }
     }
   // A symmetric MaxPool output needs a symmetric input (they share parameters).
@@ -623,7 +595,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         std::vector<int> touched = npu_layer_inputs(op);
         touched.push_back(npu_layer_output(op));
         const auto* e = std::get_if<EltLayer>(&op);
-        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1;
+        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1 && e->slice_begin.empty();
         for (size_t d = 0; identity_copy && d < e->perm.size(); ++d) identity_copy = e->perm[d] == static_cast<int64_t>(d);
         const bool same = identity_copy && is_per_axis(e->inputs[0]) && is_per_axis(e->output) &&
                           g.value(e->inputs[0]).quant->scale == g.value(e->output).quant->scale &&
@@ -655,6 +627,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       // Views and MaxPool share their input's parameters (QDQ models declare the same).
       place(sq->second);
       qp[v] = qp[sq->second];
+      if (auto f = quant_factor.find(v); f != quant_factor.end()) qp[v].scale *= f->second;
       if (declared && (declared->scale.size() != 1 || declared->scale[0] != qp[v].scale ||
                        declared->zero_point[0] != qp[v].zero_point))
         say("note: '" + g.value(v).name + "' keeps its input's quantisation, not the one the model declares (" +
@@ -706,6 +679,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     for (const NpuLayer& op : s.ops) {
       for (int v : npu_layer_inputs(op)) place(v);
       place(npu_layer_output(op));
+      // A fused lookup table's input is the conv's own output: never stored, quantised over
+      // its calibrated range like any activation.
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0) {
+        const auto [lo, hi] = ranges[c->lut_input];
+        qp[c->lut_input] = activation_qparams(lo, hi);
+      }
     }
   // An int32 graph output (ConvInteger/MatMulInteger) is exact only as the accumulators of a
   // layer whose operands hold the model's own codes (declared: bound inputs, QDQ values) and
@@ -729,6 +708,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   if (!options.export_qdq_path.empty()) {
     std::set<int> quantised;
     for (const auto& [v, off] : act_offset) quantised.insert(v);
+    for (const auto& s : steps)  // fused lookup tables' inputs are rounding points too
+      for (const NpuLayer& op : s.ops)
+        if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0) quantised.insert(c->lut_input);
     NPU_RETURN_IF_ERROR(write_qdq_model(g, steps, qp, quantised, options.export_qdq_path));
     say("wrote the quantised graph as a QDQ ONNX model to " + options.export_qdq_path);
   }
@@ -860,15 +842,21 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                    dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
       } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
+        // A fused lookup table's input is the conv's own output: never stored, quantised
+        // over its calibrated range like any activation.
+        std::optional<QParams> q_lut_input;
+        if (conv->lut_input >= 0) q_lut_input = qp.at(conv->lut_input);
         if (dense.count(conv->input)) {
           NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
                                                         static_cast<uint32_t>(act_offset[conv->input]),
-                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog));
+                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                        q_lut_input));
         } else {
           NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
                                                        static_cast<uint32_t>(act_offset[conv->input]),
                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                       dynamic_operands(conv->weight_input, conv->bias_input, false)));
+                                                       dynamic_operands(conv->weight_input, conv->bias_input, false),
+                                                       q_lut_input));
         }
       } else {
         const auto& e = std::get<EltLayer>(op);
@@ -890,15 +878,20 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
             const auto& shape = g.value(v).shape;
             std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
             uint64_t dst_off = act_offset[out];
+            uint64_t src_off = act_offset[v];
             if (e.kind == EltLayer::Kind::kTranspose) {
               copy_shape = g.value(out).shape;
               for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
+              for (size_t d = 0; d < e.slice_begin.size(); ++d) {  // a Slice: offset and steps
+                src_off += static_cast<uint64_t>(e.slice_begin[d] * act_strides[v][d]);
+                src[d] = act_strides[v][d] * e.slice_step[d];
+              }
             } else {
               dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
               axis_offset += shape[static_cast<size_t>(e.axis)];
             }
             if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
-            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(act_offset[v]), src,
+            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(src_off), src,
                                                           static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
                                                           weights, seg.prog));
             facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);
@@ -1061,11 +1054,10 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
       for (int v : n.inputs) hin.push_back(v >= 0 ? host_index.at(v) : UINT32_MAX);
       for (int v : n.outputs) hout.push_back(host_index.at(v));
       // Unused optional inputs are marked UINT32_MAX; the verifier and runtime treat them as absent.
-      std::string node_bytes = n.proto;
       auto host_seg = image::CreateHostSegment(fb, fb.CreateString(n.op), fb.CreateString(n.name),
-                                               fb.CreateVector(hin), fb.CreateVector(hout),
-                                               fb.CreateVector(reinterpret_cast<const uint8_t*>(node_bytes.data()), node_bytes.size()),
-                                               g.opset);
+                                               fb.CreateVector(hin), fb.CreateVector(hout), g.opset,
+                                               host::encode_attributes(fb, n.attrs),
+                                               static_cast<uint32_t>(n.outputs.size()));
       image_steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host_seg.Union()));
     }
   }
@@ -1107,6 +1099,39 @@ Result<std::vector<uint8_t>> compile_onnx_file(const std::string& onnx_path, con
     options.progress("integer graph inputs/outputs stay as they are (" + io_refused +
                      "): compiling again without binding them to the device");
   return in_stage("model", compile_model(onnx_path, options, false, &io_refused));
+}
+
+Result<ExposedImage> compile_exposing_values(const std::string& onnx_path, const CompileOptions& options) {
+  // The same binding decision as compile_onnx_file, so that the layers are the same.
+  const bool bind_io = options.export_qdq_path.empty();
+  std::string io_refused;
+  ExposedImage out;
+  auto bytes = in_stage("model", compile_model(onnx_path, options, bind_io, &io_refused, &out));
+  if (!bytes.is_ok() && !io_refused.empty()) {
+    out = ExposedImage{};
+    bytes = in_stage("model", compile_model(onnx_path, options, false, &io_refused, &out));
+  }
+  if (!bytes.is_ok()) return bytes.status();
+  out.bytes = std::move(bytes.value());
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, Tensor>>> run_float_model(
+    const std::string& onnx_path, const std::map<std::string, std::vector<int64_t>>& input_shapes,
+    const std::vector<Tensor>& inputs) {
+  NPU_ASSIGN_OR_RETURN(Graph g, in_stage("model", load_onnx(onnx_path, input_shapes)));
+  NPU_ASSIGN_OR_RETURN(std::vector<Tensor> env, in_stage("calibration", run_reference(g, inputs)));
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto keep = [&](int v) {
+    const Value& val = g.value(v);
+    Tensor& t = env[static_cast<size_t>(v)];
+    if (!val.name.empty() && t.dtype == DType::kF32 && !g.is_constant(v)) out.emplace_back(val.name, std::move(t));
+  };
+  for (int v : g.inputs) keep(v);
+  for (const Node& n : g.nodes)
+    for (int v : n.outputs)
+      if (v >= 0) keep(v);
+  return out;
 }
 
 }  // namespace npu::compiler

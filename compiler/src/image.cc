@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "npu/compiler/tensor.h"
 #include "npu/hal/file.h"
 #include "npu/hw/config.h"
 
@@ -38,6 +39,29 @@ bool has_trailer_magic(std::span<const uint8_t> bytes) {
 Status corrupt(const std::string& origin, const std::string& what) {
   return make_error(StatusCode::kCorruptData,
                     origin + ": invalid model image (" + what + "); recompile it with npu-compile");
+}
+
+// "" when a host step's attribute is usable: named, of a known kind, a tensor's data exactly
+// its dtype times its shape; else why not.
+std::string check_host_attribute(const image::HostAttribute& a) {
+  if (!a.name()) return "without a name";
+  const std::string name = "'" + a.name()->str() + "'";
+  if (static_cast<uint8_t>(a.kind()) > static_cast<uint8_t>(image::AttributeKind::Other))
+    return name + " of an unknown kind";
+  if (a.kind() != image::AttributeKind::Tensor) return "";
+  if (static_cast<uint8_t>(a.tensor_dtype()) > static_cast<uint8_t>(DType::kI64))
+    return name + " with an unknown tensor dtype";
+  uint64_t n = 1;
+  if (a.tensor_shape())
+    for (int64_t d : *a.tensor_shape()) {
+      if (d < 0 || (d > 0 && n > (uint64_t{1} << 40) / static_cast<uint64_t>(d)))
+        return name + " with a bad tensor shape";
+      n *= static_cast<uint64_t>(d);
+    }
+  const uint64_t bytes = a.tensor_data() ? a.tensor_data()->size() : 0;
+  if (n * dtype_size(static_cast<DType>(a.tensor_dtype())) != bytes)
+    return name + " whose tensor data does not match its shape";
+  return "";
 }
 
 // The integrity trailer, checked before anything reads the FlatBuffer. Returns the
@@ -297,6 +321,10 @@ Result<std::shared_ptr<const ModelImage>> ModelImage::from_bytes(std::vector<uin
         if (v >= host_values && v != UINT32_MAX) return corrupt(origin, where + " reads an unknown host value");
       for (uint32_t v : *host->outputs())
         if (v >= host_values) return corrupt(origin, where + " writes an unknown host value");
+      if (host->attrs())
+        for (const image::HostAttribute* a : *host->attrs())
+          if (std::string why = check_host_attribute(*a); !why.empty())
+            return corrupt(origin, where + " has an attribute " + why);
     } else {
       return corrupt(origin, where + " has an unknown segment type");
     }

@@ -436,9 +436,13 @@ static void load_dynamic_conv_tiles(int64_t C, int64_t Cout, int64_t taps, int64
     }
 }
 
-static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                              Program& prog, const DynamicOperands& dyn);
+                                              Program& prog, const DynamicOperands& dyn,
+                                              const std::optional<QParams>& q_lut_input);
+namespace {
+isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t kw, uint32_t kh, uint32_t wys);
+}  // namespace
 
 // A dynamic conv bias (int32 [Cout]) replaces the bias row of each output block's parameter
 // rows (block nb at ACC row param_base + 3·nb).
@@ -466,12 +470,45 @@ static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_fi
   prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
 }
 
-Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N) { return L.lut_input >= 0 ? 256 / N : 0; }
+
+Result<QParams> load_fused_lut(const ConvLayer& L, const QParams& qy, const std::optional<QParams>& q_lut_input,
+                               uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+  if (L.lut_input < 0) return qy;
+  if (!q_lut_input || !L.lut_fn)
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': a fused lookup table needs its input's quantisation");
+  const QParams& qm = *q_lut_input;
+  const uint64_t table_off = align_up(weights.size());
+  weights.resize(table_off + 256, 0);
+  for (int q = -128; q < 128; ++q)
+    weights[table_off + static_cast<uint64_t>(q + 128)] =
+        static_cast<uint8_t>(quantize_value(L.lut_fn(qm.scale * static_cast<float>(q - qm.zero_point)), qy));
+  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kAct;
+  ld.sp_base = top;
+  ld.x = static_cast<uint16_t>(256 / N);
+  ld.x_stride = N;
+  prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(table_off));
+  return qm;
+}
+
+void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog) {
+  if (L.lut_input < 0) return;
+  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(top),
+                    .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+  prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+}
+
+Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog, const DynamicOperands& dyn) {
-  if (L.transposed || L.three_d) return lower_tap_gemm_conv(L, qx, qy, N, in_off, out_off, weights, prog, dyn);
+                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
+  if (L.transposed || L.three_d)
+    return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
   using BK = image::BufferKind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
@@ -817,6 +854,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
             });
           }
         }
+        apply_fused_lut(L, N, B, oh * L.OW, prog);
         store_pixel_rows(prog, B, cout_n, L.OW, oh, Coutp,
                          static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
       }
@@ -975,14 +1013,21 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     const uint32_t T = 0, D = 256 / N;
     prog.load(rows_load(hw::Scratchpad::kAct, T, 256 / N, N), BK::Weights, static_cast<uint32_t>(table_off));
     const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-    const uint64_t chunk = std::min<uint64_t>(act_rows - D, 65535);
-    for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+    // Chunks alternate between two regions, so that the LOAD of chunk k+1 and the STORE of
+    // chunk k−1 overlap the lookup of chunk k (the token footprints order the rest); a
+    // tensor that fits one region stays one chunk.
+    const uint64_t region = std::min<uint64_t>((act_rows - D) / 2, 65535);
+    const uint64_t chunk = rows <= std::min<uint64_t>(act_rows - D, 65535)
+                               ? rows
+                               : std::min<uint64_t>(region, std::max<uint64_t>(1024, ceil_div(static_cast<int64_t>(rows), 8)));
+    for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
       const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-      prog.load(rows_load(hw::Scratchpad::kAct, D, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
-      isa::VecRequant v{.src = static_cast<uint16_t>(D), .dst = static_cast<uint16_t>(D), .param = static_cast<uint16_t>(T),
+      const auto base = static_cast<uint32_t>(D + (k % 2) * chunk);
+      prog.load(rows_load(hw::Scratchpad::kAct, base, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+      isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(T),
                         .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1};
       prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
-      store_rows(D, n, out_off + r0 * N);
+      store_rows(base, n, out_off + r0 * N);
     }
     return facts;
   }
@@ -1014,7 +1059,11 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
         const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
         int64_t M = 1;
         for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
-        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(capacity) / LB);
+        // Two alternating sets of regions when the tensor needs more than one chunk (and a
+        // half still holds a row): chunk k+1's LOADs and chunk k−1's STOREs overlap chunk k's
+        // VEC work.
+        const bool two_sets = M * LB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= LB;
+        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / LB);
         const int64_t full = Lr / N, tail = Lr % N;
         // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
         auto blocks = [&](bool store, BK buffer, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
@@ -1043,10 +1092,11 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
             }
           }
         };
-        for (int64_t row0 = 0; row0 < M; row0 += Mt) {
+        for (int64_t row0 = 0, k = 0; row0 < M; row0 += Mt, ++k) {
           const int64_t mt = std::min(Mt, M - row0);
           const auto rows = static_cast<uint32_t>(mt * LB);
-          const uint32_t A = reserved, B = A + rows, C = B + rows;
+          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * Mt * LB : 0));
+          const uint32_t B = A + rows, C = B + rows;
           blocks(false, BK::Activations, A, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
           blocks(false, b_buffer, B, b_off, mt, 0);
           compute(A, B, C, rows);
@@ -1056,9 +1106,12 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       }
       if (!L.broadcast_channels) {
         const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-        for (uint64_t r0 = 0; r0 < rows; r0 += capacity) {
-          const auto n = static_cast<uint32_t>(std::min(capacity, rows - r0));
-          const uint32_t A = reserved, B = A + n, C = B + n;
+        const bool two_sets = rows > capacity;  // alternating sets, as above
+        const uint64_t chunk = two_sets ? capacity / 2 : capacity;
+        for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
+          const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk : 0));
+          const uint32_t B = A + n, C = B + n;
           prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
           load_b(B, n, N, b_off + r0 * N);
           compute(A, B, C, n);
@@ -1070,12 +1123,15 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
       // stride-0 LOAD (per image when b has a batch dimension).
       const auto& a = in_shapes[0];
       const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
-      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(capacity) / CB);
+      const bool two_sets = a[0] * pixels * CB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= CB;
+      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / CB);
+      int64_t k = 0;  // chunk index: alternating sets, as above
       for (int64_t b = 0; b < a[0]; ++b)
-        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px) {
+        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px, ++k) {
           const int64_t np = std::min(chunk_px, pixels - p0);
           const auto n = static_cast<uint32_t>(np * CB);
-          const uint32_t A = reserved, B = A + n, C = B + n;
+          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk_px * CB : 0));
+          const uint32_t B = A + n, C = B + n;
           const uint64_t at = static_cast<uint64_t>((b * pixels + p0) * Cp);
           prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + at));
           isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
@@ -1687,6 +1743,93 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
   return facts;
 }
 
+namespace {
+
+// The positions p in [0, count) a tap walks whose partner p·stride + offset lies in
+// [0, limit): [first, last] (last < first when there is none).
+void tap_reach(int64_t count, int64_t limit, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
+  *first = offset >= 0 ? 0 : ceil_div(-offset, stride);
+  *last = std::min(count - 1, limit - 1 - offset < 0 ? -1 : (limit - 1 - offset) / stride);
+}
+
+// One band of output rows [oy0, oy1) and the input rows [iy0, iy1) its taps read.
+struct TapBand {
+  int64_t oy0 = 0, oy1 = 0, iy0 = 0, iy1 = 0;
+};
+
+// How lower_tap_gemm_conv cuts a layer into output-row bands: every band's input rows
+// (CB blocks) and output rows fit one ACT set, its accumulators one ACC set; two sets each
+// when they fit (double buffering). A 3-D layer is one band (its depth taps read every slice).
+struct TapBandPlan {
+  std::vector<TapBand> bands;
+  int64_t in_rows = 0, out_rows = 0;  // the largest band's ACT input rows and output pixels
+  uint32_t act_set_rows = 0;
+  bool double_buffered = false;
+};
+
+// The input rows [iy0, iy1) that output rows [oy0, oy1) need.
+TapBand band_inputs(const ConvLayer& L, int64_t oy0, int64_t oy1) {
+  TapBand b{oy0, oy1, 0, 0};
+  const int64_t span = (L.KH - 1) * L.dil_h;
+  if (L.transposed) {  // oy = iy·s + ky·d − pad
+    b.iy0 = std::max<int64_t>(0, ceil_div(std::max<int64_t>(0, oy0 + L.pad_t - span), L.stride_h));
+    b.iy1 = std::min(L.H, (oy1 - 1 + L.pad_t) / L.stride_h + 1);
+  } else {  // iy = oy·s + ky·d − pad
+    b.iy0 = std::clamp<int64_t>(oy0 * L.stride_h - L.pad_t, 0, L.H);
+    b.iy1 = std::clamp<int64_t>((oy1 - 1) * L.stride_h + span - L.pad_t + 1, 0, L.H);
+  }
+  if (b.iy1 <= b.iy0) b.iy1 = std::min(L.H, b.iy0 + 1);  // a band no tap reaches still loads one row
+  return b;
+}
+
+Result<TapBandPlan> plan_tap_bands(const ConvLayer& L, uint32_t N, uint32_t act_rows, uint32_t acc_rows) {
+  const int64_t CB = ceil_div(L.C, N);
+  const std::string what = (L.transposed ? "ConvTranspose '" : "Conv '") + L.name + "'";
+  auto fits = [&](int64_t in_rows, int64_t out_rows, int64_t sets) {
+    return sets * (in_rows + out_rows) <= act_rows && sets * out_rows <= acc_rows && in_rows <= 65535 &&
+           out_rows <= 65535;
+  };
+  auto plan_with = [&](int64_t band_h) {
+    TapBandPlan plan;
+    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += band_h) {
+      TapBand b = L.three_d ? TapBand{0, L.OH, 0, L.H} : band_inputs(L, oy0, std::min(L.OH, oy0 + band_h));
+      plan.in_rows = std::max(plan.in_rows, CB * L.D * (b.iy1 - b.iy0) * L.W);
+      plan.out_rows = std::max(plan.out_rows, (b.oy1 - b.oy0) * L.OW);
+      plan.bands.push_back(b);
+    }
+    return plan;
+  };
+  if (L.three_d) {
+    TapBandPlan plan = plan_with(L.OH);
+    if (!fits(plan.in_rows, plan.out_rows, 1) || L.D * L.H * L.W > 65535 || L.D * L.H > 65535)
+      return make_error(StatusCode::kUnsupported, what + " does not fit the scratchpads");
+    plan.act_set_rows = static_cast<uint32_t>(plan.in_rows + plan.out_rows);
+    return plan;
+  }
+  // The whole output when it fits; else the tallest bands that fit twice (double-buffered),
+  // else once.
+  {
+    TapBandPlan whole = plan_with(L.OH);
+    if (fits(whole.in_rows, whole.out_rows, 1)) {
+      whole.act_set_rows = static_cast<uint32_t>(whole.in_rows + whole.out_rows);
+      return whole;
+    }
+  }
+  for (int64_t sets : {2, 1}) {
+    for (int64_t band_h = L.OH; band_h >= 1; band_h = band_h > 8 ? band_h - band_h / 8 : band_h - 1) {
+      TapBandPlan plan = plan_with(band_h);
+      if (sets == 2 && plan.bands.size() < 2) continue;
+      if (!fits(plan.in_rows, plan.out_rows, sets)) continue;
+      plan.double_buffered = sets == 2;
+      plan.act_set_rows = static_cast<uint32_t>(plan.in_rows + plan.out_rows);
+      return plan;
+    }
+  }
+  return make_error(StatusCode::kUnsupported, what + " does not fit the scratchpads even one output row at a time");
+}
+
+}  // namespace
+
 // ConvTranspose (and 3-D Conv) as one GEMM per tap over whole rectangles of pixels. For
 // ConvTranspose every tap (ky, kx) multiplies all input pixels by the tap's weights and
 // adds the products into the accumulator rows of the output pixels they land on (iy·s +
@@ -1701,11 +1844,13 @@ Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_of
 // weights of (kd, ky, kx); then REQUANT and STORE of that slice (a ConvTranspose slice no
 // tap reaches is the bias alone). NDHWC input slices are consecutive image rows, so the
 // whole input loads as one image D·H rows high.
-static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                               uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                              Program& prog, const DynamicOperands& dyn) {
+                                              Program& prog, const DynamicOperands& dyn,
+                                              const std::optional<QParams>& q_lut_input) {
   using BK = image::BufferKind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KD * L.KH * L.KW, taps_2d = L.KH * L.KW;
@@ -1752,16 +1897,14 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
   const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
-  // ACT: input plane (CB blocks of H·W rows) then the output rows; ACC: parameters, then one
-  // accumulator row per output pixel.
-  const int64_t slice_rows = L.H * L.W, in_rows = CB * L.D * slice_rows, out_rows = L.OH * L.OW;
+  // ACT: per band set, the input rows (CB blocks) then the output rows; ACC: parameters, then
+  // one accumulator row per output pixel of a band (per set).
+  const int64_t slice_rows = L.H * L.W;
   const uint32_t Cacc = static_cast<uint32_t>(3 * NB);
-  if (in_rows + out_rows > act_rows || Cacc + out_rows > acc_rows || L.D * slice_rows > 65535 || out_rows > 65535 ||
-      L.D * L.H > 65535)
-    return make_error(StatusCode::kUnsupported, what + " does not fit the scratchpads");
   const bool weights_fit = static_cast<uint64_t>(NB * taps * CB) * N <= wgt_rows;
   if (static_cast<uint64_t>(taps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, what + " has more weights per output block than the weight scratchpad holds");
+  NPU_ASSIGN_OR_RETURN(const TapBandPlan plan, plan_tap_bands(L, N, act_rows, acc_rows - Cacc));
   load_acc_rows(prog, 0, Cacc, N, static_cast<uint32_t>(p_off));
   if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, 0, dyn.bias_off, N, prog);
   auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
@@ -1772,82 +1915,92 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
     load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, NB);
-  // The positions p in [0, count) a tap walks whose partner p·stride + offset lies in
-  // [0, limit): [first, last] per axis. ConvTranspose walks input pixels (partners: output
-  // pixels), Conv output pixels (partners: input pixels).
-  auto reach = [](int64_t count, int64_t limit, int64_t stride, int64_t offset, int64_t* first, int64_t* last) {
-    *first = offset >= 0 ? 0 : ceil_div(-offset, stride);
-    *last = std::min(count - 1, limit - 1 - offset < 0 ? -1 : (limit - 1 - offset) / stride);
-  };
   LayerFacts facts;
-  const uint32_t A_out = static_cast<uint32_t>(in_rows);
-  for (int64_t b = 0; b < L.batch; ++b) {
-    isa::Load ld;
-    ld.sp = hw::Scratchpad::kAct;
-    ld.x = static_cast<uint16_t>(L.W);
-    ld.x_stride = static_cast<uint32_t>(Cp);
-    ld.y = static_cast<uint16_t>(L.D * L.H);
-    ld.y_stride = static_cast<uint32_t>(L.W * Cp);
-    ld.z = static_cast<uint16_t>(CB);
-    ld.z_stride = N;
-    prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + b * L.D * slice_rows * Cp));
-    for (int64_t nb = 0; nb < NB; ++nb) {
-      if (!weights_fit) load_weights(nb, 1);
-      const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
-      for (int64_t od = 0; od < L.OD; ++od) {
-        repeat_acc_row(prog, Cacc, out_rows, static_cast<uint32_t>(zero_off));  // accumulators start at zero
-        for (int64_t t = 0; t < taps; ++t) {
-          const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
-          // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.
-          const int64_t from = L.transposed ? od + L.pad_f - kd * L.dil_d : od * L.stride_d + kd * L.dil_d - L.pad_f;
-          if (from < 0 || (L.transposed && from % L.stride_d != 0)) continue;
-          const int64_t id = L.transposed ? from / L.stride_d : from;
-          if (id >= L.D) continue;
-          const int64_t y_off = ky * L.dil_h - L.pad_t, x_off = kx * L.dil_w - L.pad_l;
-          // The walked pixels [y0, y1] × [x0, x1] (input pixels for ConvTranspose, output
-          // pixels for Conv) and where they and their partners start.
-          int64_t y0, y1, x0, x1;
-          reach(L.transposed ? L.H : L.OH, L.transposed ? L.OH : L.H, L.stride_h, y_off, &y0, &y1);
-          reach(L.transposed ? L.W : L.OW, L.transposed ? L.OW : L.W, L.stride_w, x_off, &x0, &x1);
-          if (y1 < y0 || x1 < x0) continue;  // this tap meets no pixel pair
-          const int64_t partner = (y0 * L.stride_h + y_off) * (L.transposed ? L.OW : L.W) + x0 * L.stride_w + x_off;
-          const int64_t walked = y0 * (L.transposed ? L.W : L.OW) + x0;
-          isa::Gemm gm;
-          gm.clear = false;
-          gm.act = static_cast<uint16_t>(id * slice_rows + (L.transposed ? walked : partner));
-          gm.wgt = static_cast<uint16_t>(wbase + t * CB);
-          gm.acc = static_cast<uint16_t>(Cacc + (L.transposed ? partner : walked));
-          gm.o = static_cast<uint16_t>(y1 - y0 + 1);
-          gm.act_so = static_cast<uint16_t>(L.transposed ? L.W : L.stride_h * L.W);
-          gm.acc_so = static_cast<uint16_t>(L.transposed ? L.stride_h * L.OW : L.OW);
-          gm.i = static_cast<uint16_t>(CB);
-          gm.act_si = static_cast<uint16_t>(L.D * slice_rows);
-          gm.wgt_si = 1;
-          gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
-          gm.r = static_cast<uint16_t>(x1 - x0 + 1);
-          gm.act_sr = static_cast<uint16_t>(L.transposed ? 1 : L.stride_w);
-          gm.acc_sr = static_cast<uint16_t>(L.transposed ? L.stride_w : 1);
-          prog.gemm(gm);
-          facts.macs += static_cast<uint64_t>((y1 - y0 + 1) * (x1 - x0 + 1) * CB) * N * N;
+  for (int64_t b = 0; b < L.batch; ++b)
+    for (size_t k = 0; k < plan.bands.size(); ++k) {
+      const TapBand& band = plan.bands[k];
+      // Double-buffered when two sets fit: band k+1's LOAD overlaps band k's GEMMs, its
+      // STOREs the next band's.
+      const uint32_t set = plan.double_buffered ? static_cast<uint32_t>(k % 2) : 0;
+      const uint32_t A_in = set * plan.act_set_rows, A_out = A_in + static_cast<uint32_t>(plan.in_rows);
+      const uint32_t C_out = Cacc + set * static_cast<uint32_t>(plan.out_rows);
+      const int64_t band_in_h = band.iy1 - band.iy0, band_h = band.oy1 - band.oy0;
+      const int64_t in_slice = L.D * band_in_h * L.W;  // rows of one input-channel block
+      isa::Load ld;
+      ld.sp = hw::Scratchpad::kAct;
+      ld.sp_base = A_in;
+      ld.x = static_cast<uint16_t>(L.W);
+      ld.x_stride = static_cast<uint32_t>(Cp);
+      ld.y = static_cast<uint16_t>(L.D * band_in_h);
+      ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+      ld.z = static_cast<uint16_t>(CB);
+      ld.z_stride = N;
+      prog.load(ld, BK::Activations,
+                static_cast<uint32_t>(in_off + (b * L.D * slice_rows + band.iy0 * L.W) * Cp));
+      for (int64_t nb = 0; nb < NB; ++nb) {
+        if (!weights_fit) load_weights(nb, 1);
+        const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
+        for (int64_t od = 0; od < L.OD; ++od) {
+          const int64_t band_out_rows = band_h * L.OW;
+          repeat_acc_row(prog, C_out, band_out_rows, static_cast<uint32_t>(zero_off));  // accumulators start at zero
+          for (int64_t t = 0; t < taps; ++t) {
+            const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
+            // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.
+            const int64_t from = L.transposed ? od + L.pad_f - kd * L.dil_d : od * L.stride_d + kd * L.dil_d - L.pad_f;
+            if (from < 0 || (L.transposed && from % L.stride_d != 0)) continue;
+            const int64_t id = L.transposed ? from / L.stride_d : from;
+            if (id >= L.D) continue;
+            // Offsets within the band: a walked row p (input rows for ConvTranspose, output
+            // rows for Conv) meets partner row p·s + y_off.
+            const int64_t y_off = L.transposed ? band.iy0 * L.stride_h + ky * L.dil_h - L.pad_t - band.oy0
+                                               : band.oy0 * L.stride_h + ky * L.dil_h - L.pad_t - band.iy0;
+            const int64_t x_off = kx * L.dil_w - L.pad_l;
+            int64_t y0, y1, x0, x1;
+            tap_reach(L.transposed ? band_in_h : band_h, L.transposed ? band_h : band_in_h, L.stride_h, y_off, &y0, &y1);
+            tap_reach(L.transposed ? L.W : L.OW, L.transposed ? L.OW : L.W, L.stride_w, x_off, &x0, &x1);
+            if (y1 < y0 || x1 < x0) continue;  // this tap meets no pixel pair in this band
+            const int64_t partner = (y0 * L.stride_h + y_off) * (L.transposed ? L.OW : L.W) + x0 * L.stride_w + x_off;
+            const int64_t walked = y0 * (L.transposed ? L.W : L.OW) + x0;
+            isa::Gemm gm;
+            gm.clear = false;
+            gm.act = static_cast<uint16_t>(A_in + id * band_in_h * L.W + (L.transposed ? walked : partner));
+            gm.wgt = static_cast<uint16_t>(wbase + t * CB);
+            gm.acc = static_cast<uint16_t>(C_out + (L.transposed ? partner : walked));
+            gm.o = static_cast<uint16_t>(y1 - y0 + 1);
+            gm.act_so = static_cast<uint16_t>(L.transposed ? L.W : L.stride_h * L.W);
+            gm.acc_so = static_cast<uint16_t>(L.transposed ? L.stride_h * L.OW : L.OW);
+            gm.i = static_cast<uint16_t>(CB);
+            gm.act_si = static_cast<uint16_t>(in_slice);
+            gm.wgt_si = 1;
+            gm.acc_si = 0;  // input-channel blocks accumulate into the same rows
+            gm.r = static_cast<uint16_t>(x1 - x0 + 1);
+            gm.act_sr = static_cast<uint16_t>(L.transposed ? 1 : L.stride_w);
+            gm.acc_sr = static_cast<uint16_t>(L.transposed ? L.stride_w : 1);
+            prog.gemm(gm);
+            facts.macs += static_cast<uint64_t>((y1 - y0 + 1) * (x1 - x0 + 1) * CB) * N * N;
+          }
+          isa::VecRequant vq;
+          vq.bias = true;
+          vq.src = static_cast<uint16_t>(C_out);
+          vq.dst = static_cast<uint16_t>(A_out);
+          vq.param = static_cast<uint16_t>(3 * nb);
+          vq.r = static_cast<uint16_t>(band_out_rows);
+          vq.src_sr = 1;
+          vq.dst_sr = 1;
+          vq.zero_point = static_cast<int8_t>(qy.zero_point);
+          vq.clamp_lo = lo;
+          vq.clamp_hi = hi;
+          prog.vec(vq);
+          apply_fused_lut(L, N, A_out, band_out_rows, prog);
+          store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, band_h, Coutp,
+                           static_cast<uint32_t>(out_off + ((b * L.OD + od) * L.OH * L.OW + band.oy0 * L.OW) * Coutp + nb * N));
         }
-        isa::VecRequant vq;
-        vq.bias = true;
-        vq.src = static_cast<uint16_t>(Cacc);
-        vq.dst = static_cast<uint16_t>(A_out);
-        vq.param = static_cast<uint16_t>(3 * nb);
-        vq.r = static_cast<uint16_t>(out_rows);
-        vq.src_sr = 1;
-        vq.dst_sr = 1;
-        vq.zero_point = static_cast<int8_t>(qy.zero_point);
-        vq.clamp_lo = lo;
-        vq.clamp_hi = hi;
-        prog.vec(vq);
-        store_pixel_rows(prog, A_out, std::min<int64_t>(N, L.Cout - nb * N), L.OW, L.OH, Coutp,
-                         static_cast<uint32_t>(out_off + ((b * L.OD + od) * out_rows) * Coutp + nb * N));
       }
     }
-  }
-  facts.scratchpad_bytes = static_cast<uint64_t>(in_rows + out_rows) * N + static_cast<uint64_t>(Cacc + out_rows) * N * 4 +
+  const uint64_t sets = plan.double_buffered ? 2 : 1;
+  facts.scratchpad_bytes = sets * (static_cast<uint64_t>(plan.in_rows + plan.out_rows) * N +
+                                   static_cast<uint64_t>(plan.out_rows) * N * 4) +
+                           uint64_t{Cacc} * N * 4 +
                            static_cast<uint64_t>(weights_fit ? NB * taps * CB : taps * CB) * tile_bytes;
   return facts;
 }

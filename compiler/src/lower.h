@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,23 @@ inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n *
 // is exact only when qx.zero_point == 0; the caller guarantees that for padded convs.
 // With L.weight_input >= 0 the weights come from the activation buffer (`dyn`, layout
 // [KH][KW][C][Cout]); x must then be symmetric.
+// With a fused lookup table (L.lut_input >= 0), `q_lut_input` is the quantisation of the
+// conv's own output, which the requantisation targets, and `qy` that of L.output: one VEC
+// LUT maps the requantised rows in the scratchpad before the STORE (the table sits in the
+// top fused_lut_rows ACT rows for the whole layer).
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog, const DynamicOperands& dyn = {});
+                                    Program& prog, const DynamicOperands& dyn = {},
+                                    std::optional<QParams> q_lut_input = std::nullopt);
+
+// The ACT rows a conv's fused lookup table occupies at the top of the scratchpad (0 without).
+uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N);
+// Writes the fused table of L (q_lut_input codes -> qy codes) into the weights and LOADs it
+// into its ACT rows; returns the requantisation target (q_lut_input, or qy without a table).
+Result<QParams> load_fused_lut(const ConvLayer& L, const QParams& qy, const std::optional<QParams>& q_lut_input,
+                               uint32_t N, std::vector<uint8_t>& weights, Program& prog);
+// The fused table over `rows` ACT rows from `base` on, in place (nothing without a table).
+void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog);
 
 // Loads `rows` int32 rows (N lanes each: the VEC parameter rows, bias/multiplier/shift per
 // output block) from the weight buffer at byte `offset` into ACC rows from `acc_row` on.
@@ -87,7 +102,7 @@ void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_
 bool conv_folds_taps(const ConvLayer& L, uint32_t N);
 Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                      uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                     Program& prog);
+                                     Program& prog, std::optional<QParams> q_lut_input = std::nullopt);
 
 // Bytes a value of `shape` occupies in the activation buffer (NHWC with padded channels
 // for 4-D values, dense otherwise).

@@ -69,13 +69,14 @@ bool conv_folds_taps(const ConvLayer& L, uint32_t N) {
   return true;
 }
 
-Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                      uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                     Program& prog) {
+                                     Program& prog, std::optional<QParams> q_lut_input) {
   using BK = image::BufferKind;
   if (!conv_folds_taps(L, N))
     return make_error(StatusCode::kInternal, "conv '" + L.name + "' was laid out for tap folding but does not fold");
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (uint64_t{N} * N));
   const int64_t NB = (L.Cout + N - 1) / N, Coutp = NB * N, taps = L.KH * L.KW;
@@ -238,6 +239,7 @@ Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, cons
             prog.vec(vq);
           }
         }
+        apply_fused_lut(L, N, B, oh * L.OW, prog);
         store_pixel_rows(prog, B, std::min<int64_t>(N, L.Cout - nb * N), L.OW, oh, Coutp,
                          static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
       }

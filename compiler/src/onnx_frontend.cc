@@ -77,7 +77,7 @@ Status check_input_dims(const std::string& name, const std::vector<int64_t>& dim
 // checked before it runs: a zero stride is a SIGFPE inside the ONNX library, a huge pad or
 // kernel a runaway allocation.
 Status check_node_attributes(const onnx::NodeProto& np, int index, const std::string& path,
-                             const std::map<std::string, std::vector<int64_t>>& initializer_dims) {
+                             const std::map<std::string, std::vector<int64_t>>& known_dims) {
   // The operators with a sliding window (Pad's `pads`, for one, may be negative).
   static const std::set<std::string> kWindowed = {
       "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
@@ -126,14 +126,15 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
         return bad("attribute 'group' must be an integer from 1 to " + std::to_string(kMaxDim));
     }
   }
-  // A constant weight fixes the spatial rank too: ONNX's convolution shape inference indexes
-  // the attributes and the input by the weight's rank (a rank-3 weight with 2-D pads was a
-  // SIGSEGV inside it, found by fuzz_onnx).
+  // A weight of known rank (a constant, or a graph input with a declared shape) fixes the
+  // spatial rank too: ONNX's convolution shape inference indexes the attributes and the input
+  // by the weight's rank (a rank-3 weight with 2-D pads, and a rank-5 weight on a rank-4
+  // input, were SIGSEGVs inside it, found by fuzz_onnx).
   const bool conv = np.op_type() == "Conv" || np.op_type() == "ConvTranspose" || np.op_type() == "ConvInteger" ||
                     np.op_type() == "QLinearConv" || np.op_type() == "DeformConv";
   const int w_index = np.op_type() == "QLinearConv" ? 3 : 1;
   if (conv && np.input_size() > w_index) {
-    if (auto w = initializer_dims.find(np.input(w_index)); w != initializer_dims.end()) {
+    if (auto w = known_dims.find(np.input(w_index)); w != known_dims.end()) {
       const int w_spatial = static_cast<int>(w->second.size()) - 2;
       if (w_spatial < 1 || w_spatial > kMaxSpatialRank)
         return bad("weight '" + np.input(w_index) + "' has rank " + std::to_string(w->second.size()) +
@@ -143,10 +144,14 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
         return bad("attributes give " + std::to_string(spatial) + " spatial axes but weight '" + np.input(w_index) +
                    "' has " + std::to_string(w_spatial));
       spatial = w_spatial;
+      if (auto x = known_dims.find(np.input(0)); x != known_dims.end() && x->second.size() != w->second.size())
+        return bad("input '" + np.input(0) + "' has rank " + std::to_string(x->second.size()) + " but weight '" +
+                   np.input(w_index) + "' has rank " + std::to_string(w->second.size()) +
+                   "; a convolution's input and weight have the same rank");
       for (const auto& a : np.attribute())
         if (a.name() == "kernel_shape")
           for (int d = 0; d < a.ints_size(); ++d)
-            if (a.ints(d) != w->second[static_cast<size_t>(d) + 2])
+            if (w->second[static_cast<size_t>(d) + 2] >= 0 && a.ints(d) != w->second[static_cast<size_t>(d) + 2])
               return bad("kernel_shape does not match weight '" + np.input(w_index) + "' (axis " +
                          std::to_string(d) + ": " + std::to_string(a.ints(d)) + " against " +
                          std::to_string(w->second[static_cast<size_t>(d) + 2]) + ")");
@@ -163,16 +168,55 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
 // check_node_attributes over a graph and the subgraphs of its nodes (If, Loop, Scan bodies),
 // which ONNX shape inference descends into as well.
 Status check_graph_attributes(const onnx::GraphProto& graph, const std::string& path) {
-  std::map<std::string, std::vector<int64_t>> initializer_dims;
+  // Dims known before shape inference: declared shapes of inputs and value_info (-1 for a
+  // dimension without a value), overridden by initializers' own dims.
+  std::map<std::string, std::vector<int64_t>> known_dims;
+  for (const auto* list : {&graph.input(), &graph.value_info()})
+    for (const auto& vi : *list) {
+      if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+      auto& dims = known_dims[vi.name()];
+      dims.clear();
+      for (const auto& d : vi.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
   for (const auto& init : graph.initializer())
-    initializer_dims[init.name()] = std::vector<int64_t>(init.dims().begin(), init.dims().end());
+    known_dims[init.name()] = std::vector<int64_t>(init.dims().begin(), init.dims().end());
   for (int n = 0; n < graph.node_size(); ++n) {
-    NPU_RETURN_IF_ERROR(check_node_attributes(graph.node(n), n, path, initializer_dims));
+    NPU_RETURN_IF_ERROR(check_node_attributes(graph.node(n), n, path, known_dims));
     for (const auto& a : graph.node(n).attribute()) {
       if (a.has_g()) NPU_RETURN_IF_ERROR(check_graph_attributes(a.g(), path));
       for (const auto& sub : a.graphs()) NPU_RETURN_IF_ERROR(check_graph_attributes(sub, path));
     }
   }
+  return Status::ok();
+}
+
+// Every value the top-level graph uses is defined before it: node inputs (other than the empty
+// name of an omitted optional input) by a graph input, an initializer or an earlier node, and
+// every graph output by one of those. ONNX requires topological order; its version converter
+// dereferences a missing producer (a SIGSEGV in graphProtoToGraph, found by fuzz_onnx), and
+// the rest of the frontend needs the same. Subgraphs may use outer-scope names and are checked
+// where they are imported.
+Status check_graph_references(const onnx::GraphProto& graph, const std::string& path) {
+  std::set<std::string> defined;
+  for (const auto& v : graph.input()) defined.insert(v.name());
+  for (const auto& t : graph.initializer()) defined.insert(t.name());
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const auto& node = graph.node(n);
+    const std::string what = node.op_type() + " node '" + (node.name().empty() ? "#" + std::to_string(n) : node.name()) + "'";
+    for (const auto& in : node.input())
+      if (!in.empty() && !defined.count(in))
+        return make_error(StatusCode::kInvalidArgument,
+                          path + ": " + what + " reads '" + in +
+                              "', which no graph input, initializer or earlier node defines; re-export the model "
+                              "(nodes must be in topological order)");
+    for (const auto& out : node.output())
+      if (!out.empty()) defined.insert(out);
+  }
+  for (const auto& v : graph.output())
+    if (!defined.count(v.name()))
+      return make_error(StatusCode::kInvalidArgument,
+                        path + ": graph output '" + v.name() +
+                            "' is not produced by any node, input or initializer; re-export the model");
   return Status::ok();
 }
 
@@ -219,6 +263,7 @@ Result<Graph> load_onnx(const std::string& path,
                       path + ": not an ONNX model (protobuf parse failed); export it with torch.onnx.export or onnx.save");
   // The attributes first: the version converter below runs ONNX shape inference too.
   NPU_RETURN_IF_ERROR(check_graph_attributes(model.graph(), path));
+  NPU_RETURN_IF_ERROR(check_graph_references(model.graph(), path));
   int64_t opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();

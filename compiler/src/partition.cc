@@ -177,6 +177,76 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
   return it == n.attrs.end() ? fallback : it->second.ints;
 }
 
+std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<size_t>& used,
+                                    std::vector<size_t>* members);
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges);
+
+// A lookup-table layer (an element-wise chain, or one table function) that alone reads the
+// conv's output becomes the conv's fused LUT (ConvLayer::lut_input): its nodes join `used`.
+// Only where nothing else is fused (a clamp after the table would be a second rounding).
+void fuse_lut_activation(const Graph& g, ConvLayer& L, std::set<size_t>& used) {
+  const int out = L.output;
+  if (!L.fused.empty() || L.int32_output || is_graph_output(g, out) || g.value(out).quant || g.value(out).io_codes)
+    return;
+  // A chain may read x more than once (hard-swish's x·Clip(x + 3, 0, 6)): every reader of the
+  // conv's output must be in it. Consumers come in node order, so the first one starts it.
+  auto c = consumers(g, out);
+  if (c.empty() || used.count(static_cast<size_t>(c[0]))) return;
+  const size_t ni = static_cast<size_t>(*std::min_element(c.begin(), c.end()));
+  std::vector<size_t> members;
+  std::optional<EltLayer> e = match_chain(g, ni, used, &members);
+  if (!e && c.size() == 1) {
+    e = match_elementwise(g, ni, 16, nullptr);
+    members = {ni};
+  }
+  if (!e || e->kind != EltLayer::Kind::kLut || !e->fn || e->inputs != std::vector<int>{out}) return;
+  for (int r : c)
+    if (std::find(members.begin(), members.end(), static_cast<size_t>(r)) == members.end()) return;
+  for (size_t m : members) {
+    used.insert(m);
+    L.fused.push_back(g.nodes[m].name);
+  }
+  L.lut_input = out;
+  L.lut_fn = e->fn;
+  L.output = e->output;
+}
+
+// A Relu, or a Clip with constant bounds, that alone reads the conv's output `out` becomes
+// the conv's requantisation clamp (L.act_lo/act_hi); it joins `used` and L.fused, and
+// L.output is what the layer then writes.
+void fuse_clamp_activation(const Graph& g, int out, ConvLayer& L, std::set<size_t>& used) {
+  if (!is_graph_output(g, out) && !g.value(out).quant) {  // see match_fc on declared values
+    auto c = consumers(g, out);
+    if (c.size() == 1) {
+      const Node& a = g.nodes[static_cast<size_t>(c[0])];
+      bool fused = false;
+      if (a.op == "Relu") {
+        L.act_lo = 0;
+        fused = true;
+      } else if (a.op == "Clip") {
+        float lo = a.attr_float("min", -INFINITY), hi = a.attr_float("max", INFINITY);
+        bool ok = true;
+        for (size_t k = 1; k < a.inputs.size() && k < 3; ++k) {
+          if (a.inputs[k] < 0) continue;
+          if (!g.is_constant(a.inputs[k])) ok = false;
+          else (k == 1 ? lo : hi) = to_float(*g.value(a.inputs[k]).constant).as<float>()[0];
+        }
+        if (ok) {
+          L.act_lo = lo;
+          L.act_hi = hi;
+          fused = true;
+        }
+      }
+      if (fused) {
+        used.insert(static_cast<size_t>(c[0]));
+        L.fused.push_back(a.name);
+        out = a.outputs[0];
+      }
+    }
+  }
+  L.output = out;
+}
+
 std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
   if (n.op != "Conv" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0]))
@@ -258,37 +328,8 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
     if (b.element_count() != L.Cout) return std::nullopt;
     L.bias.assign(b.as<float>().begin(), b.as<float>().end());
   }
-  int out = n.outputs[0];
-  if (!is_graph_output(g, out) && !g.value(out).quant) {  // see match_fc on declared values
-    auto c = consumers(g, out);
-    if (c.size() == 1) {
-      const Node& a = g.nodes[static_cast<size_t>(c[0])];
-      bool fused = false;
-      if (a.op == "Relu") {
-        L.act_lo = 0;
-        fused = true;
-      } else if (a.op == "Clip") {
-        float lo = a.attr_float("min", -INFINITY), hi = a.attr_float("max", INFINITY);
-        bool ok = true;
-        for (size_t k = 1; k < a.inputs.size() && k < 3; ++k) {
-          if (a.inputs[k] < 0) continue;
-          if (!g.is_constant(a.inputs[k])) ok = false;
-          else (k == 1 ? lo : hi) = to_float(*g.value(a.inputs[k]).constant).as<float>()[0];
-        }
-        if (ok) {
-          L.act_lo = lo;
-          L.act_hi = hi;
-          fused = true;
-        }
-      }
-      if (fused) {
-        used.insert(static_cast<size_t>(c[0]));
-        L.fused.push_back(a.name);
-        out = a.outputs[0];
-      }
-    }
-  }
-  L.output = out;
+  fuse_clamp_activation(g, n.outputs[0], L, used);
+  fuse_lut_activation(g, L, used);
   return L;
 }
 
@@ -300,9 +341,13 @@ std::optional<ConvLayer> match_conv(const Graph& g, size_t ni, std::set<size_t>&
 // needs the per-tensor s_w of a dynamic W). False when the NPU cannot take it.
 bool take_tap_gemm_operands(const Graph& g, size_t ni, ConvLayer& L) {
   const Node& n = g.nodes[ni];
-  if (L.OH * L.OW > 1024 || L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW > 4096 ||
-      L.stride_h * (L.transposed ? L.OW : L.W) > 65535)
-    return false;
+  // A 2-D layer is cut into bands of output rows (lower_tap_gemm_conv), so one output row
+  // and the input rows it reads must fit; a 3-D one is lowered whole.
+  const int64_t span = (L.KH - 1) * L.dil_h;
+  const int64_t rows_per_output_row = L.transposed ? (span + L.stride_h - 1) / L.stride_h + 1 : span + 1;
+  const bool fits = L.three_d ? L.OH * L.OW <= 1024 && L.D * L.H * L.W * ((L.C + 7) / 8) + L.OH * L.OW <= 4096
+                              : L.OW <= 1024 && rows_per_output_row * L.W * ((L.C + 7) / 8) + L.OW <= 4096;
+  if (!fits || L.stride_h * (L.transposed ? L.OW : L.W) > 65535) return false;
   if (!g.is_constant(n.inputs[1])) {
     L.weight_input = n.inputs[1];
   } else {
@@ -400,7 +445,7 @@ std::optional<ConvLayer> match_conv_3d(const Graph& g, size_t ni) {
 }
 
 // ConvTranspose (2-D, group 1) with constant or dynamic W [C][Cout][KH][KW] and bias.
-std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
+std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni, std::set<size_t>& used) {
   const Node& n = g.nodes[ni];
   if (n.op != "ConvTranspose" || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 ||
       g.is_constant(n.inputs[0]) || n.attr_int("group", 1) != 1)
@@ -530,6 +575,10 @@ std::optional<ConvLayer> match_conv_transpose(const Graph& g, size_t ni) {
   L.pad_t = begin[0];
   L.pad_l = begin[1];
   if (!take_tap_gemm_operands(g, ni, L)) return std::nullopt;
+  if (!one_d && !three_d) {
+    fuse_clamp_activation(g, n.outputs[0], L, used);
+    fuse_lut_activation(g, L, used);
+  }
   return L;
 }
 
@@ -686,6 +735,61 @@ std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<si
   return L;
 }
 
+// A Slice with constant operands as a strided copy (EltLayer kTranspose with slice_begin):
+// the host kernel itself slices a tensor of element indices, so the compiler copies exactly
+// the elements the host would (clamping, negative indices and axes by its rules); the
+// result must be an affine walk with positive steps.
+std::optional<EltLayer> match_slice(const Graph& g, const Node& n) {
+  const auto& in = g.value(n.inputs[0]).shape;
+  const auto& out = g.value(n.outputs[0]).shape;
+  if (in.empty() || out.size() != in.size() || n.outputs.size() != 1) return std::nullopt;
+  int64_t count = 1, out_count = 1;
+  for (int64_t d : in) count *= d;
+  for (int64_t d : out) out_count *= d;
+  if (count <= 0 || count > (1 << 24) || out_count <= 0) return std::nullopt;
+  Tensor index = Tensor::zeros(DType::kF32, in);
+  for (int64_t i = 0; i < count; ++i) index.as<float>()[static_cast<size_t>(i)] = static_cast<float>(i);
+  std::vector<const Tensor*> args = {&index};
+  for (size_t k = 1; k < n.inputs.size(); ++k) {
+    if (n.inputs[k] >= 0 && !g.is_constant(n.inputs[k])) return std::nullopt;
+    args.push_back(n.inputs[k] >= 0 ? &*g.value(n.inputs[k]).constant : nullptr);
+  }
+  auto sliced = run_host_op("Slice", n.name, g.opset, n.attrs, args);
+  if (!sliced.is_ok() || sliced->empty() || (*sliced)[0].shape != out) return std::nullopt;
+  const auto src = (*sliced)[0].as<float>();
+  const size_t rank = in.size();
+  std::vector<int64_t> in_stride(rank, 1), out_stride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    in_stride[d] = in_stride[d + 1] * in[d + 1];
+    out_stride[d] = out_stride[d + 1] * out[d + 1];
+  }
+  EltLayer L;
+  L.slice_begin.resize(rank);
+  L.slice_step.assign(rank, 1);
+  const auto first = static_cast<int64_t>(src[0]);
+  for (size_t d = 0; d < rank; ++d) {
+    L.slice_begin[d] = first / in_stride[d] % in[d];
+    if (out[d] > 1) {
+      const int64_t delta = static_cast<int64_t>(src[static_cast<size_t>(out_stride[d])]) - first;
+      if (delta <= 0 || delta % in_stride[d] != 0) return std::nullopt;
+      L.slice_step[d] = delta / in_stride[d];
+    }
+  }
+  for (int64_t o = 0; o < out_count; ++o) {  // the whole walk must be that affine map
+    int64_t expect = 0;
+    for (size_t d = 0; d < rank; ++d)
+      expect += (L.slice_begin[d] + (o / out_stride[d] % out[d]) * L.slice_step[d]) * in_stride[d];
+    if (static_cast<int64_t>(src[static_cast<size_t>(o)]) != expect) return std::nullopt;
+  }
+  L.name = n.name;
+  L.op = n.op;
+  L.inputs = {n.inputs[0]};
+  L.output = n.outputs[0];
+  L.kind = EltLayer::Kind::kTranspose;
+  for (size_t d = 0; d < rank; ++d) L.perm.push_back(static_cast<int64_t>(d));
+  return L;
+}
+
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
 std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges) {
   const Node& n = g.nodes[ni];
@@ -696,6 +800,22 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
   L.output = n.outputs[0];
   L.inputs = {n.inputs[0]};
   const std::string& op = n.op;
+  // Functions of x alone that element-wise chains already compute (Sqrt, Pow by a constant,
+  // Exp, ...) are one lookup on their own too.
+  static const std::set<std::string> kChainOnly = {"Sqrt", "Pow", "Exp", "Erf", "Reciprocal", "Neg", "Abs", "Softplus"};
+  if (kChainOnly.count(op)) {
+    if (!chain_operator(g, n, {n.inputs[0]}, g.value(n.inputs[0]).shape)) return std::nullopt;
+    L.fn = chain_function(g, {ni}, n.inputs[0]);
+    // The device has no NaN or infinity: the calibrated range of x must lie inside the
+    // function's domain (Sqrt of negatives, Reciprocal of 0 stay on the host).
+    auto r = ranges ? ranges->find(n.inputs[0]) : decltype(ranges->end()){};
+    if (!ranges || r == ranges->end()) return std::nullopt;
+    for (int k = 0; k <= 256; ++k) {
+      const float x = r->second.first + (r->second.second - r->second.first) * static_cast<float>(k) / 256.0f;
+      if (!std::isfinite(L.fn(x))) return std::nullopt;
+    }
+    return L;
+  }
   if (op == "Relu") {
     L.fn = [](float x) { return std::max(x, 0.0f); };
   } else if (op == "Sigmoid") {
@@ -771,6 +891,13 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     if (n.inputs.size() != 2 || n.inputs[1] < 0) return std::nullopt;
     bool scalar;
     const float c = scalar_constant(g, n.inputs[1], &scalar);
+    if (scalar && !n.integer_wrap && (op == "Mul" || op == "Div") && c > 0 && std::isfinite(c) &&
+        std::isfinite(1.0f / c) && g.value(n.inputs[0]).shape == g.value(n.outputs[0]).shape) {
+      // x·c with c > 0 is x's own codes at c times its scale: a view, exact.
+      L.kind = EltLayer::Kind::kView;
+      L.view_scale = op == "Mul" ? c : 1.0f / c;
+      return L;
+    }
     if (scalar) {  // x op constant is a table lookup
       if (op == "Add") L.fn = [c](float x) { return x + c; };
       else if (op == "Sub") L.fn = [c](float x) { return x - c; };
@@ -779,7 +906,27 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
       else return std::nullopt;
       return L;
     }
-    if (g.is_constant(n.inputs[1])) return std::nullopt;
+    if (g.is_constant(n.inputs[1])) {
+      // A constant row along the last axis of a dense x (LayerNorm's gamma and beta), or one
+      // value per channel of a 4-D x: symmetric int8 rows of the weights, broadcast like a
+      // run-time b.
+      if (op == "Div" || n.integer_wrap) return std::nullopt;
+      const auto& xs = g.value(n.inputs[0]).shape;
+      const auto& bs = g.value(n.inputs[1]).shape;
+      const bool per_channel = xs.size() == 4 && ((bs.size() == 3 && bs[0] == xs[1] && bs[1] == 1 && bs[2] == 1) ||
+                                                  (bs.size() == 4 && bs[0] == 1 && bs[1] == xs[1] && bs[2] == 1 && bs[3] == 1));
+      const bool last = xs.size() != 4 && !xs.empty() && !bs.empty() && bs.size() <= xs.size() && bs.back() == xs.back() &&
+                        std::all_of(bs.begin(), bs.end() - 1, [](int64_t d) { return d == 1; });
+      if (!per_channel && !last) return std::nullopt;
+      const Tensor t = to_float(*g.value(n.inputs[1]).constant);
+      L.const_b.assign(t.as<float>().begin(), t.as<float>().end());
+      L.kind = op == "Mul" ? EltLayer::Kind::kMul : EltLayer::Kind::kAdd;
+      L.b_sign = op == "Sub" ? -1.0f : 1.0f;
+      L.broadcast_channels = per_channel;
+      L.broadcast_last = !per_channel;
+      L.b_per_image = false;
+      return L;
+    }
     if (op == "Div" && !n.integer_wrap) {
       // x / y = x · (1/y) with a reciprocal table over y's codes: y's calibrated range must
       // keep away from 0 (one sign), else 1/y has no bounded range to quantise.
@@ -908,6 +1055,9 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.kind = EltLayer::Kind::kTranspose;
     for (size_t d = 0; d < in.size(); ++d) L.perm.push_back(static_cast<int64_t>(d));
     return L;
+  } else if (op == "Slice") {
+    if (auto sliced = match_slice(g, n)) return sliced;
+    return std::nullopt;
   } else if (op == "Transpose") {
     const auto& in = g.value(n.inputs[0]).shape;
     std::vector<int64_t> perm = ints_attr(n, "perm", {});
@@ -1086,7 +1236,7 @@ std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const V
     if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
     else if (auto conv3 = match_conv_3d(g, ni)) layer = std::move(*conv3);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
-    else if (auto deconv = match_conv_transpose(g, ni)) layer = std::move(*deconv);
+    else if (auto deconv = match_conv_transpose(g, ni, used)) layer = std::move(*deconv);
     else if (std::vector<size_t> members; auto chain = match_chain(g, ni, used, &members)) {
       layer = std::move(*chain);
       used.insert(members.begin(), members.end());

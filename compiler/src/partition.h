@@ -74,6 +74,12 @@ struct ConvLayer {
   std::vector<float> weight_scales;  // declared per Cout (QDQ), or empty (see FcLayer)
   float act_lo = -INFINITY, act_hi = INFINITY;  // fused Relu/Clip bounds (float)
   bool int32_output = false;   // ConvInteger: int32 accumulators stored as they are (see FcLayer)
+  // A lookup-table activation (an element-wise chain such as hard-swish, or Sigmoid, ...)
+  // fused into the requantisation: the conv requantises to `lut_input`, the conv's own
+  // output (quantised over its calibrated range, never stored), then one VEC LUT in the
+  // scratchpad maps it to `output` before the STORE. -1 when none is fused.
+  int lut_input = -1;
+  std::function<float(float)> lut_fn;
   std::vector<std::string> fused;
 };
 
@@ -103,7 +109,10 @@ struct EltLayer {
   bool broadcast_channels = false; // kMul/kAdd: b is [N,C,1,1] against a [N,C,H,W]
   bool broadcast_last = false;     // kMul/kAdd/kPRelu: dense a [..., L] against b [L] (or [1, .., L])
   bool b_per_image = true;         // broadcast_channels: b has one row block per image (else one for all)
-  std::vector<float> const_b;      // kPRelu: constant slopes (per channel, or one row along the last axis)
+  std::vector<float> const_b;      // kPRelu, kAdd, kMul: constant b (per channel, or one row along the last axis)
+  // kView of a Mul/Div by a positive constant: the output is the input's codes at
+  // view_scale times its scale (no pass over the data, no rounding).
+  float view_scale = 1.0f;
   // kClip with a bound fed at run time (a rank-0 graph input, quantised like x): inputs are
   // {x, then the dynamic bounds}; constant bounds stay clamp immediates.
   int lo_input = -1, hi_input = -1;
@@ -113,6 +122,9 @@ struct EltLayer {
   // intermediates are quantised over them instead of over everything the int8 codes reach.
   std::optional<std::pair<float, float>> x_range, b_range;
   std::vector<int64_t> perm;       // kTranspose: output dim d is input dim perm[d]
+  // kTranspose of a Slice (identity perm): output element o reads input element
+  // slice_begin + o·slice_step per dimension (steps >= 1). Empty for a Transpose.
+  std::vector<int64_t> slice_begin, slice_step;
   int64_t axis = 0;                // kConcat: the (non-negative) concatenation axis
   int dense_4d = -1;               // kView: this 4-D side is stored dense (not NHWC)
   std::vector<int64_t> src_rows, src_cols;  // kResize: input row of each output row, column of each column

@@ -1,5 +1,7 @@
 #include "passes.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -206,6 +208,103 @@ Status fold_batchnorm(Graph& g, int* folded) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
+  return Status::ok();
+}
+
+namespace {
+
+// Element-wise operators whose output is the broadcast of their inputs, for
+// reduce_mean_as_matmul's walk.
+bool broadcasting_elementwise(const std::string& op) {
+  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Neg",
+                                             "Abs", "Exp", "Relu", "Clip", "Sigmoid", "Tanh", "Erf"};
+  return kOps.count(op) > 0;
+}
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> out(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t da = k < out.size() - a.size() ? 1 : a[k - (out.size() - a.size())];
+    const int64_t db = k < out.size() - b.size() ? 1 : b[k - (out.size() - b.size())];
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// The values that widen when `start` takes shape `full`: start itself, then every output of an
+// element-wise reader that was narrower than `full` and becomes `full`. Empty when a reader
+// is anything else, a widened value is a graph output, or an output would not be `full`.
+std::vector<int> widened_values(const Graph& g, int start, const std::vector<int64_t>& full) {
+  std::vector<int> widened = {start}, todo = {start};
+  std::set<int> seen = {start};
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (std::count(g.outputs.begin(), g.outputs.end(), v) || g.value(v).quant) return {};
+    for (const Node& n : g.nodes) {
+      if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end()) continue;
+      if (!broadcasting_elementwise(n.op) || n.outputs.size() != 1) return {};
+      std::vector<int64_t> shape;
+      for (int in : n.inputs)
+        if (in >= 0) shape = broadcast_shapes(shape, seen.count(in) ? full : g.value(in).shape);
+      if (shape != full) return {};
+      const int out = n.outputs[0];
+      if (g.value(out).shape == full || seen.count(out)) continue;  // the broadcast already happened here
+      seen.insert(out);
+      widened.push_back(out);
+      todo.push_back(out);
+    }
+  }
+  return widened;
+}
+
+// The last-axis ReduceMean (keepdims) of rank 2 or 3, or -1: its input's channel count C.
+int64_t last_axis_mean(const Graph& g, const Node& n) {
+  if (n.op != "ReduceMean" || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1 ||
+      g.is_constant(n.inputs[0]) || n.attr_int("keepdims", 1) != 1)
+    return -1;
+  const auto& xs = g.value(n.inputs[0]).shape;
+  if (xs.size() < 2 || xs.size() > 3 || !static_shape(g.value(n.inputs[0])) || g.value(n.inputs[0]).dtype != DType::kF32)
+    return -1;
+  std::vector<int64_t> axes;
+  auto it = n.attrs.find("axes");
+  if (it != n.attrs.end()) {
+    axes = it->second.ints;
+  } else if (n.inputs.size() > 1 && n.inputs[1] >= 0 && g.is_constant(n.inputs[1])) {
+    const Tensor& t = *g.value(n.inputs[1]).constant;
+    for (int64_t k = 0; k < t.element_count(); ++k) axes.push_back(t.dtype == DType::kI64 ? t.as<int64_t>()[static_cast<size_t>(k)] : t.as<int32_t>()[static_cast<size_t>(k)]);
+  }
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  if (axes.size() != 1 || (axes[0] != -1 && axes[0] != rank - 1)) return -1;
+  const int64_t C = xs.back();
+  return C >= 2 && C <= 1024 ? C : -1;
+}
+
+}  // namespace
+
+Status reduce_mean_as_matmul(Graph& g, int* rewritten) {
+  *rewritten = 0;
+  for (Node& n : g.nodes) {
+    const int64_t C = last_axis_mean(g, n);
+    if (C < 0) continue;
+    const std::vector<int64_t> full = g.value(n.inputs[0]).shape;
+    const std::vector<int> widened = widened_values(g, n.outputs[0], full);
+    if (widened.empty()) continue;
+    Tensor w = Tensor::zeros(DType::kF32, {C, C});
+    for (float& x : w.as<float>()) x = 1.0f / static_cast<float>(C);
+    const int wv = g.add_value(Value{n.name + "_mean_weights", DType::kF32, {C, C}, std::move(w)});
+    n.op = "MatMul";
+    n.inputs = {n.inputs[0], wv};
+    n.attrs.clear();
+    onnx::NodeProto p;
+    p.set_op_type("MatMul");
+    p.set_name(n.name);
+    for (int v : n.inputs) p.add_input(g.value(v).name);
+    p.add_output(g.value(n.outputs[0]).name);
+    n.proto = p.SerializeAsString();
+    for (int v : widened) g.value(v).shape = full;
+    ++*rewritten;
+  }
   return Status::ok();
 }
 

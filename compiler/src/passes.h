@@ -26,4 +26,14 @@ Status canonicalize_commutative(Graph& g, int* swapped);
 // nodes it folded in *folded.
 Status fold_batchnorm(Graph& g, int* folded);
 
+// A ReduceMean over the last axis (keepdims) of a rank-2/3 value [.., C] whose result is
+// only broadcast back against [.., C] values by element-wise operators — LayerNorm's mean
+// and variance as Paddle2ONNX and PyTorch export them — becomes a MatMul by the constant
+// [C, C] of 1/C: every column of its result is the mean, so the value and the element-wise
+// operators after it take the full shape [.., C] and the same values. The MAC array then
+// reduces across channels (the weights are all 1/C: exact at int8, one per-channel scale),
+// and the element-wise steps are equal-shape VEC operations. Needs static shapes (after the
+// calibration run). Updates the shapes it widens; returns how many it rewrote in *rewritten.
+Status reduce_mean_as_matmul(Graph& g, int* rewritten);
+
 }  // namespace npu::compiler

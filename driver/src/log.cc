@@ -1,36 +1,61 @@
-#include "log.h"
+#include "npu/driver/log.h"
 
+#include <atomic>
 #include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <string_view>
 
-namespace npu::driver::log {
+namespace npu::log {
 namespace {
 
-uint32_t parse(const char* env) {
-  if (env == nullptr) return 0;
-  uint32_t m = 0;
-  std::string_view s(env);
-  while (!s.empty()) {
-    size_t comma = s.find(',');
-    std::string_view w = s.substr(0, comma);
-    if (w == "ioctl") m |= kIoctl;
-    else if (w == "job") m |= kJob;
-    else if (w == "irq") m |= kIrq;
-    else if (w == "reset") m |= kReset;
-    else if (w == "fault") m |= kFault;
-    else if (w == "mm") m |= kMm;
-    else if (w == "umd") m |= kUmd;
-    else if (w == "all") m |= ~0u;
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
+constexpr Category kCategories[] = {kIoctl, kJob, kIrq, kReset, kFault, kMm, kUmd, kSched, kDevice};
+
+struct State {
+  std::mutex mu;  // serialises the sink
+  Sink sink = nullptr;
+  void* user = nullptr;
+  std::atomic<uint32_t> mask{0};
+  std::atomic<HostMask> forward_mask{nullptr};
+  std::atomic<HostEmit> forward_emit{nullptr};
+};
+
+void emit_locked(State& s, Category c, const char* msg) {
+  if (s.sink) {
+    s.sink(s.user, c, msg);
+  } else {
+    std::fprintf(stderr, "[npu:%s] %s\n", std::string(category_name(c)).c_str(), msg);
   }
-  return m;
 }
 
-const char* name(Category c) {
+State& state() {
+  // Never destroyed: device threads may log during static teardown.
+  static State* s = new State();
+  return *s;
+}
+
+// NPU_LOG, read once on first use of this copy's own mask (a copy inside the simulator plugin
+// defers to the host's and never reads it, so an unknown word is reported once).
+State& with_env() {
+  State& s = state();
+  static std::once_flag once;
+  std::call_once(once, [&s] {
+    uint32_t m = 0;
+    std::string error;
+    const char* env = std::getenv("NPU_LOG");
+    if (env && !parse_categories(env, &m, &error)) {
+      const std::string line = "NPU_LOG: " + error;
+      std::lock_guard<std::mutex> lock(s.mu);
+      emit_locked(s, kUmd, line.c_str());
+    }
+    s.mask.store(m, std::memory_order_relaxed);
+  });
+  return s;
+}
+
+}  // namespace
+
+std::string_view category_name(Category c) {
   switch (c) {
     case kIoctl: return "ioctl";
     case kJob: return "job";
@@ -39,26 +64,87 @@ const char* name(Category c) {
     case kFault: return "fault";
     case kMm: return "mm";
     case kUmd: return "umd";
+    case kSched: return "sched";
+    case kDevice: return "device";
   }
   return "?";
 }
 
-}  // namespace
-
-uint32_t mask() {
-  static const uint32_t m = parse(std::getenv("NPU_LOG"));
-  return m;
+std::string known_categories() {
+  std::string out;
+  for (Category c : kCategories) out += std::string(category_name(c)) + ", ";
+  return out + "all, quiet";
 }
 
+bool parse_categories(std::string_view text, uint32_t* mask, std::string* error) {
+  uint32_t m = 0;
+  bool ok = true;
+  for (;;) {
+    const size_t comma = text.find(',');
+    const std::string_view w = text.substr(0, comma);
+    if (w == "all") {
+      m |= kAll;
+    } else if (!w.empty() && w != "quiet" && w != "none") {
+      bool known = false;
+      for (Category c : kCategories)
+        if (w == category_name(c)) {
+          m |= c;
+          known = true;
+        }
+      if (!known && ok) {
+        ok = false;
+        if (error)
+          *error = "unknown category '" + std::string(w) + "'; known: " + known_categories();
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  *mask = m;
+  return ok;
+}
+
+uint32_t mask() {
+  if (HostMask f = state().forward_mask.load(std::memory_order_acquire)) return f();
+  return with_env().mask.load(std::memory_order_relaxed);
+}
+
+void set_mask(uint32_t m) { with_env().mask.store(m & kAll, std::memory_order_relaxed); }
+
 void write(Category c, const char* fmt, ...) {
-  static std::mutex mu;
-  char buf[512];
+  if (!enabled(c)) return;
+  char buf[1024];
   va_list ap;
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
-  std::lock_guard<std::mutex> lock(mu);
-  std::fprintf(stderr, "[npu:%s] %s\n", name(c), buf);
+  State& s = state();
+  if (HostEmit f = s.forward_emit.load(std::memory_order_acquire)) return f(c, buf);
+  std::lock_guard<std::mutex> lock(s.mu);
+  emit_locked(s, c, buf);
 }
 
-}  // namespace npu::driver::log
+void set_sink(Sink sink, void* user) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.sink = sink;
+  s.user = sink ? user : nullptr;
+}
+
+void forward_to_host(HostMask m, HostEmit e) {
+  State& s = state();
+  s.forward_emit.store(e, std::memory_order_release);
+  s.forward_mask.store(m, std::memory_order_release);
+}
+
+uint32_t host_mask() { return with_env().mask.load(std::memory_order_relaxed); }
+
+void host_emit(uint32_t category, const char* message) {
+  State& s = state();
+  const auto c = static_cast<Category>(category);
+  if ((host_mask() & category) == 0) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  emit_locked(s, c, message);
+}
+
+}  // namespace npu::log

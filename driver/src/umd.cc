@@ -16,8 +16,8 @@
 #include <map>
 #include <mutex>
 
-#include "log.h"
-#include "npu/driver/kmd.h"
+#include "npu/driver/log.h"
+#include "npu/driver/in_process.h"
 #include "npu/driver/os.h"
 #include "npu/hw/config.h"
 #include "uapi/drm/npu_accel.h"
@@ -41,7 +41,7 @@ int xioctl(Os& os, int fd, unsigned long request, void* arg) {
     if (os.ioctl(fd, request, arg) == 0) return 0;
     const int err = errno;
     if (err == EINTR || err == EAGAIN) {
-      NPU_DLOG(kUmd, "ioctl %#lx: %s, retrying", request, std::strerror(err));
+      NPU_LOG_AT(kUmd, "ioctl %#lx: %s, retrying", request, std::strerror(err));
       continue;
     }
     return err;
@@ -143,11 +143,15 @@ std::unique_ptr<UmdDevice> UmdDevice::open(std::string_view spec, std::string* e
     return open_with_os(make_real_os(), "/dev/accel/accel" + n, error);
   }
   if (spec.front() == '/') return open_with_os(make_real_os(), spec, error);
-  if (spec == "rtl" && !kmd::device_available("rtl")) {
-    return fail("rtl device not built: reconfigure with -DNPU_BUILD_RTL=ON (needs Verilator 5)");
-  }
-  if (is_in_process_name(spec) && kmd::device_available(spec)) {
-    return open_with_os(make_model_os(), spec, error);
+  if (is_in_process_name(spec)) {
+    std::string why;
+    InProcessBackend* model = in_process_backend(&why);
+    if (model != nullptr && model->device_available(spec))
+      return open_with_os(model->make_os({}), spec, error);
+    if (spec == "sim" || spec == "rtl") {
+      if (model == nullptr) return fail(why);
+      return fail("rtl device not built: reconfigure with -DNPU_BUILD_RTL=ON (needs Verilator 5)");
+    }
   }
   return fail("unknown device spec '" + std::string(spec) +
               "': use sim, rtl, accel:N or /dev/accel/accelN (npu-smi list shows what exists)");
@@ -172,7 +176,9 @@ std::unique_ptr<UmdDevice> UmdDevice::open_with_os(std::unique_ptr<Os> os, std::
                   "`ls /sys/class/accel`, `dmesg | grep npu`); for a simulator use sim or rtl");
     }
     if (err == ENODEV) {
-      if (std::string why = kmd::last_probe_error(p); !why.empty()) return fail(p + ": failed to probe: " + why);
+      if (InProcessBackend* model = is_in_process_name(p) ? in_process_backend(nullptr) : nullptr)
+        if (std::string why = model->last_probe_error(p); !why.empty())
+          return fail(p + ": failed to probe: " + why);
       return fail(p + ": device is gone (unplugged or failed to probe)");
     }
     return fail("cannot open " + p + ": " + std::strerror(err));
@@ -242,7 +248,7 @@ std::unique_ptr<UmdDevice> UmdDevice::open_with_os(std::unique_ptr<Os> os, std::
   info.acc_sp_rows = di.acc_sp_rows;
   info.num_counters = di.num_counters;
   info.capabilities = di.capabilities;
-  NPU_DLOG(kUmd, "opened %s (%s, dim %u)", p.c_str(), info.platform.c_str(), info.array_dim);
+  NPU_LOG_AT(kUmd, "opened %s (%s, dim %u)", p.c_str(), info.platform.c_str(), info.array_dim);
   return std::unique_ptr<UmdDevice>(new UmdDevice(std::move(impl)));
 }
 
@@ -475,8 +481,10 @@ std::vector<std::string> list_devices() {
       if (npu) out.push_back(path);
     }
   }
-  for (const char* name : {"sim", "rtl"}) {
-    if (kmd::device_available(name)) out.emplace_back(name);
+  if (InProcessBackend* model = in_process_backend(nullptr)) {
+    for (const char* name : {"sim", "rtl"}) {
+      if (model->device_available(name)) out.emplace_back(name);
+    }
   }
   return out;
 }

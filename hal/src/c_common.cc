@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "npu/driver/log.h"
 #include "npu/hal/c_error.h"
 
 namespace npu::c_api {
@@ -27,5 +28,31 @@ const char* npu_status_name(npu_status_t status) {
 const char* npu_last_error_message(void) { return npu::c_api::g_last_error.c_str(); }
 
 void npu_free(void* memory) { std::free(memory); }
+
+namespace {
+struct CSink {
+  npu_log_sink_fn fn;
+  void* user;
+};
+void c_sink(void* user, npu::log::Category category, const char* message) {
+  const auto* s = static_cast<const CSink*>(user);
+  s->fn(s->user, std::string(npu::log::category_name(category)).c_str(), message);
+}
+}  // namespace
+
+void npu_log_set_sink(npu_log_sink_fn sink, void* user) {
+  if (sink == nullptr) return npu::log::set_sink(nullptr, nullptr);
+  // Never freed: a thread may be inside the previous sink while it is replaced.
+  npu::log::set_sink(&c_sink, new CSink{sink, user});
+}
+
+npu_status_t npu_log_set_categories(const char* categories) {
+  uint32_t mask = 0;
+  std::string error;
+  const bool ok = npu::log::parse_categories(categories ? categories : "", &mask, &error);
+  npu::log::set_mask(mask);
+  if (!ok) return npu::c_api::fail(npu::StatusCode::kInvalidArgument, "NPU_LOG: " + error);
+  return NPU_OK;
+}
 
 }  // extern "C"

@@ -7,7 +7,8 @@
 #include <sstream>
 
 #include "drivers/umd/umd_backend.h"
-#include "npu/driver/kmd.h"
+#include "npu/driver/in_process.h"
+#include "npu/driver/log.h"
 
 namespace npu::hal {
 namespace {
@@ -30,11 +31,6 @@ std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out.empty() ? "none" : out;
-}
-
-bool logging_quiet() {
-  const char* log = std::getenv("NPU_LOG");
-  return log && std::string_view(log) == "quiet";
 }
 
 }  // namespace
@@ -91,7 +87,7 @@ Result<std::vector<std::shared_ptr<Device>>> open_devices(std::string_view spec_
     } else if (name.rfind("/dev/accel/accel", 0) == 0 &&
                all_digits(std::string_view(name).substr(16))) {
       node = name;
-    } else if (driver::kmd::device_available(name)) {
+    } else if (driver::in_process_device_available(name)) {
       node = name;  // registered in-process (kmd::register_device)
     } else {
       return make_error(StatusCode::kNotFound,
@@ -104,8 +100,7 @@ Result<std::vector<std::shared_ptr<Device>>> open_devices(std::string_view spec_
         return make_error(StatusCode::kInvalidArgument,
                           "device '" + name + "' is listed twice in '" + spec + "'");
     NPU_ASSIGN_OR_RETURN(std::shared_ptr<Device> device, drivers::umd::open(name, node));
-    if (!logging_quiet())
-      std::fprintf(stderr, "npu: opened %s\n", device->info().describe().c_str());
+    NPU_LOG_AT(kDevice, "opened %s", device->info().describe().c_str());
     devices.push_back(std::move(device));
   }
   return devices;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "npu/runtime/host_ops.h"
+#include "npu/runtime/image_to_hal.h"
 #include "npu/runtime/quantize.h"
 
 namespace npu::runtime::internal {
@@ -185,7 +186,7 @@ Result<std::shared_ptr<Engine>> Engine::create(std::shared_ptr<Runtime> runtime,
   engine->model_ = model;
   engine->options_ = options;
   for (uint32_t d = 0; d < runtime->device_count(); ++d) {
-    NPU_ASSIGN_OR_RETURN(auto exe, hal::Executable::load(runtime->device(d), model->shared_image()));
+    NPU_ASSIGN_OR_RETURN(auto exe, load_executable(runtime->device(d), model->shared_image()));
     Backend b;
     b.index = d;
     b.pool = std::make_unique<InstancePool>(exe, options.max_in_flight);

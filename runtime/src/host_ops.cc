@@ -3,7 +3,7 @@
 #include <map>
 #include <mutex>
 
-#include "npu/compiler/host_ops.h"
+#include "npu/host_kernels/host_step.h"
 
 namespace npu::runtime {
 namespace {
@@ -18,12 +18,9 @@ Registry& registry() {
   return r;
 }
 
-// The built-in host fallback: the compiler's host-op library runs the step's ONNX node.
+// The built-in host fallback: the host kernels run the step from its image attributes.
 Status run_builtin(HostOpContext& ctx) {
-  const auto* proto = ctx.segment.attributes();
-  auto outputs = compiler::run_host_node(
-      proto ? std::span<const uint8_t>(proto->data(), proto->size()) : std::span<const uint8_t>(),
-      ctx.segment.opset(), ctx.inputs);
+  auto outputs = host::run_host_step(ctx.segment, ctx.inputs);
   if (!outputs.is_ok()) return outputs.status();
   for (size_t k = 0; k < ctx.outputs->size() && k < outputs->size(); ++k)
     (*ctx.outputs)[k] = std::move((*outputs)[k]);
@@ -47,7 +44,7 @@ HostKernel find_host_kernel(std::string_view op_type) {
   if (it == registry().kernels.end()) it = registry().kernels.find(std::string_view("*"));
   if (it != registry().kernels.end()) return it->second;
   // Nothing registered: the built-in kernels serve every operator they implement.
-  if (compiler::host_op_supported(std::string(op_type))) return run_builtin;
+  if (host::host_op_supported(std::string(op_type))) return run_builtin;
   return {};
 }
 

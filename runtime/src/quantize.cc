@@ -1,12 +1,12 @@
 // Quantising inputs into, and dequantising outputs out of, strided device views.
 #include "npu/runtime/quantize.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "quantize_kernels.h"
 
 namespace npu::runtime {
 namespace {
@@ -84,72 +84,15 @@ float round_ties_even(float v) {
 
 bool is_float(DType d) { return d == DType::kF32; }
 
-// quantize_int8 over a contiguous run with one scale and zero point, into contiguous int8.
-// For |zero_point| <= 2^20 the clamp happens in float on [-128 - zp, 127 - zp] (integers a
-// float holds exactly), which equals clamping round(x / scale) + zp, and the branch-free loop
-// vectorises (this file is built with -fno-trapping-math, which allows the selects).
-// The loop is compiled twice, for x86-64 and for AVX-512 (16 lanes; the division is the
-// bottleneck), and chosen at run time; both compute the same bits (IEEE division, same selects).
-__attribute__((always_inline)) inline void quantize_int8_run_body(const float* __restrict x, int64_t count,
-                                                                  float scale, int32_t zero_point,
-                                                                  int8_t* __restrict out) {
-  const float lo = static_cast<float>(-128 - zero_point), hi = static_cast<float>(127 - zero_point);
-  const float nan_q = static_cast<float>(std::clamp(zero_point, -128, 127) - zero_point);  // NaN -> zp
-  for (int64_t k = 0; k < count; ++k) {
-    float q = round_ties_even(x[k] / scale);
-    q = q != q ? nan_q : q;
-    q = std::min(std::max(q, lo), hi);
-    out[k] = static_cast<int8_t>(static_cast<int32_t>(q) + zero_point);
-  }
-}
-void quantize_int8_run_base(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
-                            int8_t* __restrict out) {
-  quantize_int8_run_body(x, count, scale, zero_point, out);
-}
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_int8_run_avx512(
-    const float* __restrict x, int64_t count, float scale, int32_t zero_point, int8_t* __restrict out) {
-  quantize_int8_run_body(x, count, scale, zero_point, out);
-}
-
+// quantize_int8 over a contiguous run with one scale and zero point, into contiguous int8: the
+// Highway kernel (quantize_kernels.h) for |zero_point| <= 2^20, where it clamps in float.
 void quantize_int8_run(const float* __restrict x, int64_t count, float scale, int32_t zero_point,
                        int8_t* __restrict out) {
   if (zero_point < -(1 << 20) || zero_point > (1 << 20)) {
     for (int64_t k = 0; k < count; ++k) out[k] = quantize_int8(x[k], scale, zero_point);
     return;
   }
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  if (avx512) return quantize_int8_run_avx512(x, count, scale, zero_point, out);
-  quantize_int8_run_base(x, count, scale, zero_point, out);
-}
-
-// y[k·stride] = chunk[k] for k < count, leaving the bytes between untouched. Channels-last
-// views of NCHW inputs with few channels (dense NHWC with C = 2..4, as tap-folding
-// convolutions read their input) scatter every row with stride C. With AVX-512 VBMI2 a block of
-// elements is expanded to every stride-th byte of a zmm and stored under that byte mask.
-__attribute__((target("avx512f,avx512bw,avx512vbmi2"))) void scatter_bytes_vbmi2(const int8_t* chunk, int64_t count,
-                                                                               int64_t stride, std::byte* y) {
-  const int64_t per_block = 63 / stride + 1;  // elements whose bytes lie in one 64-byte window
-  auto positions = [&](int64_t elements) {
-    __mmask64 m = 0;
-    for (int64_t j = 0; j < elements; ++j) m |= __mmask64{1} << (j * stride);
-    return m;
-  };
-  const __mmask64 block = positions(per_block);
-  int64_t k = 0;
-  for (; k + per_block <= count; k += per_block)
-    _mm512_mask_storeu_epi8(y + k * stride, block, _mm512_maskz_expandloadu_epi8(block, chunk + k));
-  if (k < count) {
-    const __mmask64 tail = positions(count - k);
-    _mm512_mask_storeu_epi8(y + k * stride, tail, _mm512_maskz_expandloadu_epi8(tail, chunk + k));
-  }
-}
-
-void scatter_bytes(const int8_t* chunk, int64_t count, int64_t stride, std::byte* y) {
-  static const bool vbmi2 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vbmi2");
-  if (vbmi2 && stride >= 2 && stride <= 32) return scatter_bytes_vbmi2(chunk, count, stride, y);
-  for (int64_t k = 0; k < count; ++k) y[k * stride] = static_cast<std::byte>(chunk[k]);
+  quantize_int8_run_simd(x, count, scale, zero_point, out);
 }
 
 // quantize_int8, inlined into the quantisation loops.
@@ -245,7 +188,7 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
         for (int64_t k0 = 0; k0 < count; k0 += 256) {
           const int64_t len = std::min<int64_t>(256, count - k0);
           quantize_int8_run(x + k0, len, scale_at(q, si), zp_at(q, si), chunk);
-          scatter_bytes(chunk, len, stride, y + k0 * stride);
+          scatter_bytes_simd(chunk, len, stride, y + k0 * stride);
         }
       });
     } else if (info.device_dtype == DType::kI32) {
@@ -301,6 +244,17 @@ Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte
   if (info.dtype == DType::kF32) {
     Tensor out = Tensor::zeros(DType::kF32, info.shape);
     float* dst = out.as<float>().data();
+    const bool per_tensor = q.axis < 0 || q.scale.size() <= 1;
+    const int32_t zp0 = zp_at(q, 0);
+    if (info.device_dtype == DType::kI8 && per_tensor && zp0 >= -(1 << 20) && zp0 <= (1 << 20)) {
+      // One scale and zero point: each contiguous innermost row is one run of the Highway kernel.
+      walk_rows(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&, int64_t count, int64_t stride) {
+        const auto* src = reinterpret_cast<const int8_t*>(base + off);
+        if (stride == 1) return dequantize_int8_run_simd(src, count, scale_at(q, 0), zp0, dst + i);
+        for (int64_t k = 0; k < count; ++k) dst[i + k] = dequantize(src[k * stride], scale_at(q, 0), zp0);
+      });
+      return out;
+    }
     walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
       const size_t si = scale_index(q, c);
       dst[i] = dequantize(read(off), scale_at(q, si), zp_at(q, si));

@@ -10,6 +10,8 @@
 // commit that made the change).
 #include "npu/scheduler/scheduler.h"
 
+#include "npu/driver/log.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -121,7 +123,7 @@ struct Core : std::enable_shared_from_this<Core> {
       n_failed.fetch_add(1, std::memory_order_relaxed);
     }
     if (log_sched)
-      std::fprintf(stderr, "npu[sched]: job %llu (request %llu) completed: %s\n",
+      npu::log::write(npu::log::kSched, "job %llu (request %llu) completed: %s",
                    static_cast<unsigned long long>(job.id),
                    static_cast<unsigned long long>(job.spec.request_id),
                    outcome.status.is_ok() ? "OK" : outcome.status.to_string().c_str());
@@ -258,7 +260,7 @@ class Lane {
       NPU_ASSIGN_OR_RETURN(slot, core_.device->create_context(p));
       core_.n_ctx_created.fetch_add(1, std::memory_order_relaxed);
       if (core_.log_sched)
-        std::fprintf(stderr, "npu[sched]: lane %u uses %s (%s priority)\n", index_,
+        npu::log::write(npu::log::kSched, "lane %u uses %s (%s priority)", index_,
                      slot->name().c_str(), std::string(hal::priority_name(p)).c_str());
     }
     return slot;
@@ -269,7 +271,7 @@ class Lane {
     auto& slot = contexts_[static_cast<size_t>(p)];
     if (!slot) return;
     if (core_.log_sched)
-      std::fprintf(stderr, "npu[sched]: lane %u replaces %s (%s)\n", index_, slot->name().c_str(),
+      npu::log::write(npu::log::kSched, "lane %u replaces %s (%s)", index_, slot->name().c_str(),
                    why);
     slot.reset();
     core_.n_ctx_replaced.fetch_add(1, std::memory_order_relaxed);
@@ -425,7 +427,7 @@ class Lane {
         out.retried = true;
         core_.n_retried.fetch_add(1, std::memory_order_relaxed);
         if (core_.log_sched)
-          std::fprintf(stderr, "npu[sched]: request %llu step %zu aborted, resubmitting once\n",
+          npu::log::write(npu::log::kSched, "request %llu step %zu aborted, resubmitting once",
                        static_cast<unsigned long long>(job.spec.request_id), from + failed);
         check_health(prio);
         from += failed;
@@ -630,9 +632,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<hal::Device
   auto core = std::make_shared<Core>();
   core->device = std::move(device);
   core->options = options;
-  if (const char* log = std::getenv("NPU_LOG"))
-    core->log_sched = std::string_view(log).find("sched") != std::string_view::npos ||
-                      std::string_view(log) == "all";
+  core->log_sched = npu::log::enabled(npu::log::kSched);
   core->work.emplace(boost::asio::make_work_guard(core->io));
   core->completion_thread = std::thread([c = core] { c->io.run(); });
   core->completion_thread_id = core->completion_thread.get_id();

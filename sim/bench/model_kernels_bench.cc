@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> skipped;
   for (uint32_t n : {8u, 16u, 32u}) {
     const std::string dim = "/n=" + std::to_string(n);
-    for (MacKernel k : kAllMacKernels) {
-      const std::string kn(mac_kernel_name(k));
+    for (MacKernel k : all_mac_kernels()) {
+      const std::string kn = mac_kernel_name(k);
       if (!mac_kernel_usable(k, n)) {
         skipped.push_back("mac_rows" + dim + "/" + kn);
         continue;
@@ -158,8 +158,8 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("mac_rows_r256" + dim + "/" + kn).c_str(), mac_rows_bench, k, n, 256u);
       benchmark::RegisterBenchmark(("pack_tile" + dim + "/" + kn).c_str(), pack_bench, k, n);
     }
-    for (VecKernel k : kAllVecKernels) {
-      const std::string kn(vec_kernel_name(k));
+    for (VecKernel k : all_vec_kernels()) {
+      const std::string kn = vec_kernel_name(k);
       if (!vec_kernel_usable(k)) {
         skipped.push_back("vec" + dim + "/" + kn);
         continue;

@@ -2,7 +2,7 @@
 //
 // It owns the VerilatedContext and the model, drives the register bus, and plays the memory
 // system: requests are served from the caller-owned DRAM span with a first-beat latency of
-// DeviceConfig::dram_latency_cycles and one 16-byte beat per cycle (sim/rtl/TIMING.md).
+// DeviceConfig::dram_latency_cycles and one 16-byte beat per cycle (docs/rtl-timing.md).
 // Private to npu_sim_rtl; instantiated once per built array dim (rtl_model_<dim>.cc).
 #pragma once
 

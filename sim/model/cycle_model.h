@@ -1,5 +1,5 @@
 // The functional model's cycle predictor. Timing is not architectural (architecture.md
-// 1.7): this follows the RTL's timing as sim/rtl/TIMING.md specifies it (and as
+// 1.7): this follows the RTL's timing as docs/rtl-timing.md specifies it (and as
 // tests/rtl/rtl_timing_test.cc checks it on the RTL), so that the functional model predicts
 // RTL cycle counts at functional-model speed. L = DRAM first-beat latency, N = array dim,
 // B(pa, len) = 16-byte beats touched.
@@ -12,7 +12,7 @@
 // executes in program order and reports each instruction here (instruction(), then its
 // engine's cost through load()/store()/gemm()/vec(), or a remembered LOAD/STORE cost through
 // charge_load()/charge_store()); end_job() closes the job. Each
-// instruction's own cost is exact (TIMING.md); what is approximated is the memory port shared
+// instruction's own cost is exact (docs/rtl-timing.md); what is approximated is the memory port shared
 // by concurrent units (fetch, LOAD and STORE are each costed as if they had the port alone).
 //
 // Not thread-safe; one per device.
@@ -132,7 +132,7 @@ public:
     return static_cast<uint64_t>(std::max(fetch_, job_end_) + 1);
   }
 
-  // Engine costs of the current instruction (TIMING.md); they return 0 (see end_job()).
+  // Engine costs of the current instruction (docs/rtl-timing.md); they return 0 (see end_job()).
   // `w` is the LOAD or STORE instruction; its cost is remembered for known_load()/known_store().
   uint64_t load(const std::vector<DmaRow>& rows, const uint32_t* w) {
     const int64_t tlb = ldq_tlb_;
@@ -355,7 +355,7 @@ public:
     uint32_t flags = 0;        // pop_prev, pop_next, push_prev, push_next
     uint64_t lo = 0, hi = 0;   // DRAM VA range of a LOAD/STORE
     int64_t ready = 0;         // edge on which the dispatcher could put it into the queue
-    int64_t cycles = 0;        // engine cycles (TIMING.md)
+    int64_t cycles = 0;        // engine cycles (docs/rtl-timing.md)
   };
   struct Engine {
     std::array<int64_t, kEngineQueueDepth> starts = [] {
@@ -390,7 +390,7 @@ public:
     return (pa % kBeat + len + kBeat - 1) / kBeat;
   }
 
-  // LOAD's pipelined read path (TIMING.md "LOAD"): up to 128 bursts in flight on one data
+  // LOAD's pipelined read path (docs/rtl-timing.md "LOAD"): up to 128 bursts in flight on one data
   // bus, rows written in order. Edges count from the LOAD engine's first cycle.
   struct LoadPipe {
     int64_t L;
@@ -474,7 +474,7 @@ public:
   uint64_t buf_lo_ = 0, buf_hi_ = 0, buf_pa_lo_ = 0, buf_pa_hi_ = 0;
 };
 
-// STORE's write path (TIMING.md "STORE"): rows handed over one at a time, posted writes.
+// STORE's write path (docs/rtl-timing.md "STORE"): rows handed over one at a time, posted writes.
 inline uint64_t CycleModel::store_cycles(const std::vector<DmaRow>& rows) {
   const int64_t L = latency_;
   int64_t a = 1, done = 0;

@@ -1,8 +1,6 @@
 // The functional model of the NPU: the bit-exact reference for the RTL and a cycle
 // predictor for it. Every rule implemented here is written down in docs/architecture.md
 // section 1; the comments below only say why an implementation choice was made.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include "cpu_features.h"
 #include "cycle_model.h"
 #include "mac_kernels.h"
+#include "simd_kernels.h"
 #include "vec_kernels.h"
 #include "npu/sim/device.h"
 #include "npu/sim/isa.h"
@@ -510,25 +509,16 @@ class FunctionalDevice final : public Device {
   }
 
   // `count` rows of `len` < `row_bytes` bytes from src + x·src_stride, each zero-filled to
-  // `row_bytes` at dst + x·row_bytes (a LOAD of fewer than N elements per row). On the
-  // AVX-512 paths each row is one masked load (which reads only the row's bytes) and one masked
-  // store; otherwise a copy and a clear per row.
+  // `row_bytes` at dst + x·row_bytes (a LOAD of fewer than N elements per row): the Highway
+  // kernel of the path's target (on AVX-512 one masked load and one masked store per row), or
+  // a copy and a clear per row.
   void copy_partial_rows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride, uint32_t count,
                          uint32_t len) const {
-    if (dma_avx512_ && row_bytes <= 64) return copy_partial_rows_avx512(dst, row_bytes, src, src_stride, count, len);
+    if (simd_ != nullptr) return simd_->copy_partial_rows(dst, row_bytes, src, src_stride, count, len);
     for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
       std::memcpy(dst, src, len);
       std::memset(dst + len, 0, row_bytes - len);
     }
-  }
-  __attribute__((target("avx512f,avx512bw"))) static void copy_partial_rows_avx512(std::byte* dst, size_t row_bytes,
-                                                                                  const std::byte* src,
-                                                                                  size_t src_stride, uint32_t count,
-                                                                                  uint32_t len) {
-    const __mmask64 read = len == 64 ? ~__mmask64{0} : (__mmask64{1} << len) - 1;
-    const __mmask64 write = row_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << row_bytes) - 1;
-    for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride)
-      _mm512_mask_storeu_epi8(dst, write, _mm512_maskz_loadu_epi8(read, src));
   }
 
   // When the `count` rows va0 + x·stride (len bytes each) all lie in one page that
@@ -800,7 +790,10 @@ class FunctionalDevice final : public Device {
     } else if (mode != 4) {
       if (auto f = check_range(param, acc_rows_)) return f;
     }
-    const int32_t* prow = acc_.data() + static_cast<size_t>(param) * n_;
+    // LUT's P is an ACT row (its table) and MAXPOOL has no parameters: neither reads ACC
+    // rows, and P may lie beyond them (a table at the top of ACT).
+    static constexpr std::array<int32_t, 3 * 32> kNoParams{};
+    const int32_t* prow = mode == 1 || mode == 4 ? kNoParams.data() : acc_.data() + static_cast<size_t>(param) * n_;
     const int32_t* m = prow + n_;  // REQUANT/DWCONV per-lane multiplier row
     const int32_t* s = m + n_;     // and shift row
     const int64_t m0 = prow[0], m1 = prow[1];
@@ -852,7 +845,8 @@ class FunctionalDevice final : public Device {
   KernelPath kernel_path_ = *config_.kernels;
   MacKernel mac_kernel_ = mac_kernel_for(kernel_path_, n_);
   VecKernel vec_kernel_ = vec_kernel_for(kernel_path_);
-  bool dma_avx512_ = kernel_path_features(kernel_path_).avx512;
+  // The Highway kernels of the path's VEC target (DMA rows); null on the portable path.
+  const SimdKernels* simd_ = vec_kernel_.target == 0 ? nullptr : simd_kernels(vec_kernel_.target);
   CycleModel timing_;
   TraceSink trace_;
   uint32_t act_rows_ = 0, wgt_rows_ = 0, acc_rows_ = 0;

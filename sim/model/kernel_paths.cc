@@ -6,7 +6,9 @@
 #include <stdexcept>
 
 #include "cpu_features.h"
+#include "hwy/targets.h"
 #include "mac_kernels.h"
+#include "simd_kernels.h"
 #include "vec_kernels.h"
 
 namespace npu::sim {
@@ -21,14 +23,18 @@ constexpr PathName kPathNames[] = {{KernelPath::kPortable, "portable"},      {Ke
                                    {KernelPath::kAvx512Vnni, "avx512-vnni"}, {KernelPath::kAvx512Vbmi, "avx512-vbmi"}};
 
 CpuFeatures read_cpu_features() {
+  // AVX2 and AVX-512 F/BW/VL/DQ are Highway's targets AVX2 and AVX3 (which also check that the
+  // OS saves the ymm/zmm state): the kernels of those targets then run. Highway 1.0.3 reports
+  // VNNI and VBMI only bundled into AVX3_DL (with VBMI2, VAES, ...), so the three extensions the
+  // intrinsic kernels use alone are read here, under Highway's check of the state they need.
+  const int64_t targets = hwy::SupportedTargets();
   CpuFeatures f;
-  f.avx2 = __builtin_cpu_supports("avx2");
+  f.avx2 = (targets & HWY_AVX2) != 0;
+  f.avx512 = (targets & HWY_AVX3) != 0;
   // AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX bit 4, read directly: clang 14's
-  // __builtin_cpu_supports does not know "avxvnni". The AVX2 check covers the OS saving ymm.
+  // __builtin_cpu_supports does not know "avxvnni".
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   f.avx_vnni = f.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 4) & 1u);
-  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
   f.avx512_vbmi = f.avx512 && __builtin_cpu_supports("avx512vbmi");
   return f;
@@ -83,6 +89,9 @@ std::string kernel_path_missing_features(KernelPath path) {
   check(need.avx512, have.avx512, "AVX-512 F/BW/VL/DQ");
   check(need.avx512_vnni, have.avx512_vnni, "AVX-512 VNNI");
   check(need.avx512_vbmi, have.avx512_vbmi, "AVX-512 VBMI");
+  // The path's Highway kernels must also be in this build (x86 builds compile AVX2 and AVX3).
+  if (const int64_t target = vec_kernel_for(path).target; target != 0 && simd_kernels(target) == nullptr)
+    check(true, false, ("Highway target " + std::string(simd_target_name(target)) + " (not compiled in)").c_str());
   return missing;
 }
 
@@ -118,9 +127,9 @@ KernelPath default_kernel_path() {
 }
 
 std::string describe_kernel_path(KernelPath path, uint32_t n) {
-  return "gemm=" + std::string(mac_kernel_name(mac_kernel_for(path, n))) +
-         " vec=" + std::string(vec_kernel_name(vec_kernel_for(path))) +
-         " dma=" + (kernel_path_features(path).avx512 ? "avx512bw" : "portable");
+  const VecKernel vec = vec_kernel_for(path);
+  return "gemm=" + mac_kernel_name(mac_kernel_for(path, n)) + " vec=" + vec_kernel_name(vec) +
+         " dma=" + (vec.target == 0 ? "portable" : "hwy:" + std::string(simd_target_name(vec.target)));
 }
 
 }  // namespace npu::sim

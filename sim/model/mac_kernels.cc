@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "cpu_features.h"
+#include "hwy/targets.h"
+#include "simd_kernels.h"
 
 namespace npu::sim {
 namespace {
@@ -24,34 +26,6 @@ void mac_rows_portable(const PackedTile& tile, const int8_t* act, ptrdiff_t act_
     // Wrapping add through unsigned arithmetic: int32 overflow is defined by the ISA.
     for (uint32_t c = 0; c < n; ++c)
       row[c] = overwrite ? p[c] : static_cast<int32_t>(static_cast<uint32_t>(row[c]) + static_cast<uint32_t>(p[c]));
-  }
-}
-
-// vpmaddwd multiplies int16 pairs and adds each pair into an int32 lane: with the tile
-// packed as k-pairs and the activation pair broadcast, one instruction does 16 MACs.
-__attribute__((target("avx2"))) void mac_rows_avx2(const PackedTile& tile, const int8_t* act,
-                                                   ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
-                                                   uint32_t rows, bool overwrite) {
-  const uint32_t n = tile.n;
-  const uint32_t chunks = n / 8;  // 8 int32 outputs per 256-bit register
-  for (uint32_t r = 0; r < rows; ++r) {
-    const int8_t* a = act + r * act_stride;
-    int32_t* row = acc + r * acc_stride;
-    __m256i p[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (uint32_t j = 0; j < n / 2; ++j) {
-      const uint32_t pair = static_cast<uint16_t>(a[2 * j]) | (static_cast<uint32_t>(static_cast<uint16_t>(a[2 * j + 1])) << 16);
-      const __m256i av = _mm256_set1_epi32(static_cast<int32_t>(pair));
-      const int16_t* w = tile.pairs + static_cast<size_t>(j) * n * 2;
-      for (uint32_t c = 0; c < chunks; ++c) {
-        const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + c * 16));
-        p[c] = _mm256_add_epi32(p[c], _mm256_madd_epi16(av, wv));
-      }
-    }
-    for (uint32_t c = 0; c < chunks; ++c) {
-      __m256i* dst = reinterpret_cast<__m256i*>(row + c * 8);
-      const __m256i v = overwrite ? p[c] : _mm256_add_epi32(_mm256_loadu_si256(dst), p[c]);
-      _mm256_storeu_si256(dst, v);
-    }
   }
 }
 
@@ -88,21 +62,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_walk_av
   for (uint32_t q = 0; q < kQuads; ++q)
     for (uint32_t v = 0; v < kVecs; ++v) w[q][v] = _mm512_load_si512(tile.quads + (q * N + v * 16) * 4);
   for (uint32_t v = 0; v < kVecs; ++v) init[v] = _mm512_load_si512(tile.minus_128_colsum + v * 16);
-  uint32_t o = 0, r = 0;
-  auto next_row = [&](const int8_t** a, int32_t** c) {
-    *a = act + static_cast<ptrdiff_t>(o) * act_so + static_cast<ptrdiff_t>(r) * act_sr;
-    *c = acc + static_cast<ptrdiff_t>(o) * acc_so + static_cast<ptrdiff_t>(r) * acc_sr;
-    if (++r == r_count) {
-      r = 0;
-      ++o;
-    }
-  };
+  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   const uint64_t rows = uint64_t{o_count} * r_count;
   uint64_t k = 0;
   for (; k + kBatch <= rows; k += kBatch) {
     const int8_t* a_row[kBatch];
     int32_t* acc_row[kBatch];
-    for (uint32_t b = 0; b < kBatch; ++b) next_row(&a_row[b], &acc_row[b]);
+    cursor.next(a_row, acc_row, kBatch);
     __m512i p[kBatch][kVecs];
     for (uint32_t b = 0; b < kBatch; ++b)
       for (uint32_t v = 0; v < kVecs; ++v) p[b][v] = init[v];
@@ -116,7 +82,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void mac_walk_av
   for (; k < rows; ++k) {
     const int8_t* a_row;
     int32_t* acc_row;
-    next_row(&a_row, &acc_row);
+    cursor.next(&a_row, &acc_row);
     __m512i p[kVecs];
     for (uint32_t v = 0; v < kVecs; ++v) p[v] = init[v];
     for (uint32_t q = 0; q < kQuads; ++q) {
@@ -189,13 +155,21 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void pack_tile
 
 }  // namespace
 
-std::string_view mac_kernel_name(MacKernel kernel) {
-  switch (kernel) {
-    case MacKernel::kPortable: return "portable";
-    case MacKernel::kAvx2: return "avx2";
-    case MacKernel::kAvxVnni: return "avx-vnni";
-    case MacKernel::kAvx512Vnni: return "avx512-vnni";
-    case MacKernel::kAvx512VnniVbmi: return "avx512-vnni-vbmi";
+std::vector<MacKernel> all_mac_kernels() {
+  std::vector<MacKernel> kernels{MacKernel{}};
+  for (const int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}})
+    if (simd_kernels(t) != nullptr) kernels.push_back(MacKernel{MacKind::kMadd, t});
+  for (MacKind k : {MacKind::kAvxVnni, MacKind::kAvx512Vnni, MacKind::kAvx512VnniVbmi}) kernels.push_back(MacKernel{k, 0});
+  return kernels;
+}
+
+std::string mac_kernel_name(MacKernel kernel) {
+  switch (kernel.kind) {
+    case MacKind::kPortable: return "portable";
+    case MacKind::kMadd: return "hwy:" + std::string(simd_target_name(kernel.target));
+    case MacKind::kAvxVnni: return "avx-vnni";
+    case MacKind::kAvx512Vnni: return "avx512-vnni";
+    case MacKind::kAvx512VnniVbmi: return "avx512-vnni-vbmi";
   }
   return "?";
 }
@@ -203,12 +177,12 @@ std::string_view mac_kernel_name(MacKernel kernel) {
 bool mac_kernel_usable(MacKernel kernel, uint32_t n) {
   if (!n_supported(n)) return false;
   const CpuFeatures& cpu = host_cpu_features();
-  switch (kernel) {
-    case MacKernel::kPortable: return true;
-    case MacKernel::kAvx2: return cpu.avx2;
-    case MacKernel::kAvxVnni: return cpu.avx_vnni;
-    case MacKernel::kAvx512Vnni: return cpu.avx512_vnni;
-    case MacKernel::kAvx512VnniVbmi: return cpu.avx512_vnni && cpu.avx512_vbmi;
+  switch (kernel.kind) {
+    case MacKind::kPortable: return true;
+    case MacKind::kMadd: return simd_kernels(kernel.target) != nullptr && (hwy::SupportedTargets() & kernel.target) != 0;
+    case MacKind::kAvxVnni: return cpu.avx_vnni;
+    case MacKind::kAvx512Vnni: return cpu.avx512_vnni;
+    case MacKind::kAvx512VnniVbmi: return cpu.avx512_vnni && cpu.avx512_vbmi;
   }
   return false;
 }
@@ -216,10 +190,11 @@ bool mac_kernel_usable(MacKernel kernel, uint32_t n) {
 MacKernel mac_kernel_for(KernelPath path, uint32_t n) {
   const CpuFeatures f = kernel_path_features(path);
   // The VBMI packing exists for 16×16 tiles only; other sizes run the plain VNNI kernel.
-  if (f.avx512_vnni) return f.avx512_vbmi && n == 16 ? MacKernel::kAvx512VnniVbmi : MacKernel::kAvx512Vnni;
-  if (f.avx_vnni) return MacKernel::kAvxVnni;
-  if (f.avx2) return MacKernel::kAvx2;
-  return MacKernel::kPortable;
+  if (f.avx512_vnni) return MacKernel{f.avx512_vbmi && n == 16 ? MacKind::kAvx512VnniVbmi : MacKind::kAvx512Vnni, 0};
+  if (f.avx_vnni) return MacKernel{MacKind::kAvxVnni, 0};
+  if (f.avx512) return MacKernel{MacKind::kMadd, HWY_AVX3};
+  if (f.avx2) return MacKernel{MacKind::kMadd, HWY_AVX2};
+  return MacKernel{};
 }
 
 MacKernel best_mac_kernel(uint32_t n) { return mac_kernel_for(best_kernel_path(), n); }
@@ -227,7 +202,8 @@ MacKernel best_mac_kernel(uint32_t n) { return mac_kernel_for(best_kernel_path()
 void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out) {
   out->kernel = kernel;
   out->n = n;
-  if (kernel == MacKernel::kPortable || kernel == MacKernel::kAvx2) {
+  if (kernel.kind == MacKind::kMadd) return simd_kernels(kernel.target)->pack_pairs(tile, n, out->pairs);
+  if (kernel.kind == MacKind::kPortable) {
     for (uint32_t j = 0; j < n / 2; ++j)
       for (uint32_t c = 0; c < n; ++c) {
         out->pairs[(j * n + c) * 2] = tile[(2 * j) * n + c];
@@ -235,7 +211,7 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
       }
     return;
   }
-  if (kernel == MacKernel::kAvx512VnniVbmi && n == 16) return pack_tile16_vbmi(tile, out);
+  if (kernel.kind == MacKind::kAvx512VnniVbmi && n == 16) return pack_tile16_vbmi(tile, out);
   // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
   // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in
   // int16 (|Σ| <= 32·128 fits).
@@ -263,7 +239,10 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
 
 void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                  ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
-  const bool avx512vnni = tile.kernel == MacKernel::kAvx512Vnni || tile.kernel == MacKernel::kAvx512VnniVbmi;
+  if (tile.kernel.kind == MacKind::kMadd)
+    return simd_kernels(tile.kernel.target)
+        ->mac_rows_2d(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  const bool avx512vnni = tile.kernel.kind == MacKind::kAvx512Vnni || tile.kernel.kind == MacKind::kAvx512VnniVbmi;
   if (avx512vnni && tile.n != 8) {
     if (tile.n == 16)
       return mac_walk_avx512vnni<16>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
@@ -276,17 +255,18 @@ void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, pt
 
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
               uint32_t rows, bool overwrite) {
-  switch (tile.kernel) {
-    case MacKernel::kPortable: return mac_rows_portable(tile, act, act_stride, acc, acc_stride, rows, overwrite);
-    case MacKernel::kAvx2: return mac_rows_avx2(tile, act, act_stride, acc, acc_stride, rows, overwrite);
-    case MacKernel::kAvxVnni:
+  switch (tile.kernel.kind) {
+    case MacKind::kPortable: return mac_rows_portable(tile, act, act_stride, acc, acc_stride, rows, overwrite);
+    case MacKind::kMadd:
+      return simd_kernels(tile.kernel.target)->mac_rows_2d(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);
+    case MacKind::kAvxVnni:
       switch (tile.n) {
         case 8: return mac_rows_avxvnni<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
         case 16: return mac_rows_avxvnni<16>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
         default: return mac_rows_avxvnni<32>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
       }
-    case MacKernel::kAvx512Vnni:
-    case MacKernel::kAvx512VnniVbmi:  // (differs in packing only)
+    case MacKind::kAvx512Vnni:
+    case MacKind::kAvx512VnniVbmi:  // (differs in packing only)
       switch (tile.n) {
         case 8: return mac_rows_avx512vnni_ymm<8>(tile, act, act_stride, acc, acc_stride, rows, overwrite);
         case 16: return mac_walk_avx512vnni<16>(tile, act, 0, act_stride, acc, 0, acc_stride, 1, rows, overwrite);

@@ -1,29 +1,38 @@
 // The functional model's int8 GEMM kernels: one weight tile against many activation rows,
 // the shape of the GEMM instruction (the tile is stationary while rows stream). Several
 // kernels compute the same wrapping int32 result bit for bit; the device's kernel path
-// (npu/sim/kernel_paths.h) chooses one, and the portable kernel runs anywhere. Pure
+// (npu/sim/kernel_paths.h) chooses one, and the portable kernel runs anywhere. The int16-pair
+// kernel is Google Highway's (simd_kernels.h), one implementation for every target; the VNNI
+// kernels are intrinsics, because Highway 1.0.3 has no int8 dot product (vpdpbusd). Pure
 // functions; thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
+#include <string>
+#include <vector>
 
 #include "npu/sim/kernel_paths.h"
 
 namespace npu::sim {
 
-enum class MacKernel : uint8_t {
-  kPortable,    // plain C++: the reference every other kernel is tested against
-  kAvx2,        // vpmaddwd on int16 k-pairs (n a multiple of 8)
-  kAvxVnni,     // AVX-VNNI vpdpbusd, 256-bit (n a multiple of 8)
-  kAvx512Vnni,  // AVX-512 VNNI vpdpbusd, 512-bit for n >= 16, 256-bit (VL) for n = 8
+enum class MacKind : uint8_t {
+  kPortable,        // plain C++: the reference every other kernel is tested against
+  kMadd,            // Highway: widening multiply-add of int16 k-pairs (vpmaddwd), for `target`
+  kAvxVnni,         // AVX-VNNI vpdpbusd, 256-bit (n a multiple of 8)
+  kAvx512Vnni,      // AVX-512 VNNI vpdpbusd, 512-bit for n >= 16, 256-bit (VL) for n = 8
   kAvx512VnniVbmi,  // the same, and 16×16 tiles packed by one VBMI byte permute per k-quad row
 };
-inline constexpr MacKernel kAllMacKernels[] = {MacKernel::kPortable, MacKernel::kAvx2, MacKernel::kAvxVnni,
-                                              MacKernel::kAvx512Vnni, MacKernel::kAvx512VnniVbmi};
+struct MacKernel {
+  MacKind kind = MacKind::kPortable;
+  int64_t target = 0;  // kMadd: the Highway target bit (HWY_AVX2, ...); else 0
+  friend bool operator==(const MacKernel&, const MacKernel&) = default;
+};
 
-std::string_view mac_kernel_name(MacKernel kernel);
+// Every GEMM kernel this build has: portable, kMadd per Highway target compiled, the VNNI ones.
+std::vector<MacKernel> all_mac_kernels();
+// "portable", "hwy:AVX2", "avx-vnni", "avx512-vnni", "avx512-vnni-vbmi".
+std::string mac_kernel_name(MacKernel kernel);
 // Whether this CPU (and OS) runs `kernel` for an n×n tile (n in {8, 16, 32}).
 bool mac_kernel_usable(MacKernel kernel, uint32_t n);
 // The kernel of `path` for n: the one with the most of the path's features.
@@ -33,9 +42,9 @@ MacKernel best_mac_kernel(uint32_t n);
 
 // A weight tile in the layout of the kernel it was packed for.
 struct PackedTile {
-  MacKernel kernel = MacKernel::kPortable;
+  MacKernel kernel;
   uint32_t n = 0;
-  // kPortable, kAvx2: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
+  // kPortable, kMadd: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
   alignas(64) int16_t pairs[32 * 32];
   // VNNI: int8 k-quads, quads[(j*n + c)*4 + h] = W[4j + h][c], and minus_128_colsum[c] =
   // -128·Σ_k W[k][c]. vpdpbusd multiplies unsigned by signed bytes, so the kernels feed
@@ -43,6 +52,35 @@ struct PackedTile {
   // Σ (a+128)·W - 128·ΣW = Σ a·W exactly (no intermediate saturates; int32 wraps).
   alignas(64) int8_t quads[32 * 32];
   alignas(64) int32_t minus_128_colsum[32];
+};
+
+// The rows of an o_count × r_count GEMM walk in (o, r) order: row (o, r) reads
+// act + o·act_so + r·act_sr and updates acc + o·acc_so + r·acc_sr. Batching kernels take their
+// rows from it in order.
+class GemmRowCursor {
+ public:
+  GemmRowCursor(const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+                ptrdiff_t acc_sr, uint32_t r_count)
+      : act_(act), acc_(acc), act_so_(act_so), act_sr_(act_sr), acc_so_(acc_so), acc_sr_(acc_sr), r_count_(r_count) {}
+  // The next row's activation and accumulator pointers.
+  void next(const int8_t** a, int32_t** c) {
+    *a = act_ + static_cast<ptrdiff_t>(o_) * act_so_ + static_cast<ptrdiff_t>(r_) * act_sr_;
+    *c = acc_ + static_cast<ptrdiff_t>(o_) * acc_so_ + static_cast<ptrdiff_t>(r_) * acc_sr_;
+    if (++r_ == r_count_) {
+      r_ = 0;
+      ++o_;
+    }
+  }
+  // The next `count` rows, into a[0..count) and c[0..count).
+  void next(const int8_t** a, int32_t** c, uint32_t count) {
+    for (uint32_t b = 0; b < count; ++b) next(&a[b], &c[b]);
+  }
+
+ private:
+  const int8_t* act_;
+  int32_t* acc_;
+  ptrdiff_t act_so_, act_sr_, acc_so_, acc_sr_;
+  uint32_t r_count_, o_ = 0, r_ = 0;
 };
 
 // Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) for `kernel`, which must be usable for n.

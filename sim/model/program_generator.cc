@@ -70,7 +70,10 @@ class Generator {
     ld.va = data_addr(span);
     const uint32_t rows = ld.z * (ld.y + ld.pad_t + ld.pad_b) * (ld.x + ld.pad_l + ld.pad_r);
     const uint32_t limit = ld.sp == hw::Scratchpad::kAct ? act_rows_ : ld.sp == hw::Scratchpad::kWgt ? wgt_tiles_ * n_ : acc_rows_;
-    ld.sp_base = pick(0, std::min<uint32_t>(limit - rows, 256));
+    // Mostly the low rows that the other instructions use; sometimes the top rows of the
+    // scratchpad (where the compiler keeps a fused lookup table, beyond the ACC rows).
+    ld.sp_base = chance(6) ? limit - rows - pick(0, std::min<uint32_t>(limit - rows, 16))
+                           : pick(0, std::min<uint32_t>(limit - rows, 256));
     return isa::encode(ld);
   }
 
@@ -109,8 +112,10 @@ class Generator {
   }
 
   // REQUANT (ACC source) half of the time, else ADD or MUL (ACT sources a at src, b at aux);
-  // one in three with the wrap bit (ISA 1.2), whose clamp bounds must be 0.
+  // one in three with the wrap bit (ISA 1.2), whose clamp bounds must be 0. One in seven is
+  // a LUT instead, its table at low ACT rows or at the top of ACT (beyond the ACC rows).
   isa::Words random_vec() {
+    if (chance(7)) return random_lut();
     const uint32_t kind = pick(0, 3);
     const auto mode = kind <= 1 ? hw::VecMode::kRequant : kind == 2 ? hw::VecMode::kAdd : hw::VecMode::kMul;
     isa::VecRequant v;
@@ -133,6 +138,26 @@ class Generator {
       w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(mode) << 16);
       w[6] |= pick(0, 200) << 16;  // aux: the b rows
     }
+    return w;
+  }
+
+  isa::Words random_lut() {
+    isa::VecRequant v;
+    v.src = static_cast<uint16_t>(pick(0, 100));
+    v.dst = static_cast<uint16_t>(pick(0, 200));
+    const uint32_t table_rows = 256 / n_;
+    v.param = static_cast<uint16_t>(chance(2) ? act_rows_ - table_rows - pick(0, 8) : pick(0, 120));
+    v.r = static_cast<uint16_t>(pick(1, 8));
+    v.o = static_cast<uint16_t>(pick(1, 2));
+    v.zero_point = static_cast<int8_t>(pick(0, 255));
+    v.src_sr = static_cast<uint16_t>(pick(0, 2));
+    v.src_so = static_cast<uint16_t>(pick(0, 16));
+    v.dst_sr = static_cast<uint16_t>(pick(0, 2));
+    v.dst_so = static_cast<uint16_t>(pick(0, 16));
+    v.clamp_lo = static_cast<int8_t>(pick(0, 255));
+    v.clamp_hi = static_cast<int8_t>(pick(0, 255));
+    isa::Words w = isa::encode(v);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16);
     return w;
   }
 

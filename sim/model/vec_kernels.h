@@ -1,26 +1,34 @@
 // The functional model's VEC-unit row kernels: the per-lane arithmetic of REQUANT, ADD/MUL
-// and the window modes (MAXPOOL, AVGPOOL, DWCONV) on one row of n lanes. The portable
-// kernel is the reference; the AVX-512 kernels (chosen by the device's kernel path,
-// npu/sim/kernel_paths.h) compute the same bits. The arithmetic is architecture.md 1.4 "VEC modes". Row pointers may be equal
-// (in place) but must not otherwise overlap. Pure functions; thread-safe.
+// and the window modes (MAXPOOL, AVGPOOL, DWCONV) on one row of n lanes. The portable kernel is
+// the reference; the others are Google Highway's code for one target (simd_kernels.h: SSE4,
+// AVX2, AVX-512) and, on AVX-512 VBMI CPUs, LUT by byte permutes in intrinsics, all chosen by the
+// device's kernel path (npu/sim/kernel_paths.h) and computing the same bits. The arithmetic is
+// architecture.md 1.4 "VEC modes". Row pointers may be equal (in place) but must not otherwise
+// overlap. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
+#include <string>
+#include <vector>
 
 #include "npu/sim/kernel_paths.h"
 
 namespace npu::sim {
 
-enum class VecKernel : uint8_t {
-  kPortable,    // plain C++, runs anywhere
-  kAvx512,      // AVX-512 F/BW/VL/DQ, 8 or 16 lanes per instruction; LUT portable
-  kAvx512Vbmi,  // the same, with VBMI: LUT by byte permutes, n = 16 rows narrowed by one permute
+struct VecKernel {
+  int64_t target = 0;  // a Highway target bit (HWY_AVX2, ...); 0: the portable kernels
+  // LUT by AVX-512 VBMI byte permutes (vpermi2b) instead of Highway's 16 byte shuffles; only
+  // with target HWY_AVX3 (Highway 1.0.3 has no 256-entry byte table lookup).
+  bool vbmi = false;
+  friend bool operator==(const VecKernel&, const VecKernel&) = default;
 };
-inline constexpr VecKernel kAllVecKernels[] = {VecKernel::kPortable, VecKernel::kAvx512, VecKernel::kAvx512Vbmi};
+inline constexpr VecKernel kPortableVecKernel{};
 
-std::string_view vec_kernel_name(VecKernel kernel);
+// Every VEC kernel this build has: portable, one per Highway target compiled, AVX3 with VBMI.
+std::vector<VecKernel> all_vec_kernels();
+// "portable", "hwy:AVX2", "hwy:AVX3+vbmi".
+std::string vec_kernel_name(VecKernel kernel);
 // Whether this CPU (and OS) runs `kernel`.
 bool vec_kernel_usable(VecKernel kernel);
 // The kernel of `path`.
@@ -62,6 +70,32 @@ struct RowWalk {
   ptrdiff_t src_so = 0, src_sr = 0, dst_so = 0, dst_sr = 0;
 };
 
+// Walks the rows of a RowWalk in order: src and dst are the current row's element offsets.
+struct RowCursor {
+  explicit RowCursor(const RowWalk& walk) : w(walk) {}
+  bool done() const { return o == w.o_count; }
+  void next() {
+    if (++r == w.r_count) {
+      r = 0;
+      ++o;
+    }
+    src = static_cast<ptrdiff_t>(o) * w.src_so + static_cast<ptrdiff_t>(r) * w.src_sr;
+    dst = static_cast<ptrdiff_t>(o) * w.dst_so + static_cast<ptrdiff_t>(r) * w.dst_sr;
+  }
+  const RowWalk& w;
+  uint32_t o = 0, r = 0;
+  ptrdiff_t src = 0, dst = 0;
+};
+
+// Whether every row of the walk follows the previous one directly on both sides (row k of
+// the walk at element offset k·n), so that the walk is one run of o_count·r_count·n elements.
+inline bool walk_is_one_run(const RowWalk& w, uint32_t n) {
+  const ptrdiff_t row = n, run = ptrdiff_t{w.r_count} * n;
+  const bool rows_follow = w.r_count == 1 || (w.src_sr == row && w.dst_sr == row);
+  const bool blocks_follow = w.o_count == 1 || (w.src_so == run && w.dst_so == run);
+  return rows_follow && blocks_follow;
+}
+
 // The per-lane parameters of a requantisation (REQUANT, DWCONV): multiplier and shift rows
 // (the shift's low 6 bits count), the output zero point, clamp bounds and the wrap bit
 // (REQUANT only: DWCONV with wrap is an illegal instruction).
@@ -92,7 +126,6 @@ void binary_rows(VecKernel kernel, const int8_t* a, const int8_t* b, const Binar
 
 // LUT: y[c] = vec_clamp(table[x[c] + 128]) per row; `table` holds the 256 entries (the
 // caller's snapshot of the table rows, taken when the instruction starts, as the RTL does).
-// kAvx512 runs the portable code for this mode (it needs VBMI).
 void lut_rows(VecKernel kernel, const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y,
               const RowWalk& rows, uint32_t n);
 

@@ -10,7 +10,7 @@
 //   here     command processor, dispatcher (token rule, checks), the three engines' queues,
 //            GEMM array, VEC unit, scratchpads, registers, counters, memory-port arbiter
 //
-// Execution (architecture.md 1.4, TIMING.md): the command processor picks the lowest-numbered
+// Execution (architecture.md 1.4, docs/rtl-timing.md): the command processor picks the lowest-numbered
 // ring with HEAD != TAIL and reads the entry. For an EXEC the dispatcher fetches and decodes
 // the command buffer in program order, does the program-order checks (fetch faults,
 // ILLEGAL_INSTRUCTION, token counting and TOKEN_DEADLOCK, SP_RANGE) and hands each
@@ -295,7 +295,7 @@ module npu_top
   );
 
   // ------------------------------------------------------------------------------------------
-  // Memory port (TIMING.md "Memory port"): one request per edge. The fetch unit has priority;
+  // Memory port (docs/rtl-timing.md "Memory port"): one request per edge. The fetch unit has priority;
   // LOAD and STORE alternate when both request (round robin), so neither starves the other.
   // Read data returns in request order, so a FIFO of (unit, beats) per accepted read burst
   // routes each returning beat to its unit. With latency 0 a burst's first beat returns on

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -131,6 +133,60 @@ TEST(Calibration, EmptyHistogramKeepsTheLimit) {
   AbsHistogram h(2.0);
   EXPECT_DOUBLE_EQ(entropy_threshold(h), 2.0);
   EXPECT_DOUBLE_EQ(percentile_threshold(h, 99.0), 2.0);
+}
+
+
+// Consumer-aware ranges: the flat ends of a lookup table's function need no codes.
+TEST(Calibration, LiveIntervalOfSaturatingFunctions) {
+  auto sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  const float tol = 1.0f / 255 / 4;  // a quarter step of a [0, 1] output
+  auto [a, b] = lut_live_interval(sigmoid, -100, 100, tol);
+  // sigmoid(x) is within tol of 0 below about -6.9 and of 1 above +6.9.
+  EXPECT_NEAR(a, -6.9f, 0.2f);
+  EXPECT_NEAR(b, 6.9f, 0.2f);
+  // Hard-swish is 0 below -3 and linear above: only the lower end is flat.
+  auto hswish = [](float x) { return x * std::clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f; };
+  std::tie(a, b) = lut_live_interval(hswish, -250, 200, 0.1f);
+  EXPECT_NEAR(a, -3.0f, 0.2f);
+  EXPECT_EQ(b, 200.0f);
+  // A function that changes everywhere keeps the range; so does one flat everywhere.
+  std::tie(a, b) = lut_live_interval([](float x) { return x; }, -5, 5, 0.001f);  // below one sample step
+  EXPECT_EQ(a, -5.0f);
+  EXPECT_EQ(b, 5.0f);
+  std::tie(a, b) = lut_live_interval([](float) { return 2.0f; }, -5, 5, 0.01f);
+  EXPECT_EQ(a, -5.0f);
+  EXPECT_EQ(b, 5.0f);
+}
+
+// x -> Sigmoid -> y: x's range shrinks to where the sigmoid changes, unless something other
+// than a lookup table reads x (here: x is also a graph output).
+TEST(Calibration, RangesNarrowOnlyForValuesThatOnlyLookupTablesRead) {
+  for (const bool x_is_output : {false, true}) {
+    Graph g;
+    const int x = g.add_value({"x", DType::kF32, {1, 16, 4, 4}});
+    const int y = g.add_value({"y", DType::kF32, {1, 16, 4, 4}});
+    g.inputs = {x};
+    g.outputs = {y};
+    if (x_is_output) g.outputs.push_back(x);
+    Node n;
+    n.name = "sig";
+    n.op = "Sigmoid";
+    n.inputs = {x};
+    n.outputs = {y};
+    g.nodes.push_back(n);
+    ValueRanges ranges{{x, {-60.0f, 40.0f}}, {y, {0.0f, 1.0f}}};
+    const auto steps = partition(g, 16, &ranges);
+    ASSERT_EQ(steps.size(), 1u);
+    ASSERT_TRUE(steps[0].on_npu);
+    EXPECT_EQ(narrow_ranges_for_lut_readers(g, steps, ranges).size(), x_is_output ? 0u : 1u);
+    if (x_is_output) {
+      EXPECT_EQ(ranges[x], std::make_pair(-60.0f, 40.0f));
+    } else {
+      EXPECT_NEAR(ranges[x].first, -6.9f, 0.3f);
+      EXPECT_NEAR(ranges[x].second, 6.9f, 0.3f);
+    }
+    EXPECT_EQ(ranges[y], std::make_pair(0.0f, 1.0f));
+  }
 }
 
 }  // namespace npu::compiler

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "ir.h"
@@ -79,14 +80,20 @@ TEST(Passes, ExporterPatternsFoldAndChainIntoLookups) {
   expect_close(reference_output(g, x), expected);
 
   std::vector<std::string> chains;
+  std::map<std::string, std::vector<std::string>> fused;  // conv -> the nodes fused into it
   for (const PartitionStep& step : partition(g, 16)) {
     ASSERT_TRUE(step.on_npu) << "host step: " << g.nodes[static_cast<size_t>(step.node)].label();
-    for (const NpuLayer& layer : step.ops)
+    for (const NpuLayer& layer : step.ops) {
       if (npu_layer_op(layer).rfind("Chain(", 0) == 0) chains.push_back(npu_layer_op(layer));
+      if (const auto* c = std::get_if<ConvLayer>(&layer)) fused[c->name] = c->fused;
+    }
   }
-  // Hard-swish with the affine after it; Relu, SiLU and GELU as one function.
-  EXPECT_EQ(chains, (std::vector<std::string>{"Chain(Add,Clip,Mul,Div,Mul,Add)",
-                                              "Chain(Relu,Sigmoid,Mul,Div,Erf,Add,Mul,Mul)"}));
+  // Hard-swish with the affine after it is conv0's fused lookup table; the Relu after the
+  // ConvTranspose is its clamp; SiLU and GELU after it one chain.
+  EXPECT_EQ(fused["conv0"], (std::vector<std::string>{"hs_add", "hs_clip", "hs_mul", "hs_div", "affine1_mul",
+                                                       "affine1_add"}));
+  EXPECT_EQ(fused["deconv"], std::vector<std::string>{"relu"});
+  EXPECT_EQ(chains, (std::vector<std::string>{"Chain(Sigmoid,Mul,Div,Erf,Add,Mul,Mul)"}));
 }
 
 }  // namespace npu::compiler

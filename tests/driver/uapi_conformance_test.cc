@@ -918,6 +918,28 @@ TEST_P(Uapi, ContextDestroyAbortsPendingJobsOfWaiters) {
   kmd::set_hang_timeout_ms(GetParam(), 100);  // let the stuck device recover before exit
 }
 
+// A job still in a ring holds the only reference to a context its file destroyed; a reset
+// then ends that job and must not touch the context after freeing it (found by fuzz_replay;
+// the AddressSanitizer run of this suite reported a heap-use-after-free in reset_locked).
+TEST_P(Uapi, ResetAfterContextDestroyedWithItsJobInARing) {
+  if (!model()) GTEST_SKIP() << "model-only: needs a hang injection";
+  ASSERT_EQ(kmd::set_hang_timeout_ms(GetParam(), 10000), 0);
+  ASSERT_EQ(kmd::inject_fault(GetParam(), {kmd::Fault::kHang, 0, 1}), 0);
+  uint32_t c = ctx();
+  submit_program(*dev_, c, nop_program());
+  ASSERT_EQ(dev_->ctx_destroy(c), 0);
+  std::string err;
+  auto admin = UmdDevice::open_with_os(make_model_os({ModelCredentials::Privilege::kPrivileged}),
+                                       GetParam(), &err);
+  ASSERT_NE(admin, nullptr) << err;
+  ASSERT_EQ(admin->reset(), 0);
+  uint32_t c2 = 0;
+  ASSERT_EQ(dev_->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c2), 0);
+  JobResult r;
+  ASSERT_EQ(wait_ms(*dev_, c2, submit_program(*dev_, c2, nop_program()), &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+}
+
 // ---- perf, privileged path, poll ------------------------------------------------------------
 TEST_P(Uapi, PerfNullReturnsCount) {
   drm_npu_perf p{};

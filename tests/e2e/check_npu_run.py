@@ -159,6 +159,24 @@ def numpy_reference(model_path, inputs):
             y = (ins[0] - mean) / np.sqrt(var + attrs.get("epsilon", 1e-5)) * scale + bias
         elif node.op_type == "Erf":
             y = np.vectorize(math.erf)(ins[0].astype(np.float64))
+        elif node.op_type == "Sub":
+            y = ins[0] - ins[1]
+        elif node.op_type == "Pow":
+            y = ins[0].astype(np.float64) ** ins[1]
+        elif node.op_type == "Sqrt":
+            y = np.sqrt(ins[0].astype(np.float64))
+        elif node.op_type == "ReduceMean":
+            y = ins[0].astype(np.float64).mean(axis=tuple(attrs["axes"]), keepdims=bool(attrs.get("keepdims", 1)))
+        elif node.op_type == "Shape":  # shapes ride in float32 like every value here
+            y = np.array(ins[0].shape)
+        elif node.op_type == "Slice":  # constant starts/ends/axes/steps (shapes and indices ride in float32)
+            idx = [slice(None)] * ins[0].ndim
+            for k, a in enumerate(ins[3] if len(ins) > 3 else range(len(ins[1]))):
+                step = int(ins[4][k]) if len(ins) > 4 else 1
+                idx[int(a)] = slice(int(ins[1][k]), int(min(ins[2][k], 2**62)), step)
+            y = ins[0][tuple(idx)]
+        elif node.op_type == "Reshape":
+            y = ins[0].reshape([int(d) for d in ins[1]])
         else:
             raise SystemExit(f"reference does not know {node.op_type}")
         env[node.output[0]] = y.astype(np.float32)

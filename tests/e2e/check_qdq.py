@@ -84,9 +84,10 @@ def cpu_has_vnni(npu_run):
     return any(f in ("AVX-VNNI", "AVX-512-VNNI") for f in line.split()[2:])
 
 
-def check_reference_against_ort(ort_dir, npu_run, model, inputs, ref, step, work):
+def check_reference_against_ort(ort_dir, npu_run, model, inputs, ref, step, work, strict=True):
     """Where onnxruntime's integer kernels are exact (a VNNI CPU), the reference must agree with
-    onnxruntime-node within the same bounds; elsewhere says why it is not compared."""
+    onnxruntime-node within the same bounds; elsewhere says why it is not compared. With
+    strict=False the comparison is printed but is not a pass criterion (see the caller)."""
     if not cpu_has_vnni(npu_run):
         print("onnxruntime-node not compared: this CPU has no VNNI, and there its uint8 x int8 kernels "
               "saturate int16 sums (machine-dependent results)")
@@ -97,11 +98,18 @@ def check_reference_against_ort(ort_dir, npu_run, model, inputs, ref, step, work
     ort = []
     for k, x in enumerate(inputs):
         path = os.path.join(work, f"ort_logits_{k}.npy")
-        sh(["node", os.path.join(ort_dir, "ort_run.js"), model, x, path, "1"])
+        # As written: onnxruntime's extended QDQ fusions drop the saturation of a
+        # QuantizeLinear whose range the compiler narrowed for a lookup table (a conv output
+        # read only by HardSwish is clamped at -3), so the fused graph computes another model.
+        sh(["env", "ORT_GRAPH_OPTIMIZATION=basic", "node", os.path.join(ort_dir, "ort_run.js"), model, x, path, "1"])
         ort.append(np.load(path).astype(np.float64))
     if not within_bounds("check of the reference: qdq_reference.py vs onnxruntime-node (VNNI, exact integers)",
                          np.concatenate(ort), ref, step, len(inputs)):
-        raise SystemExit("FAIL: the numpy reference disagrees with onnxruntime-node on a VNNI CPU")
+        if strict:
+            raise SystemExit("FAIL: the numpy reference disagrees with onnxruntime-node on a VNNI CPU")
+        print("  (not a pass criterion for an exported model whose ranges were narrowed for lookup tables: "
+              "onnxruntime evaluates it exactly at no optimisation level; 'all' fuses away the saturating "
+              "QuantizeLinear, 'basic' and 'disabled' accumulate its convolutions in float32)")
 
 
 def logits_step(model_path):
@@ -181,7 +189,7 @@ def main():
     step = logits_step(reference_model)
     failed = not within_bounds(f"{mode}: NPU vs the numpy QDQ reference (qdq_reference.py) on the same model",
                                ref, npu, step, len(inputs))
-    check_reference_against_ort(ort_dir, npu_run, reference_model, inputs, ref, step, work)
+    check_reference_against_ort(ort_dir, npu_run, reference_model, inputs, ref, step, work, strict=(mode != "export"))
     if failed:
         raise SystemExit(f"FAIL: required >= {100 * MIN_EQUAL:.0f}% equal and none more than {MAX_LSB:g} LSB off")
     print("PASS")

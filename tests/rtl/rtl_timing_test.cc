@@ -1,5 +1,5 @@
-// The RTL's cycle costs are exactly those documented in sim/rtl/TIMING.md. This test keeps
-// that document honest: each case computes the expected cycle count from the TIMING.md
+// The RTL's cycle costs are exactly those documented in docs/rtl-timing.md. This test keeps
+// that document honest: each case computes the expected cycle count from the docs/rtl-timing.md
 // formulas and compares it with the cycles the RTL took (programs whose instructions run one
 // after the other). The Overlap cases check that LOAD, COMPUTE and STORE really run
 // concurrently, and that tokens and DRAM hazards still order them (each of those fails if the
@@ -20,7 +20,7 @@ std::unique_ptr<sim::Device> make_rtl(const sim::DeviceConfig& c, std::span<std:
   return sim::make_rtl_device(c, d);
 }
 
-// Reference model of LOAD's pipelined read path (TIMING.md "LOAD"). Edges are counted from
+// Reference model of LOAD's pipelined read path (docs/rtl-timing.md "LOAD"). Edges are counted from
 // the first LOAD-engine cycle (edge 0); returns the engine's cycle count. `rows` lists the
 // LOAD's rows in (z, y, x) order: a padding row, or the row's VA and length. Translation is
 // identity (pa = va) and never faults here. `tlb_page` is the load queue's one-entry TLB,
@@ -98,7 +98,7 @@ struct LoadPipeModel {
   }
 };
 
-// Reference model of STORE's write path (TIMING.md "STORE"): rows are handed over one at a
+// Reference model of STORE's write path (docs/rtl-timing.md "STORE"): rows are handed over one at a
 // time; `tlb_page` is the store queue's one-entry TLB (-1 = empty). Returns engine cycles.
 struct StorePipeModel {
   int64_t L;

@@ -114,6 +114,16 @@ static int close_cancel(npu_runtime_t* rt, npu_model_t* model, const npu_tensor_
   return cancelled;
 }
 
+/* Logging through the application's sink: counts "device" lines that name sim. */
+static int device_lines = 0, other_lines = 0;
+static void on_log(void* user, const char* category, const char* message) {
+  if (user != &device_lines) return;
+  if (strcmp(category, "device") == 0 && strstr(message, "opened sim") != NULL)
+    ++device_lines;
+  else
+    ++other_lines;
+}
+
 int main(int argc, char** argv) {
   const char* path = argc > 1 ? argv[1] : "c_api_identity.npuimg";
   const char* onnx_path = argc > 2 ? argv[2] : NULL;
@@ -131,6 +141,23 @@ int main(int argc, char** argv) {
   npu_completion_queue_destroy(NULL);
   npu_completion_destroy(NULL);
   npu_free(NULL);
+
+  /* Quiet by default (ctest also sets NPU_LOG=quiet); categories and the sink are the
+   * application's to set. */
+  npu_log_set_sink(on_log, &device_lines);
+  CHECK(npu_log_set_categories("device") == NPU_OK);
+  npu_runtime_t* logged = NULL;
+  CHECK(npu_runtime_open("sim", &logged) == NPU_OK);
+  npu_runtime_destroy(logged);
+  CHECK(device_lines == 1);
+  CHECK(other_lines == 0);
+  CHECK(npu_log_set_categories("device,bogus") == NPU_INVALID_ARGUMENT);
+  CHECK(strstr(npu_last_error_message(), "unknown category 'bogus'") != NULL);
+  CHECK(npu_log_set_categories("quiet") == NPU_OK);
+  CHECK(npu_runtime_open("sim", &logged) == NPU_OK);
+  npu_runtime_destroy(logged);
+  CHECK(device_lines == 1);
+  npu_log_set_sink(NULL, NULL);
 
   /* Errors carry codes and messages. */
   npu_runtime_t* rt = NULL;

@@ -6,6 +6,7 @@
 
 #include "fake_device.h"
 #include "image_builder.h"
+#include "npu/runtime/image_to_hal.h"
 #include "npu/hal/api.h"
 
 namespace npu::hal {
@@ -21,7 +22,7 @@ TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
   auto device = std::make_shared<test::FakeDevice>();
   test::ImageOptions o;
   o.fingerprint = 0x1122334455667788ull;
-  auto exe = Executable::load(device, test::identity_image(o));
+  auto exe = runtime::load_executable(device, test::identity_image(o));
   ASSERT_FALSE(exe.is_ok());
   EXPECT_EQ(exe.status().code(), StatusCode::kIncompatible);
   const std::string& m = exe.status().message();
@@ -30,6 +31,19 @@ TEST(Executable, RefusesAnImageForAnotherFingerprintNamingBothValues) {
   std::snprintf(device_fp, sizeof device_fp, "%016llx",
                 static_cast<unsigned long long>(hw::fingerprint_for_dim(16)));
   EXPECT_NE(m.find(device_fp), std::string::npos) << m;
+}
+
+// Version 3 stores host-step attributes in the image's own tables (version 2: an ONNX
+// NodeProto). A sealed version-2 image is refused as INCOMPATIBLE with "recompile".
+TEST(ImageVerifier, Version2ImageIsRefusedWithRecompile) {
+  test::ImageOptions v2;
+  v2.schema_version = 2;
+  auto r = compiler::ModelImage::from_bytes(test::build_identity_image(v2), "v2.npuimg");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIncompatible) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("v2.npuimg: image schema version 2"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("recompile"), std::string::npos) << r.status().message();
 }
 
 // Version 2 images end in a CRC-32 trailer. An image from before (version 1, no trailer) is
@@ -132,7 +146,7 @@ TEST(Executable, RefusesAnImageForAnotherArrayDim) {
   test::ImageOptions o;
   o.array_dim = 8;
   o.fingerprint = hw::fingerprint_for_dim(8);
-  auto exe = Executable::load(device, test::identity_image(o));
+  auto exe = runtime::load_executable(device, test::identity_image(o));
   ASSERT_FALSE(exe.is_ok());
   EXPECT_EQ(exe.status().code(), StatusCode::kIncompatible);
   EXPECT_NE(exe.status().message().find("8x8"), std::string::npos) << exe.status().message();
@@ -141,7 +155,7 @@ TEST(Executable, RefusesAnImageForAnotherArrayDim) {
 
 TEST(Executable, UploadsWeightsAndPatchesRelocationsPerInstance) {
   auto device = std::make_shared<test::FakeDevice>();
-  auto exe = Executable::load(device, test::identity_image());
+  auto exe = runtime::load_executable(device, test::identity_image());
   ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
   ASSERT_NE((*exe)->weights(), nullptr);
   EXPECT_EQ(static_cast<uint8_t>((*exe)->weights()->host()[2]), 3);
@@ -171,7 +185,7 @@ TEST(Executable, HostStepsAreDescribedAndHaveNoCommandBuffer) {
   auto device = std::make_shared<test::FakeDevice>();
   test::ImageOptions o;
   o.host_step = true;
-  auto exe = Executable::load(device, test::identity_image(o));
+  auto exe = runtime::load_executable(device, test::identity_image(o));
   ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
   ASSERT_EQ((*exe)->steps().size(), 2u);
   EXPECT_EQ((*exe)->steps()[1].kind, StepKind::kHost);
@@ -216,7 +230,7 @@ TEST(DeviceSpec, UnknownNamesAndBadListsFailLoudly) {
 TEST(Context, AWaitListOnADeviceWithoutWaitFencesIsUnsupported) {
   auto device = std::make_shared<test::FakeDevice>();
   ASSERT_FALSE(device->info().wait_fences);
-  auto exe = hal::Executable::load(device, test::identity_image());
+  auto exe = runtime::load_executable(device, test::identity_image());
   ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
   auto inst = (*exe)->instantiate();
   auto ctx = device->create_context(hal::Priority::kNormal);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "image_builder.h"
+#include "npu/runtime/image_to_hal.h"
 #include "npu/hal/api.h"
 #include "test_device.h"
 
@@ -27,7 +28,7 @@ class HalCts : public ::testing::Test {
     test::ImageOptions opts = o;
     opts.array_dim = device_->info().array_dim;
     opts.fingerprint = device_->info().fingerprint;
-    auto exe = Executable::load(device_, test::identity_image(opts));
+    auto exe = runtime::load_executable(device_, test::identity_image(opts));
     EXPECT_TRUE(exe.is_ok()) << exe.status().to_string();
     return exe.is_ok() ? std::move(exe).value() : nullptr;
   }

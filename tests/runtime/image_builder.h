@@ -156,7 +156,7 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     }
     constants.push_back(image::CreateHostConstantDirect(fb, 3, &cdata));
     const std::vector<uint32_t> hin{1, 3}, hout{2};
-    auto host = image::CreateHostSegmentDirect(fb, "FancyOp", "fancy_1", &hin, &hout, nullptr, 13);
+    auto host = image::CreateHostSegmentDirect(fb, "FancyOp", "fancy_1", &hin, &hout, 13);
     steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host.Union()));
   }
   const std::vector<uint8_t> weights{1, 2, 3, 4};

@@ -15,6 +15,8 @@
 
 #include "fake_device.h"
 #include "image_builder.h"
+#include "npu/runtime/image_to_hal.h"
+#include "npu/runtime/image_to_hal.h"
 #include "npu/scheduler/scheduler.h"
 
 namespace npu::scheduler {
@@ -26,7 +28,7 @@ void BM_SchedulerJobs(benchmark::State& state) {
   const int producers = static_cast<int>(state.range(0));
   const auto lanes = static_cast<uint32_t>(state.range(1));
   auto device = std::make_shared<test::FakeDevice>();
-  auto exe = hal::Executable::load(device, test::identity_image());
+  auto exe = runtime::load_executable(device, test::identity_image());
   if (!exe.is_ok()) return state.SkipWithError(exe.status().to_string().c_str());
   std::vector<std::shared_ptr<hal::ExecutableInstance>> instances;
   for (int i = 0; i < producers * kJobs; ++i) instances.push_back((*exe)->instantiate().value());

@@ -11,6 +11,7 @@
 
 #include "fake_device.h"
 #include "image_builder.h"
+#include "npu/runtime/image_to_hal.h"
 #include "npu/scheduler/scheduler.h"
 
 namespace npu::scheduler {
@@ -64,7 +65,7 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     device_ = std::make_shared<FakeDevice>();
-    auto exe = hal::Executable::load(device_, test::identity_image());
+    auto exe = runtime::load_executable(device_, test::identity_image());
     ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
     exe_ = std::move(exe).value();
   }
@@ -380,7 +381,7 @@ TEST_F(SchedulerTest, ShutdownFromACompletionCallbackDoesNotDeadlock) {
 TEST_F(SchedulerTest, RejectsJobsOfAnotherDevice) {
   auto s = make(1, 8);
   auto other = std::make_shared<FakeDevice>();
-  auto exe = hal::Executable::load(other, test::identity_image());
+  auto exe = runtime::load_executable(other, test::identity_image());
   ASSERT_TRUE(exe.is_ok());
   JobSpec spec = job(1);
   spec.instance = std::move((*exe)->instantiate()).value();

@@ -33,7 +33,7 @@ TEST(VecKernels, ScalarArithmeticByHand) {
   EXPECT_EQ(vec_finish(300, -128, 127, false), 127);
 }
 
-std::string name(VecKernel k, uint32_t n) { return std::string(vec_kernel_name(k)) + " n=" + std::to_string(n); }
+std::string name(VecKernel k, uint32_t n) { return vec_kernel_name(k) + " n=" + std::to_string(n); }
 
 class Random {
  public:
@@ -48,6 +48,12 @@ class Random {
   }
   int8_t byte() { return static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng_)); }
   uint32_t below(uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_); }
+  // A shift: any of 0..63, or in every other trial of a pair 33..63 in every lane (the
+  // Highway kernels' 32-bit path, taken only when all lanes shift by more than 32), 63 often.
+  uint32_t shift(int trial) {
+    if (trial % 2 == 0) return below(64);
+    return below(4) == 0 ? 63 : 33 + below(31);
+  }
 
  private:
   std::mt19937 rng_;
@@ -68,10 +74,10 @@ size_t dst_extent(const RowWalk& w, uint32_t n) {
 TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
   Random rnd(99);
   int compared = 0;
-  for (VecKernel kernel : kAllVecKernels) {
-    if (kernel == VecKernel::kPortable) continue;
+  for (VecKernel kernel : all_vec_kernels()) {
+    if (kernel == kPortableVecKernel) continue;
     if (!vec_kernel_usable(kernel)) {
-      std::printf("[ SKIPPED  ] %s: not supported by this CPU\n", std::string(vec_kernel_name(kernel)).c_str());
+      std::printf("[ SKIPPED  ] %s: not supported by this CPU\n", vec_kernel_name(kernel).c_str());
       continue;
     }
     for (uint32_t n : {8u, 16u, 32u}) {
@@ -85,7 +91,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
           bias[c] = rnd.word();
           mult[c] = rnd.word();
           // Every shift, and garbage in the high bits (only the low 6 count).
-          shift[c] = static_cast<int32_t>(rnd.below(64) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
+          shift[c] = static_cast<int32_t>(rnd.shift(trial) | (trial % 2 ? rnd.below(1 << 20) << 6 : 0));
         }
         // Every third trial with the wrap bit (REQUANT, ADD, MUL; DWCONV never wraps), every 8th
         // with equal clamp bounds (the AVX-512 kernel writes the bound directly unless it wraps).
@@ -96,7 +102,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         rq_wrap.wrap = wrap;
         std::vector<int8_t> want(dst_extent(walk, n), 7), got = want;
         const int32_t* b = trial % 3 ? bias.data() : nullptr;
-        requantize_rows(VecKernel::kPortable, x.data(), b, rq_wrap, want.data(), walk, n);
+        requantize_rows(kPortableVecKernel, x.data(), b, rq_wrap, want.data(), walk, n);
         requantize_rows(kernel, x.data(), b, rq_wrap, got.data(), walk, n);
         ASSERT_EQ(got, want) << "REQUANT" << (wrap ? " wrap" : "");
 
@@ -106,12 +112,21 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         std::vector<int8_t> a(extent), bb(extent);
         for (auto& v : a) v = rnd.byte();
         for (auto& v : bb) v = rnd.byte();
-        const BinaryParams bin{trial % 2 == 1, rnd.word(), rnd.word(), rnd.word(), rnd.word(), rnd.below(64),
-                               rnd.byte(), rnd.byte(), rnd.byte(), wrap};
+        // Half the trials with the operands of compiled models (zero points within ±2^15,
+        // int32 multipliers: the Highway kernels' exact narrow products, at both limits), the
+        // others with any 64-bit operands (the portable kernel's general wrapping products).
+        const bool narrow = trial % 4 < 2;
+        auto zero_point = [&] {
+          const uint32_t k = rnd.below(4);
+          return k == 0 ? -(int64_t{1} << 15) : k == 1 ? (int64_t{1} << 15) : int64_t{rnd.byte()};
+        };
+        auto multiplier = [&] { return narrow ? int64_t{rnd.word()} : int64_t{rnd.word()} * rnd.word(); };
+        const BinaryParams bin{trial % 2 == 1, narrow ? zero_point() : rnd.word(), narrow ? zero_point() : rnd.word(),
+                               multiplier(), multiplier(), rnd.below(64), rnd.byte(), rnd.byte(), rnd.byte(), wrap};
         std::vector<int8_t> a_want = a, a_got = a;
         want.assign(extent, 7);
         got = want;
-        binary_rows(VecKernel::kPortable, a_want.data(), bb.data(), bin, in_place ? a_want.data() : want.data(), walk, n);
+        binary_rows(kPortableVecKernel, a_want.data(), bb.data(), bin, in_place ? a_want.data() : want.data(), walk, n);
         binary_rows(kernel, a_got.data(), bb.data(), bin, in_place ? a_got.data() : got.data(), walk, n);
         ASSERT_EQ(got, want) << (bin.mul ? "MUL" : "ADD");
         ASSERT_EQ(a_got, a_want) << (bin.mul ? "MUL" : "ADD") << " in place";
@@ -121,7 +136,7 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         const int8_t lo = rnd.byte(), hi = rnd.byte();
         a_want = a;
         a_got = a;
-        lut_rows(VecKernel::kPortable, table.data(), a_want.data(), lo, hi, in_place ? a_want.data() : want.data(), walk, n);
+        lut_rows(kPortableVecKernel, table.data(), a_want.data(), lo, hi, in_place ? a_want.data() : want.data(), walk, n);
         lut_rows(kernel, table.data(), a_got.data(), lo, hi, in_place ? a_got.data() : got.data(), walk, n);
         ASSERT_EQ(got, want) << "LUT";
         ASSERT_EQ(a_got, a_want) << "LUT in place";
@@ -135,27 +150,27 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
         for (auto& v : ws) v = trial % 7 == 0 ? int8_t{-128} : rnd.byte();
         for (WindowOp op : {WindowOp::kMax, WindowOp::kAdd, WindowOp::kMac}) {
           std::vector<int32_t> sw(n), sg(n);
-          window_reduce(VecKernel::kPortable, op, xs.data(), row_stride, kw, kh, ws.data(), n, sw.data());
+          window_reduce(kPortableVecKernel, op, xs.data(), row_stride, kw, kh, ws.data(), n, sw.data());
           window_reduce(kernel, op, xs.data(), row_stride, kw, kh, ws.data(), n, sg.data());
           ASSERT_EQ(sg, sw) << "window op " << static_cast<int>(op) << " " << kw << "x" << kh;
         }
         // DWCONV: the kMac window of each row, then its requantisation.
-        for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int32_t>(rnd.below(64));
+        for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int32_t>(rnd.shift(trial + 1));
         const Window window{row_stride, kw, kh, ws.data()};
         want.assign(dst_extent(walk, n), 7);
         got = want;
-        dwconv_rows(VecKernel::kPortable, xs.data(), window, b, rq, want.data(), walk, n);
+        dwconv_rows(kPortableVecKernel, xs.data(), window, b, rq, want.data(), walk, n);
         dwconv_rows(kernel, xs.data(), window, b, rq, got.data(), walk, n);
         ASSERT_EQ(got, want) << "DWCONV " << kw << "x" << kh;
         // The same window with an identity requantisation and a bias that cancels the sum up
         // to a small remainder: the output is that remainder, so a sum off by a little shows
         // (random multipliers and shifts mostly saturate the int8 output).
         std::vector<int32_t> sum(n), unit_mult(n, 1), no_shift(n, 0), cancel(n);
-        window_reduce(VecKernel::kPortable, WindowOp::kMac, xs.data(), row_stride, kw, kh, ws.data(), n, sum.data());
+        window_reduce(kPortableVecKernel, WindowOp::kMac, xs.data(), row_stride, kw, kh, ws.data(), n, sum.data());
         for (uint32_t c = 0; c < n; ++c) cancel[c] = static_cast<int32_t>(rnd.below(201)) - 100 - sum[c];
         const RequantParams identity{unit_mult.data(), no_shift.data(), 0, -128, 127, false};
         std::vector<int8_t> exact_want(n), exact_got(n);
-        dwconv_rows(VecKernel::kPortable, xs.data(), window, cancel.data(), identity, exact_want.data(), RowWalk{}, n);
+        dwconv_rows(kPortableVecKernel, xs.data(), window, cancel.data(), identity, exact_want.data(), RowWalk{}, n);
         dwconv_rows(kernel, xs.data(), window, cancel.data(), identity, exact_got.data(), RowWalk{}, n);
         ASSERT_EQ(exact_got, exact_want) << "DWCONV " << kw << "x" << kh << ", cancelled sum";
       }
@@ -171,8 +186,8 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
 TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
   Random rnd(7);
   int compared = 0;
-  for (VecKernel kernel : kAllVecKernels) {
-    if (kernel == VecKernel::kPortable || !vec_kernel_usable(kernel)) continue;
+  for (VecKernel kernel : all_vec_kernels()) {
+    if (kernel == kPortableVecKernel || !vec_kernel_usable(kernel)) continue;
     for (uint32_t n : {8u, 16u, 32u}) {
       for (int trial = 0; trial < 600; ++trial) {
         SCOPED_TRACE(name(kernel, n) + " trial " + std::to_string(trial));
@@ -189,7 +204,7 @@ TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
         for (auto& v : table) v = rnd.byte();
         const int8_t lo = rnd.byte(), hi = rnd.byte();
         std::vector<int8_t> want = buffer, got = buffer;
-        lut_rows(VecKernel::kPortable, table.data(), want.data() + margin, lo, hi, want.data() + margin + offset, walk, n);
+        lut_rows(kPortableVecKernel, table.data(), want.data() + margin, lo, hi, want.data() + margin + offset, walk, n);
         lut_rows(kernel, table.data(), got.data() + margin, lo, hi, got.data() + margin + offset, walk, n);
         ASSERT_EQ(got, want) << "LUT, output at " << offset << " bytes from the input, " << o_count << "x" << r_count
                              << " rows";
@@ -200,12 +215,12 @@ TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
         for (uint32_t c = 0; c < n; ++c) {
           bias[c] = rnd.word();
           mult[c] = rnd.word();
-          shift[c] = static_cast<int32_t>(rnd.below(64) | rnd.below(1 << 20) << 6);
+          shift[c] = static_cast<int32_t>(rnd.shift(trial) | rnd.below(1 << 20) << 6);
         }
         const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte(), trial % 3 == 0};
         std::vector<int8_t> rq_want(static_cast<size_t>(total), 7), rq_got = rq_want;
         const int32_t* b = trial % 2 ? bias.data() : nullptr;
-        requantize_rows(VecKernel::kPortable, x.data(), b, rq, rq_want.data(), walk, n);
+        requantize_rows(kPortableVecKernel, x.data(), b, rq, rq_want.data(), walk, n);
         requantize_rows(kernel, x.data(), b, rq, rq_got.data(), walk, n);
         ASSERT_EQ(rq_got, rq_want) << "REQUANT";
       }

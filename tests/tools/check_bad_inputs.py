@@ -92,6 +92,14 @@ def main():
         ("conv weight of rank 3 under 2-D pads", ["npu-compile", os.path.join(root, "compiler", "fuzz", "findings",
                                                    "conv_weight_rank3.onnx"), "-o", w("x")], 1,
          r"^npu-compile: error: model: .*Conv node 'dw2': attributes give 2 spatial axes but weight 'w2' has 1", 30),
+        # fuzz_onnx's finding: an opset-1 graph output that no node produces was a SIGSEGV in the
+        # ONNX version converter.
+        ("opset-1 graph output no node produces", ["npu-compile", os.path.join(root, "compiler", "fuzz", "findings",
+                                                   "opset1_undefined_output.onnx"), "-o", w("x")], 1,
+         r"^npu-compile: error: model: .*graph output '.*' is not produced by any node, input or initializer", 30),
+        ("conv input of rank 4 with a weight of rank 5", ["npu-compile", os.path.join(root, "compiler", "fuzz", "findings",
+                                                   "conv_input_rank4_weight_rank5.onnx"), "-o", w("x")], 1,
+         r"^npu-compile: error: model: .*input 'x' has rank 4 but weight 'w' has rank 5", 30),
         ("conv strides=[0,0] inside an If branch", ["npu-compile", w("if_strides0.onnx"), "-o", w("x")], 1,
          r"model: .*Conv node 'conv_0': attribute 'strides' has the value 0", 30),
         ("--input-shape x=99999999999,64", ["npu-compile", w("m.onnx"), "-o", w("x"), "--input-shape",

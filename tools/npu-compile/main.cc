@@ -1,5 +1,6 @@
 // npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD] [--export-qdq FILE]
 //             [--input-shape NAME=D0,D1,...]... [--array 8|16|32] [--report]
+//             [--accuracy-report [--accuracy-inputs DIR | --accuracy-inputs FILE.npy...]]
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "npu/accuracy/accuracy.h"
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/image.h"
 #include "npu/hal/number.h"
@@ -23,6 +25,7 @@ constexpr const char* kUsage =
     "usage: npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD]\n"
     "                   [--export-qdq FILE.onnx] [--input-shape NAME=D0,D1,...]...\n"
     "                   [--array 8|16|32] [--report]\n"
+    "                   [--accuracy-report [--accuracy-inputs DIR|FILE.npy]... [--accuracy-dump D]]\n"
     "  -o IMAGE          where to write the model image\n"
     "  --calib DIR       calibration samples: DIR/<sample>/input_<k>.npy\n"
     "  --calibration M   activation ranges: minmax (default), percentile[=P] (clip |x| at\n"
@@ -36,7 +39,15 @@ constexpr const char* kUsage =
     "                    the quantisation\n"
     "  --input-shape     fix an input's shape (dynamic dimensions), repeatable\n"
     "  --array N         target MAC-array size (default 16)\n"
-    "  --report          print per-layer MACs, predicted cycles, utilisation, scratchpad use\n";
+    "  --report          print per-layer MACs, predicted cycles, utilisation, scratchpad use\n"
+    "  --accuracy-report run the float model and the image (on $NPU_DEVICE, default sim) on\n"
+    "                    the same inputs and print, per value a layer computes, the SQNR of\n"
+    "                    the NPU's value against the float one, marking the layers where\n"
+    "                    accuracy is lost, and the worst layers with their likely cause\n"
+    "  --accuracy-inputs the report's inputs: a directory laid out like --calib's, or .npy\n"
+    "                    files, one per model input (one sample); default: the --calib samples\n"
+    "  --accuracy-dump D also write the first sample's values to directory D, each as\n"
+    "                    <row>_<value>.npu.npy and <row>_<value>.float.npy\n";
 
 // Exit status: 0 written, 1 the compilation or a file failed, 2 a usage error.
 int fail(const std::string& message, int code = 1) {
@@ -98,12 +109,52 @@ void print_report(const npu::image::Model& m) {
   }
 }
 
+// The samples of --accuracy-inputs: one directory of samples, or one .npy per model input.
+npu::Result<std::vector<std::vector<npu::Tensor>>> accuracy_samples(const std::vector<std::string>& paths,
+                                                                   const std::string& calib_dir,
+                                                                   size_t num_inputs) {
+  if (paths.empty()) return npu::compiler::read_calibration_dir(calib_dir, num_inputs);
+  std::error_code ec;
+  if (paths.size() == 1 && std::filesystem::is_directory(paths[0], ec))
+    return npu::compiler::read_calibration_dir(paths[0], num_inputs);
+  if (paths.size() != num_inputs)
+    return npu::make_error(npu::StatusCode::kInvalidArgument,
+                           "--accuracy-inputs: the model has " + std::to_string(num_inputs) + " input(s) but " +
+                               std::to_string(paths.size()) +
+                               " .npy file(s) were given; give one per input, or one directory of samples");
+  std::vector<npu::Tensor> sample;
+  for (const auto& p : paths) {
+    auto t = npu::read_npy(p);
+    if (!t) return npu::make_error(t.status().code(), "--accuracy-inputs: " + t.status().message());
+    sample.push_back(std::move(t.value()));
+  }
+  return std::vector<std::vector<npu::Tensor>>{std::move(sample)};
+}
+
+int accuracy_report(const std::string& model, npu::compiler::CompileOptions options,
+                    const std::vector<std::string>& inputs, const std::vector<uint8_t>& image_bytes,
+                    const std::string& dump_dir) {
+  auto image = npu::compiler::ModelImage::from_bytes(image_bytes, model);
+  if (!image) return fail(image.status().message());
+  const size_t num_inputs = (*image)->model().inputs() ? (*image)->model().inputs()->size() : 0;
+  auto samples = accuracy_samples(inputs, options.calibration_dir, num_inputs);
+  if (!samples) return fail(samples.status().message());
+  options.progress("accuracy report: compiling with every value exposed, running " +
+                   std::to_string(samples->size()) + " sample(s) on the image and the float model");
+  auto report = npu::accuracy::accuracy_report(model, options, *samples, &image_bytes, "", dump_dir);
+  if (!report) return fail(report.status().message());
+  std::fputs(npu::accuracy::format_report(*report).c_str(), stdout);
+  return report->image_outputs_identical ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model, output;
   npu::compiler::CompileOptions options;
-  bool report = false;
+  bool report = false, accuracy = false;
+  std::vector<std::string> accuracy_inputs;
+  std::string accuracy_dump;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -159,6 +210,16 @@ int main(int argc, char** argv) {
       options.array_dim = static_cast<uint32_t>(std::stoul(s));
     } else if (arg == "--report") {
       report = true;
+    } else if (arg == "--accuracy-report") {
+      accuracy = true;
+    } else if (arg == "--accuracy-dump") {
+      const char* v = value("--accuracy-dump");
+      if (!v || !*v) return usage_error("--accuracy-dump needs a directory");
+      accuracy_dump = v;
+    } else if (arg == "--accuracy-inputs") {
+      const char* v = value("--accuracy-inputs");
+      if (!v || !*v) return usage_error("--accuracy-inputs needs a directory of samples or a FILE.npy");
+      accuracy_inputs.push_back(v);
     } else if (!arg.empty() && arg[0] == '-') {
       return usage_error("unknown option '" + arg + "'; see npu-compile --help");
     } else if (model.empty()) {
@@ -167,6 +228,15 @@ int main(int argc, char** argv) {
       return usage_error("more than one model given ('" + model + "' and '" + arg + "')");
     }
   }
+  if ((!accuracy_inputs.empty() || !accuracy_dump.empty()) && !accuracy)
+    return usage_error("--accuracy-inputs and --accuracy-dump are for --accuracy-report; add --accuracy-report");
+  if (!accuracy_dump.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(accuracy_dump, ec))
+      return usage_error("--accuracy-dump " + accuracy_dump + ": not a directory; create it first");
+  }
+  if (accuracy && accuracy_inputs.empty() && options.calibration_dir.empty())
+    return usage_error("--accuracy-report needs inputs: --accuracy-inputs DIR (or FILE.npy per input), or --calib DIR");
   if (model.empty() || output.empty()) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -196,5 +266,6 @@ int main(int argc, char** argv) {
     if (!image) return fail(image.status().message());
     print_report((*image)->model());
   }
+  if (accuracy) return accuracy_report(model, options, accuracy_inputs, *bytes, accuracy_dump);
   return 0;
 }

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../log.h"
+#include "npu/driver/log.h"
 #include "kmd_internal.h"
 #include "uapi/drm/npu_accel.h"
 
@@ -82,7 +82,7 @@ void KDevice::free_bo_locked(BoMem* bo) {
   fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(bo->phys),
             static_cast<off_t>(bo->size));
   phys_.release(bo->phys / kPage, pages);
-  NPU_DLOG(kMm, "%s: free bo phys=%#llx size=%#llx", name_.c_str(),
+  NPU_LOG_AT(kMm, "%s: free bo phys=%#llx size=%#llx", name_.c_str(),
            static_cast<unsigned long long>(bo->phys), static_cast<unsigned long long>(bo->size));
 }
 
@@ -160,7 +160,7 @@ int KDevice::init(const DeviceFactory& make) {
     program_device_locked();
   }
   thread_ = std::thread([this] { thread_main(); });
-  NPU_DLOG(kReset, "%s: probed id=%#x isa=%#x dim=%u queues=%u", name_.c_str(), device_id_,
+  NPU_LOG_AT(kReset, "%s: probed id=%#x isa=%#x dim=%u queues=%u", name_.c_str(), device_id_,
            isa_version_, array_dim_, num_queues_);
   return 0;
 }
@@ -259,7 +259,7 @@ bool KDevice::check_fault_locked(Fault f) {
       ++it;
     }
   }
-  if (fire) NPU_DLOG(kFault, "%s: injected fault %u fires", name_.c_str(), static_cast<unsigned>(f));
+  if (fire) NPU_LOG_AT(kFault, "%s: injected fault %u fires", name_.c_str(), static_cast<unsigned>(f));
   return fire;
 }
 
@@ -317,7 +317,7 @@ void KDevice::unplug() {
 
 void KDevice::unplug_locked() {
   if (unplugged_) return;
-  NPU_DLOG(kReset, "%s: unplugged", name_.c_str());
+  NPU_LOG_AT(kReset, "%s: unplugged", name_.c_str());
   unplugged_ = true;
   for (auto& r : rings_) {
     for (auto& job : r.jobs) {
@@ -365,7 +365,7 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
     case DRM_NPU_JOB_PAGE_FAULT: ++stats_.jobs_page_fault; break;
     default: ++stats_.jobs_device_error; break;
   }
-  NPU_DLOG(kJob, "%s: ctx %u seq %llu ends status %u err %u addr %#llx cycles %llu",
+  NPU_LOG_AT(kJob, "%s: ctx %u seq %llu ends status %u err %u addr %#llx cycles %llu",
            name_.c_str(), ctx.id, static_cast<unsigned long long>(job.seq), status,
            device_error, static_cast<unsigned long long>(error_addr),
            static_cast<unsigned long long>(device_cycles));
@@ -425,7 +425,7 @@ void KDevice::write_job_locked(Ring& ring, uint32_t q, const std::shared_ptr<Job
   ring.tail = (ring.tail + hw::kRingEntryBytes) % ring.size;
   job->in_ring = true;
   ++jobs_in_rings_;
-  NPU_DLOG(kJob, "%s: ctx %u seq %llu -> queue %u hw_seq %u va %#x size %u%s%s", name_.c_str(),
+  NPU_LOG_AT(kJob, "%s: ctx %u seq %llu -> queue %u hw_seq %u va %#x size %u%s%s", name_.c_str(),
            job->ctx->id, static_cast<unsigned long long>(job->seq), q, job->hw_seq, job->cmd_va,
            job->cmd_size, job->inject_hang ? " [hang]" : "",
            job->inject_page_fault ? " [page fault]" : "");
@@ -498,7 +498,7 @@ void KDevice::handle_irq_locked() {
   const uint32_t irq = sim_->read_reg(hw::reg::IRQ_STATUS);
   sim_->write_reg(hw::reg::IRQ_STATUS, irq);
   const uint64_t now_cycle = sim_->cycle();
-  NPU_DLOG(kIrq, "%s: irq %#x at cycle %llu", name_.c_str(), irq,
+  NPU_LOG_AT(kIrq, "%s: irq %#x at cycle %llu", name_.c_str(), irq,
            static_cast<unsigned long long>(now_cycle));
   for (uint32_t q = 0; q < num_queues_; ++q) {
     if ((irq & (1u << q)) == 0) continue;
@@ -526,7 +526,7 @@ void KDevice::handle_irq_locked() {
     hw.unlock();
     std::shared_ptr<Job> guilty;
     if (q < num_queues_ && !rings_[q].jobs.empty()) guilty = rings_[q].jobs.front();
-    NPU_DLOG(kIrq, "%s: device error %u addr %#x queue %u", name_.c_str(), code, addr, q);
+    NPU_LOG_AT(kIrq, "%s: device error %u addr %#x queue %u", name_.c_str(), code, addr, q);
     const uint32_t status = code == static_cast<uint32_t>(hw::ErrorCode::kPageFault)
                                 ? DRM_NPU_JOB_PAGE_FAULT
                                 : DRM_NPU_JOB_DEVICE_ERROR;
@@ -548,7 +548,7 @@ void KDevice::handle_hang_locked() {
       }
     }
   }
-  NPU_DLOG(kReset, "%s: no progress for %lld ms: hang", name_.c_str(),
+  NPU_LOG_AT(kReset, "%s: no progress for %lld ms: hang", name_.c_str(),
            static_cast<long long>(hang_timeout_.count()));
   reset_locked(guilty.get(), DRM_NPU_JOB_TIMEOUT, 0, 0);
 }
@@ -559,9 +559,10 @@ void KDevice::handle_hang_locked() {
 void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
                            uint64_t error_addr) {
   ++stats_.resets;
-  std::vector<Context*> affected;
+  // Shared: clearing the rings can drop the last reference to a context its file destroyed.
+  std::vector<std::shared_ptr<Context>> affected;
   if (guilty != nullptr) {
-    affected.push_back(guilty->ctx.get());
+    affected.push_back(guilty->ctx);
     if (!guilty->ended) end_job_locked(*guilty, status, device_error, error_addr, 0);
     if (status == DRM_NPU_JOB_PAGE_FAULT) {
       Context& ctx = *guilty->ctx;
@@ -573,12 +574,12 @@ void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
   }
   for (auto& r : rings_) {
     for (auto& job : r.jobs) {
-      affected.push_back(job->ctx.get());
+      affected.push_back(job->ctx);
       if (!job->ended) end_job_locked(*job, DRM_NPU_JOB_ABORTED, 0, 0, 0);
       job->in_ring = false;
     }
     if (r.withheld_hang) {
-      affected.push_back(r.withheld_hang->ctx.get());
+      affected.push_back(r.withheld_hang->ctx);
       if (!r.withheld_hang->ended) end_job_locked(*r.withheld_hang, DRM_NPU_JOB_ABORTED, 0, 0, 0);
       r.withheld_hang.reset();
     }
@@ -586,7 +587,7 @@ void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
   }
   std::sort(affected.begin(), affected.end());
   affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
-  for (Context* c : affected) ++c->reset_count;
+  for (const auto& c : affected) ++c->reset_count;
   jobs_in_rings_ = 0;
   hung_job_.reset();
   stalled_ = false;
@@ -595,7 +596,7 @@ void KDevice::reset_locked(Job* guilty, uint32_t status, uint32_t device_error,
     program_device_locked();
   }
   last_progress_ = Clock::now();
-  NPU_DLOG(kReset, "%s: reset done (#%llu)", name_.c_str(),
+  NPU_LOG_AT(kReset, "%s: reset done (#%llu)", name_.c_str(),
            static_cast<unsigned long long>(stats_.resets));
   dispatch_locked();
   cv_wait_.notify_all();
@@ -669,7 +670,7 @@ void KDevice::thread_main() {
       }
       if (!hung_job_) stalled_ = true;
       if (hung_job_) hung_since_ = Clock::now();
-      NPU_DLOG(kReset, "%s: device idle with jobs outstanding (%s)", name_.c_str(),
+      NPU_LOG_AT(kReset, "%s: device idle with jobs outstanding (%s)", name_.c_str(),
                hung_job_ ? "hung job" : "stalled");
       continue;
     }

@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "../log.h"
+#include "npu/driver/log.h"
 #include "kmd_internal.h"
 #include "uapi/drm/npu_accel.h"
 
@@ -147,7 +147,7 @@ long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
   const uint64_t uarg = reinterpret_cast<uintptr_t>(arg);
   if (copy_from_user(kdata.data(), uarg, in_size) != 0) return -EFAULT;
 
-  NPU_DLOG(kIoctl, "%s: %s in=%zu out=%zu", name_.c_str(), desc->name, in_size, out_size);
+  NPU_LOG_AT(kIoctl, "%s: %s in=%zu out=%zu", name_.c_str(), desc->name, in_size, out_size);
   int err = 0;
   if ((desc->flags & kRootOnly) && !file->privileged) {
     err = EACCES;
@@ -176,7 +176,7 @@ long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
   }
   lk.unlock();
   if (copy_to_user(uarg, kdata.data(), out_size) != 0) err = EFAULT;
-  NPU_DLOG(kIoctl, "%s: %s -> %d (%s)", name_.c_str(), desc->name, -err, std::strerror(err));
+  NPU_LOG_AT(kIoctl, "%s: %s -> %d (%s)", name_.c_str(), desc->name, -err, std::strerror(err));
   return -err;
 }
 
@@ -325,7 +325,7 @@ int KDevice::do_bo_create(File& f, void* data) {
   a->handle = handle;
   a->npu_va = bo->va;
   a->out_size = bo->size;
-  NPU_DLOG(kMm, "%s: bo %u va %#llx phys %#llx size %#llx", name_.c_str(), handle,
+  NPU_LOG_AT(kMm, "%s: bo %u va %#llx phys %#llx size %#llx", name_.c_str(), handle,
            static_cast<unsigned long long>(bo->va), static_cast<unsigned long long>(bo->phys),
            static_cast<unsigned long long>(bo->size));
   return 0;

@@ -5,10 +5,15 @@
 #include <stdexcept>
 
 #include "kmd_internal.h"
+#include "npu/driver/in_process.h"
+#include "npu/driver/log.h"
 #include "uapi/drm/npu_accel.h"
 #if NPU_DRIVER_HAVE_RTL
 #include "npu/sim/rtl_device.h"
 #endif
+
+#define NPU_STRINGIFY_(x) #x
+#define NPU_STRINGIFY(x) NPU_STRINGIFY_(x)
 
 namespace npu::driver::kmd {
 namespace {
@@ -204,3 +209,41 @@ std::vector<std::string> device_names() {
 }
 
 }  // namespace npu::driver::kmd
+
+// ---- The model as the user-mode driver reaches it (npu/driver/in_process.h) ----
+
+namespace npu::driver::kmd {
+namespace {
+
+class Backend final : public InProcessBackend {
+ public:
+  bool device_available(std::string_view name) override { return kmd::device_available(name); }
+  std::string last_probe_error(std::string_view name) override {
+    return kmd::last_probe_error(name);
+  }
+  std::vector<std::string> device_names() override { return kmd::device_names(); }
+  std::unique_ptr<Os> make_os(ModelCredentials credentials) override {
+    return make_model_os(credentials);
+  }
+};
+
+}  // namespace
+}  // namespace npu::driver::kmd
+
+extern "C" __attribute__((visibility("default"))) npu::driver::InProcessBackend*
+npu_sim_plugin_open(const npu_sim_plugin_host* host, const char** why) {
+  // nullptr host: the program linked npu_kmd and calls its own copy (same logging state).
+  if (host != nullptr) {
+    if (host->abi != NPU_SIM_PLUGIN_ABI) {
+      if (why) *why = "plugin ABI " NPU_STRINGIFY(NPU_SIM_PLUGIN_ABI) " differs from the program's";
+      return nullptr;
+    }
+    if (host->version == nullptr || std::string_view(host->version) != NPU_VERSION) {
+      if (why) *why = "the plugin is npu " NPU_VERSION ", built for another version of the program";
+      return nullptr;
+    }
+    npu::log::forward_to_host(host->log_mask, host->log_emit);
+  }
+  static auto* backend = new npu::driver::kmd::Backend();  // lives as long as the devices
+  return backend;
+}

@@ -18,6 +18,11 @@
 extern "C" {
 #endif
 
+/* The C API is what the shared libraries export (they build with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 typedef int32_t npu_status_t;
 enum {
   NPU_OK = 0,
@@ -63,6 +68,22 @@ const char* npu_last_error_message(void);
 /* Releases memory a C API function returned through an out-parameter and documented as
  * "release with npu_free" (image bytes, JSON strings). NULL is accepted and ignored. */
 void npu_free(void* memory);
+
+/* Logging. The libraries write nothing unless asked: categories are switched on by the
+ * environment variable NPU_LOG (read once: "ioctl,job,sched,device,...", "all", "quiet") or by
+ * npu_log_set_categories, and enabled messages go to the sink, by default one line on stderr.
+ * A sink is called from whichever thread logs (device, scheduler and caller threads), one
+ * message at a time; `category` and `message` are valid during the call. */
+typedef void (*npu_log_sink_fn)(void* user, const char* category, const char* message);
+/* Replaces the sink; NULL restores the stderr sink. */
+void npu_log_set_sink(npu_log_sink_fn sink, void* user);
+/* Sets the enabled categories (NPU_LOG syntax; "" or "quiet": none). NPU_INVALID_ARGUMENT
+ * naming an unknown word (the known words are then still set). */
+npu_status_t npu_log_set_categories(const char* categories);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

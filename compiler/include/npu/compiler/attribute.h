@@ -1,35 +1,11 @@
-// An ONNX node attribute as the compiler's IR and the host-fallback kernels carry it.
-// Plain value type; no validation (kernels check the kinds they read).
+// An ONNX node attribute as the compiler's IR carries it: the host kernels' type
+// (npu/host_kernels/attribute.h), so IR nodes hand their attributes to the kernels as they are.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "npu/compiler/tensor.h"
+#include "npu/host_kernels/attribute.h"
 
 namespace npu::compiler {
 
-struct Attribute {
-  // kOther: a type the IR does not carry (graphs, sparse tensors, tensors of an unsupported
-  // element type); `s` then says what it was, for error messages.
-  enum class Kind {
-    kInt,
-    kFloat,
-    kInts,
-    kFloats,
-    kString,
-    kStrings,
-    kTensor,
-    kOther
-  } kind = Kind::kInt;
-  int64_t i = 0;
-  float f = 0;
-  std::vector<int64_t> ints;
-  std::vector<float> floats;
-  std::string s;
-  std::vector<std::string> strings;
-  Tensor t;
-};
+using Attribute = host::Attribute;
 
 }  // namespace npu::compiler

@@ -17,6 +17,11 @@
 extern "C" {
 #endif
 
+/* The C API is what the shared libraries export (they build with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* Fixes the shape of input `name` (dynamic dimensions), as npu-compile --input-shape. */
 typedef struct npu_input_shape {
   const char* name;
@@ -61,6 +66,10 @@ npu_status_t npu_compile_onnx(const void* onnx, size_t onnx_size,
 /* As npu_compile_onnx, from a file. */
 npu_status_t npu_compile_onnx_file(const char* path, const npu_compile_options_t* options,
                                    uint8_t** out_image, size_t* out_size);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

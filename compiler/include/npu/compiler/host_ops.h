@@ -1,48 +1,27 @@
-// The host-fallback kernel library: ONNX operators on host tensors (float32, plus the
-// integer and bool-as-uint8 types ONNX uses for shapes, indices and masks). Written once,
-// used by the compiler's calibration interpreter and by the runtime's host steps.
-// Thread-safe: kernels keep no state; concurrent calls are fine.
+// The compiler's view of the host kernels: the kernels themselves are npu_host_kernels
+// (npu/host_kernels/host_ops.h: one implementation for the runtime's host steps, constant
+// folding and calibration); this header re-exports them into npu::compiler and adds what
+// needs ONNX: whole models on the host (npu-run --test-data) and backend-test .pb tensors.
+// Thread-safe: no state; concurrent calls are fine.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "npu/compiler/attribute.h"
 #include "npu/compiler/tensor.h"
 #include "npu/hal/status.h"
+#include "npu/host_kernels/host_ops.h"
 
 namespace npu::compiler {
 
-using HostOpAttrs = std::map<std::string, Attribute>;
-
-// Runs one ONNX operator (default domain, `opset` 7..18) on host tensors. `inputs` holds one
-// pointer per node input, nullptr for an omitted optional input; the caller keeps them alive
-// for the call. Returns the node's outputs in order (an operator may return optional outputs
-// the node does not use, e.g. MaxPool's Indices). UNSUPPORTED names the operator and the node
-// when the operator, or this attribute / dtype combination, is not implemented;
-// INVALID_ARGUMENT names them when the inputs are inconsistent. `num_outputs` is the node's
-// output count (0 = unknown); only Split without sizes needs it.
-Result<std::vector<Tensor>> run_host_op(const std::string& op_type, const std::string& node_name,
-                                        int64_t opset, const HostOpAttrs& attrs,
-                                        const std::vector<const Tensor*>& inputs,
-                                        size_t num_outputs = 0);
-
-// Runs a host step of a model image: `node_proto` is the serialised ONNX NodeProto the
-// compiler stored in the HostSegment (its op type, name and attributes). CORRUPT_DATA when
-// it does not parse; otherwise as run_host_op.
-Result<std::vector<Tensor>> run_host_node(std::span<const uint8_t> node_proto, int64_t opset,
-                                          const std::vector<const Tensor*>& inputs);
-
-// Whether the library has a kernel for `op_type` (some attribute combinations may still be
-// UNSUPPORTED at run time).
-bool host_op_supported(const std::string& op_type);
-
-// Every operator type with a kernel, sorted.
-std::vector<std::string> host_op_types();
+using host::HostOpAttrs;
+using host::host_op_supported;
+using host::host_op_types;
+using host::run_host_op;
 
 // ---- Whole ONNX models on the host (npu-run --test-data, tools) ----
 

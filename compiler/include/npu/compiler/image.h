@@ -19,8 +19,10 @@
 
 namespace npu::compiler {
 
-// 2: images end in the integrity trailer. Version 1 images are refused with "recompile".
-inline constexpr uint32_t kImageSchemaVersion = 2;
+// 2: images end in the integrity trailer. 3: host steps carry their attributes as
+// HostAttribute tables instead of a serialised ONNX NodeProto (no protobuf to run them).
+// Images of another version are refused with "recompile".
+inline constexpr uint32_t kImageSchemaVersion = 3;
 
 // The integrity trailer, the last 12 bytes of every image: "NPUC", the little-endian uint32
 // length of the FlatBuffer before it, and the little-endian uint32 CRC-32 (zlib, ISO-HDLC

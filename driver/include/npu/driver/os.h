@@ -59,7 +59,8 @@ struct ModelCredentials {
   Privilege privilege = Privilege::kFromProcess;
 };
 
-// The in-process kernel-driver model. open() accepts the names of the in-process devices
+// The in-process kernel-driver model (defined in npu_kmd; programs that do not link it reach
+// the model through npu/driver/in_process.h, which loads the simulator plugin). open() accepts the names of the in-process devices
 // ("sim", "rtl", and names registered by tests with kmd::register_device). File descriptors
 // it returns are its own (>= 1 << 20) and only mean something to this Os family: every
 // model Os shares the same process-wide devices, so an fd from one model Os works on another.

@@ -11,8 +11,10 @@
 
 namespace npu::c_api {
 
-// Records `status` as the calling thread's last error and returns its code.
-npu_status_t fail(const Status& status);
+// Records `status` as the calling thread's last error and returns its code. Exported by
+// libnpu.so (version node NPU_PRIVATE) so that libnpu-compiler.so records its errors in the
+// same thread-local state that npu_last_error_message reads.
+__attribute__((visibility("default"))) npu_status_t fail(const Status& status);
 inline npu_status_t fail(StatusCode code, const std::string& message) {
   return fail(Status(code, message));
 }

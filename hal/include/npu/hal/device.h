@@ -9,7 +9,7 @@
 //   tests use it for a second functional device)
 // An empty spec means the environment variable NPU_DEVICE, and "sim" when that is unset too.
 // Every listed device must open: there is no silent fallback. Each opened device is logged
-// (one line on stderr, "npu: opened ...", unless NPU_LOG=quiet).
+// in category "device" ("opened sim (...)", NPU_LOG=device; nothing by default).
 //
 // Ownership: devices are shared (shared_ptr). Buffers and contexts created from a device keep
 // it alive, so it is released only after the last buffer, context and in-flight job is gone.

@@ -1,16 +1,22 @@
-// hal::Executable: a verified model image loaded onto one device, and
-// hal::ExecutableInstance: the per-request device state of one in-flight execution.
+// hal::Executable: a program loaded onto one device — weights, command streams with their
+// relocations — and hal::ExecutableInstance: the per-request device state of one in-flight
+// execution.
 //
-// load() refuses an image compiled for other hardware (fingerprint or array dim, naming both
+// The HAL does not read model images: it takes an ExecutableSpec, opaque command streams,
+// relocations and the buffer sizes they bind, which the runtime builds from a verified image
+// (runtime/src/image_to_hal.cc, npu/runtime/image_to_hal.h).
+//
+// load() refuses a program compiled for other hardware (fingerprint or array dim, naming both
 // values), allocates the read-only weights buffer and uploads the weights. The Activations
 // buffer is per request: instantiate() allocates one activation buffer plus one read-only
-// command buffer holding every NPU segment's command stream, with every relocation patched to
+// command buffer holding every NPU step's command stream, with every relocation patched to
 // the final NPU virtual addresses (weights, these activations, this command stream). A runtime
 // keeps a pool of instances, one per request in flight.
 //
-// Ownership: Executable is shared and immutable after load; it keeps the image and the
-// weights buffer alive. An ExecutableInstance keeps its Executable alive; its buffers are
-// additionally held by every job submitted from it until that job's fence signals.
+// Ownership: Executable is shared and immutable after load; it keeps the spec (and, through
+// ExecutableSpec::owner, the bytes its spans point into) and the weights buffer alive. An
+// ExecutableInstance keeps its Executable alive; its buffers are additionally held by every
+// job submitted from it until that job's fence signals.
 // Threading: Executable is thread-safe (instantiate() may run concurrently). An instance is
 // used by one request at a time.
 #pragma once
@@ -18,10 +24,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "npu/compiler/image.h"
 #include "npu/hal/buffer.h"
 #include "npu/hal/command_buffer.h"
 #include "npu/hal/device.h"
@@ -43,22 +49,57 @@ struct StepInfo {
   std::string node_name;
 };
 
+// The buffers a relocation can point into.
+enum class BindingKind : uint8_t { kWeights = 0, kActivations = 1, kCommands = 2 };
+
+// Patch the little-endian 32-bit word at byte `cmd_offset` of a step's command stream with
+// (NPU virtual address of `binding`) + `offset` (kCommands: the step's own stream).
+struct Relocation {
+  uint32_t cmd_offset = 0;
+  BindingKind binding = BindingKind::kWeights;
+  uint32_t offset = 0;
+};
+
+// One step as the HAL sees it. kNpu: a command stream (32-byte instructions, a multiple of 32
+// bytes) and its relocations, each inside the stream and inside its binding (the runtime's
+// image verifier has checked both); kHost: only its name, for messages.
+struct StepSpec {
+  StepKind kind = StepKind::kNpu;
+  std::span<const uint8_t> commands;
+  std::vector<Relocation> relocations;
+  uint64_t macs = 0;
+  uint64_t predicted_cycles = 0;
+  std::string op_type;
+  std::string node_name;
+};
+
+// Everything load() needs. The spans point into memory `owner` keeps alive.
+struct ExecutableSpec {
+  std::string origin;  // the program's name in messages (the image file)
+  uint64_t hw_fingerprint = 0;
+  uint32_t array_dim = 0;
+  uint32_t isa_version = 0;  // major << 16 | minor
+  std::span<const uint8_t> weights;
+  uint64_t activation_bytes = 0;
+  std::vector<StepSpec> steps;
+  std::shared_ptr<const void> owner;
+};
+
 class ExecutableInstance;
 
 class Executable final : public std::enable_shared_from_this<Executable> {
  public:
-  // Loads `image` onto `device`. INCOMPATIBLE when the image targets other hardware;
+  // Loads `spec` onto `device`. INCOMPATIBLE when it targets other hardware;
   // RESOURCE_EXHAUSTED when device memory runs out.
-  static Result<std::shared_ptr<Executable>> load(
-      std::shared_ptr<Device> device, std::shared_ptr<const compiler::ModelImage> image);
+  static Result<std::shared_ptr<Executable>> load(std::shared_ptr<Device> device,
+                                                  ExecutableSpec spec);
 
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
   Device& device() const { return *device_; }
   const std::shared_ptr<Device>& shared_device() const { return device_; }
-  const compiler::ModelImage& image() const { return *image_; }
-  const std::shared_ptr<const compiler::ModelImage>& shared_image() const { return image_; }
+  const ExecutableSpec& spec() const { return spec_; }
   const std::vector<StepInfo>& steps() const { return steps_; }
   uint64_t activation_bytes() const { return activation_bytes_; }
   // Σ macs of the NPU segments, and Σ predicted cycles.
@@ -72,7 +113,7 @@ class Executable final : public std::enable_shared_from_this<Executable> {
  private:
   Executable() = default;
   std::shared_ptr<Device> device_;
-  std::shared_ptr<const compiler::ModelImage> image_;
+  ExecutableSpec spec_;
   std::shared_ptr<Buffer> weights_;  // null when the model has no weights
   std::vector<StepInfo> steps_;
   uint64_t activation_bytes_ = 0;

@@ -28,6 +28,11 @@
 extern "C" {
 #endif
 
+/* The C API is what the shared libraries export (they build with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* Timeouts in microseconds; NPU_WAIT_FOREVER waits without limit, 0 never waits. */
 #define NPU_WAIT_FOREVER INT64_C(-1)
 
@@ -229,6 +234,10 @@ npu_tensor_t* npu_completion_take_output(npu_completion_t* completion, size_t in
 npu_status_t npu_completion_stats(const npu_completion_t* completion,
                                   npu_run_stats_t* out_stats);
 void npu_completion_destroy(npu_completion_t* completion);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

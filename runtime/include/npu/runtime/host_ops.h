@@ -27,7 +27,8 @@ namespace npu::runtime {
 
 struct HostOpContext {
   const compiler::ModelImage& image;
-  // op_type, node_name, attributes (the serialised ONNX NodeProto) and opset.
+  // op_type, node_name, attrs (HostAttribute tables; npu/host_kernels/host_step.h decodes
+  // them), num_outputs and opset.
   const image::HostSegment& segment;
   size_t step = 0;
   // One per segment input, in order; nullptr for an omitted optional input. Owned by the

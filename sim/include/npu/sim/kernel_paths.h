@@ -50,7 +50,7 @@ KernelPath best_kernel_path();
 KernelPath default_kernel_path();
 
 // What the functional model's kernel families run on `path` at array dim n (8, 16 or 32), as
-// one line: "gemm=avx512-vnni-vbmi vec=avx512-vbmi dma=avx512bw".
+// one line: "gemm=avx512-vnni-vbmi vec=hwy:AVX3+vbmi dma=hwy:AVX3".
 std::string describe_kernel_path(KernelPath path, uint32_t n);
 
 }  // namespace npu::sim

@@ -2,7 +2,7 @@
 //
 // The RTL is bit-exact with the functional model on everything architectural (DRAM contents,
 // registers, the architectural counters, error codes and addresses); its cycle counts are the
-// timing reference (sim/rtl/TIMING.md).
+// timing reference (docs/rtl-timing.md).
 //
 // Ownership: as for every Device, the caller owns `dram` and keeps it alive and mapped for the
 // device's lifetime. The device owns its VerilatedContext (never the global one) and calls the

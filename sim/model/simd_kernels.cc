@@ -1,0 +1,540 @@
+// The Highway kernels of simd_kernels.h. This file is compiled once per Highway target
+// (foreach_target.h re-includes it with HWY_NAMESPACE set to N_AVX2, N_AVX3, ...); the block at
+// the end (HWY_ONCE) exports one table of kernels per target. Arithmetic as architecture.md 1.4.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// (after foreach_target.h)
+#include "hwy/highway.h"
+
+#include <climits>
+#include <cstring>
+
+#include "mac_kernels.h"
+#include "simd_kernels.h"
+#include "vec_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace npu::sim {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Highway's scalar fallback (one lane per vector, no lane-size casts) has no table: the
+// portable kernels are the scalar code.
+#if HWY_TARGET != HWY_SCALAR
+
+// --- requantisation -----------------------------------------------------------------------
+// int64 lanes: the product of an int32 value and an int32 multiplier is exact in 64 bits
+// (MulEven, vpmuldq on x86: the signed product of the low halves of the int64 lanes).
+using D64 = hn::ScalableTag<int64_t>;
+using DU64 = hn::RebindToUnsigned<D64>;
+using D32W = hn::Repartition<int32_t, D64>;  // the int32 view of an int64 vector
+using D32H = hn::Rebind<int32_t, D64>;       // one int32 per int64 lane (half a vector)
+using D8Q = hn::Rebind<int8_t, D64>;         // one int8 per int64 lane
+using DU8Q = hn::Rebind<uint8_t, D64>;
+
+HWY_INLINE hn::Vec<D64> WideProduct(hn::Vec<D64> a, hn::Vec<D64> b) {
+  const D32W d32;
+  return hn::MulEven(hn::BitCast(d32, a), hn::BitCast(d32, b));
+}
+
+// + zp, then vec_clamp (the low test first, on the unclamped value, which matters when
+// lo > hi), then the low byte, stored. With wrap the bounds are the whole int64 range, so the
+// clamp passes every value and the truncation is vec_finish's wrap result.
+struct Finish {
+  hn::Vec<D64> zp, lo, hi;
+  Finish(int8_t zp8, int8_t lo8, int8_t hi8, bool wrap) {
+    const D64 d;
+    zp = hn::Set(d, zp8);
+    lo = hn::Set(d, wrap ? INT64_MIN : int64_t{lo8});
+    hi = hn::Set(d, wrap ? INT64_MAX : int64_t{hi8});
+  }
+  HWY_INLINE void store(hn::Vec<D64> r, int8_t* y) const {
+    const DU8Q du8;
+    r = hn::Add(r, zp);
+    r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
+    hn::StoreU(hn::TruncateTo(du8, hn::BitCast(DU64(), r)), du8, reinterpret_cast<uint8_t*>(y));
+  }
+};
+
+// REQUANT's per-lane parameters for N lanes, widened once per instruction (the row loops
+// store int8 through pointers that may alias anything, so values read from RequantParams
+// inside them would be reloaded and re-widened for every row).
+template <uint32_t N>
+struct HeldRequant {
+  alignas(64) int64_t mult[N], half[N], shift[N];
+  alignas(64) int32_t bias[N];  // zero without a bias (adding 0 is the no-bias result)
+  Finish finish;
+  // When every lane's shift is at least 33 the rounding addend 2^(s-1) lies above the low 32
+  // bits of v·m, so round_shift(v·m, s) = (hi32(v·m) + 2^(s-33)) >> (s - 32) exactly, in int32
+  // lanes (twice as many per vector, native variable shifts and clamps). |v·m| <= 2^62 makes
+  // |hi32| <= 2^30 and the addend is at most 2^30; the one sum that reaches 2^31 (v = m =
+  // INT32_MIN, s = 63) wraps to -2^31 as the 64-bit sum wraps to -2^63, and both shift to -1.
+  // Compiled models requantise by scales below 2^-2, so their shifts are all above 32.
+  bool high = false;
+  alignas(64) int32_t mult32[N], shift32[N], add32[N];
+  int32_t zp32, lo32, hi32;
+
+  HeldRequant(const RequantParams& p, const int32_t* b)
+      : finish(p.zp, p.lo, p.hi, p.wrap),
+        zp32(p.zp),
+        lo32(p.wrap ? INT32_MIN : p.lo),  // with wrap the clamp passes every value
+        hi32(p.wrap ? INT32_MAX : p.hi) {
+    const D64 d;
+    const D32H d32;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto s = hn::PromoteTo(d, hn::And(hn::LoadU(d32, p.shift + c), hn::Set(d32, 63)));
+      hn::Store(hn::PromoteTo(d, hn::LoadU(d32, p.mult + c)), d, mult + c);
+      hn::Store(s, d, shift + c);
+      const DU64 du;  // (1 << s) >> 1, logical: 0 for s = 0, 2^62 for s = 63
+      hn::Store(hn::BitCast(d, hn::ShiftRight<1>(hn::Set(du, 1) << hn::BitCast(du, s))), d, half + c);
+      hn::Store(b ? hn::LoadU(d32, b + c) : hn::Zero(d32), d32, bias + c);
+    }
+    const hn::CappedTag<int32_t, N> dw;
+    bool all_high = true;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(dw)) {
+      const auto s = hn::And(hn::LoadU(dw, p.shift + c), hn::Set(dw, 63));
+      all_high = all_high && hn::AllTrue(dw, hn::Gt(s, hn::Set(dw, 32)));
+      hn::Store(hn::LoadU(dw, p.mult + c), dw, mult32 + c);
+      hn::Store(hn::Sub(s, hn::Set(dw, 32)), dw, shift32 + c);
+      // 2^(s-33); lanes with s <= 32 (then unused) shift by a count outside 0..31, which gives 0.
+      hn::Store(hn::Set(dw, 1) << hn::Sub(s, hn::Set(dw, 33)), dw, add32 + c);
+    }
+    high = all_high;
+  }
+
+  // y[c] = requantise(x[c] + bias[c]) for c < N.
+  HWY_INLINE void row(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+    if (high) return row_high(x, y);
+    const D64 d;
+    const D32H d32;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto v = hn::Add(hn::LoadU(d32, x + c), hn::Load(d32, bias + c));  // wraps
+      const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
+      const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
+      finish.store(r, y + c);
+    }
+  }
+
+  HWY_INLINE void row_high(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+    const hn::CappedTag<int32_t, N> d;
+    const hn::RebindToUnsigned<decltype(d)> du;
+    const hn::Rebind<uint8_t, decltype(d)> du8;
+    const auto zp = hn::Set(d, zp32), lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
+      const auto m = hn::Load(d, mult32 + c);
+      // The high halves of the exact products: even lanes' from MulEven, odd lanes' from
+      // MulEven of the lanes swapped into even positions.
+      const auto even = hn::BitCast(d, hn::MulEven(v, m));
+      const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
+      const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
+      auto r = hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), zp);
+      r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
+      hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
+    }
+  }
+};
+
+template <uint32_t N>
+void RequantizeRowsN(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows) {
+  const HeldRequant<N> q(p, bias);
+  for (RowCursor row(rows); !row.done(); row.next()) q.row(x + row.src, y + row.dst);
+}
+
+void RequantizeRows(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows,
+                    uint32_t n) {
+  if (p.lo == p.hi && !p.wrap) {
+    // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
+    // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
+    // wrap, legal only with both bounds 0, the result is the low byte instead.)
+    for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, p.lo, n);
+    return;
+  }
+  switch (n) {
+    case 8: return RequantizeRowsN<8>(x, bias, p, y, rows);
+    case 16: return RequantizeRowsN<16>(x, bias, p, y, rows);
+    default: return RequantizeRowsN<32>(x, bias, p, y, rows);
+  }
+}
+
+// --- ADD / MUL ----------------------------------------------------------------------------
+// With |za|, |zb| <= 2^15 and m0, m1 in int32 no product wraps: |a − za|, |b − zb| < 2^16 and
+// their product < 2^31 (so it is exact in int32 lanes), each product with m0 or m1 < 2^62.
+template <uint32_t N, bool kMul>
+void BinaryRowsN(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, const RowWalk& rows) {
+  const D64 d;
+  const D32H d32;
+  const D8Q d8;
+  const auto za = hn::Set(d32, static_cast<int32_t>(p.za)), zb = hn::Set(d32, static_cast<int32_t>(p.zb));
+  const auto m0 = hn::Set(d, p.m0), m1 = hn::Set(d, p.m1);
+  const auto half = hn::Set(d, static_cast<int64_t>((uint64_t{1} << p.shift) >> 1));
+  const int shift = static_cast<int>(p.shift);
+  const Finish f(p.zp, p.lo, p.hi, p.wrap);
+  for (RowCursor row(rows); !row.done(); row.next())
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto da = hn::Sub(hn::PromoteTo(d32, hn::LoadU(d8, a + row.src + c)), za);
+      const auto db = hn::Sub(hn::PromoteTo(d32, hn::LoadU(d8, b + row.src + c)), zb);
+      hn::Vec<D64> t;
+      if constexpr (kMul) {
+        t = WideProduct(hn::PromoteTo(d, hn::Mul(da, db)), m0);
+      } else {
+        t = hn::Add(WideProduct(hn::PromoteTo(d, da), m0), WideProduct(hn::PromoteTo(d, db), m1));
+      }
+      f.store(hn::ShiftRightSame(hn::Add(t, half), shift), y + row.dst + c);
+    }
+}
+
+bool BinaryRows(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, const RowWalk& rows, uint32_t n) {
+  auto within = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  constexpr int64_t kZero = int64_t{1} << 15;
+  if (!within(p.za, -kZero, kZero) || !within(p.zb, -kZero, kZero) || !within(p.m0, INT32_MIN, INT32_MAX) ||
+      !within(p.m1, INT32_MIN, INT32_MAX))
+    return false;
+  switch (n) {
+    case 8: p.mul ? BinaryRowsN<8, true>(a, b, p, y, rows) : BinaryRowsN<8, false>(a, b, p, y, rows); break;
+    case 16: p.mul ? BinaryRowsN<16, true>(a, b, p, y, rows) : BinaryRowsN<16, false>(a, b, p, y, rows); break;
+    default: p.mul ? BinaryRowsN<32, true>(a, b, p, y, rows) : BinaryRowsN<32, false>(a, b, p, y, rows); break;
+  }
+  return true;
+}
+
+// --- LUT ----------------------------------------------------------------------------------
+// A 256-entry byte table by 16-entry byte shuffles (pshufb on x86, tbl on ARM): the low
+// nibble of x + 128 indexes each of the 16 sub-tables, the high nibble selects one.
+using D8 = hn::ScalableTag<int8_t>;
+using DU8 = hn::RebindToUnsigned<D8>;
+
+struct HeldLut {
+  alignas(64) uint8_t sub[16][16];
+  int8_t lo, hi;
+};
+
+template <class D>
+HWY_INLINE hn::Vec<D> Lookup(D d, hn::Vec<D> x, const HeldLut& t) {
+  const hn::RebindToUnsigned<D> du;
+  const auto index = hn::Xor(hn::BitCast(du, x), hn::Set(du, 0x80));
+  const auto low = hn::And(index, hn::Set(du, 0x0F));
+  const auto high = hn::ShiftRight<4>(index);
+  auto v = hn::Zero(du);
+  for (uint8_t k = 0; k < 16; ++k) {
+    const auto table = hn::LoadDup128(du, t.sub[k]);
+    v = hn::IfThenElse(hn::Eq(high, hn::Set(du, k)), hn::TableLookupBytes(table, low), v);
+  }
+  const auto s = hn::BitCast(d, v);
+  const auto lo = hn::Set(d, t.lo), hi = hn::Set(d, t.hi);
+  return hn::IfThenElse(hn::Lt(s, lo), lo, hn::Min(s, hi));
+}
+
+void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, const RowWalk& rows,
+             uint32_t n) {
+  HeldLut t;
+  std::memcpy(t.sub, table, 256);
+  t.lo = lo;
+  t.hi = hi;
+  const D8 d;
+  const size_t lanes = hn::Lanes(d);
+  // LUT is per byte, so when the walk's rows are one contiguous run on both sides (an
+  // elementwise layer over a whole tensor) it runs a vector at a time. That equals the row
+  // order when the output does not start after the input inside it (y <= x, or disjoint): a
+  // byte is then overwritten only by the result of a byte at or after it, and each block is
+  // read completely before it is written.
+  const ptrdiff_t total = ptrdiff_t{rows.o_count} * rows.r_count * n;
+  const auto x_at = reinterpret_cast<uintptr_t>(x), y_at = reinterpret_cast<uintptr_t>(y);
+  const bool one_run = walk_is_one_run(rows, n) && (y_at <= x_at || y_at >= x_at + static_cast<uintptr_t>(total));
+  if (one_run && total >= static_cast<ptrdiff_t>(lanes)) {
+    ptrdiff_t at = 0;
+    for (; at + static_cast<ptrdiff_t>(lanes) <= total; at += static_cast<ptrdiff_t>(lanes))
+      hn::StoreU(Lookup(d, hn::LoadU(d, x + at), t), d, y + at);
+    // The tail byte by byte, in order (as the portable kernel).
+    for (; at < total; ++at) y[at] = vec_clamp(table[x[at] + 128], lo, hi);
+    return;
+  }
+  // Row by row, a row of n lanes at a time (n <= 32: partial vectors through a buffer).
+  alignas(64) int8_t in[HWY_MAX_BYTES > 32 ? HWY_MAX_BYTES : 32] = {};
+  alignas(64) int8_t out[HWY_MAX_BYTES > 32 ? HWY_MAX_BYTES : 32];
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    std::memcpy(in, x + row.src, n);
+    for (uint32_t c = 0; c < n; c += static_cast<uint32_t>(lanes)) hn::Store(Lookup(d, hn::Load(d, in + c), t), d, out + c);
+    std::memcpy(y + row.dst, out, n);
+  }
+}
+
+// --- window reductions (MAXPOOL, AVGPOOL, and DWCONV's sum) --------------------------------
+template <uint32_t N, WindowOp Op>
+void WindowReduceN(const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w, int32_t* sum) {
+  const hn::CappedTag<int32_t, N> d;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+    auto acc = Op == WindowOp::kMax ? hn::Set(d, INT32_MIN) : hn::Zero(d);
+    for (uint32_t ky = 0; ky < kh; ++ky) {
+      const int8_t* xr = x + ky * row_stride + c;
+      for (uint32_t kx = 0; kx < kw; ++kx, xr += N) {
+        const auto xv = hn::PromoteTo(d, hn::LoadU(d8, xr));
+        if constexpr (Op == WindowOp::kMax) {
+          acc = hn::Max(acc, xv);
+        } else if constexpr (Op == WindowOp::kAdd) {
+          acc = hn::Add(acc, xv);
+        } else {
+          const int8_t* wr = w + static_cast<size_t>(ky * kw + kx) * N + c;
+          acc = hn::Add(acc, hn::Mul(xv, hn::PromoteTo(d, hn::LoadU(d8, wr))));
+        }
+      }
+    }
+    hn::StoreU(acc, d, sum + c);
+  }
+}
+
+template <uint32_t N>
+void WindowReduceOp(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w,
+                    int32_t* sum) {
+  switch (op) {
+    case WindowOp::kMax: return WindowReduceN<N, WindowOp::kMax>(x, row_stride, kw, kh, w, sum);
+    case WindowOp::kAdd: return WindowReduceN<N, WindowOp::kAdd>(x, row_stride, kw, kh, w, sum);
+    case WindowOp::kMac: return WindowReduceN<N, WindowOp::kMac>(x, row_stride, kw, kh, w, sum);
+  }
+}
+
+void WindowReduce(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w,
+                  uint32_t n, int32_t* sum) {
+  switch (n) {
+    case 8: return WindowReduceOp<8>(op, x, row_stride, kw, kh, w, sum);
+    case 16: return WindowReduceOp<16>(op, x, row_stride, kw, kh, w, sum);
+    default: return WindowReduceOp<32>(op, x, row_stride, kw, kh, w, sum);
+  }
+}
+
+// --- DWCONV -------------------------------------------------------------------------------
+// The tap weights are widened once per instruction, as int16 in the low half of each int32
+// lane with a zero high half, so that a widening multiply-add of int16 pairs (vpmaddwd) against
+// a sign-extended activation is the exact product x·w (the high halves multiply by 0). The int32
+// sum is exact (|Σ| < 2^31), so the tap order does not matter. kKw, kKh: the window when known
+// at compile time (3×3 and 5×5, the depthwise convolutions of CNNs), 0 to take it from `win`.
+template <uint32_t N, uint32_t kKw, uint32_t kKh>
+void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, const HeldRequant<N>& q, int8_t* y,
+                    const RowWalk& rows) {
+  const hn::CappedTag<int32_t, N> d;
+  const hn::Repartition<int16_t, decltype(d)> d16;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;
+  const ptrdiff_t row_stride = win.row_stride;
+  alignas(64) int32_t sum[N];
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      auto acc = hn::Zero(d), odd = hn::Zero(d);
+      for (uint32_t ky = 0; ky < kh; ++ky) {
+        const int8_t* xr = x + row.src + ky * row_stride + c;
+        for (uint32_t kx = 0; kx < kw; ++kx) {
+          const auto xv = hn::PromoteTo(d, hn::LoadU(d8, xr + kx * N));
+          const auto wv = hn::Load(d, weights + size_t{ky * kw + kx} * N + c);
+          acc = hn::ReorderWidenMulAccumulate(d, hn::BitCast(d16, xv), hn::BitCast(d16, wv), acc, odd);
+        }
+      }
+      hn::Store(hn::RearrangeToOddPlusEven(acc, odd), d, sum + c);
+    }
+    q.row(sum, y + row.dst);
+  }
+}
+
+template <uint32_t N>
+void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const RequantParams& p, int8_t* y,
+                 const RowWalk& rows) {
+  constexpr uint32_t kMaxHeldTaps = 64;
+  const uint32_t taps = win.kw * win.kh;
+  const HeldRequant<N> q(p, bias);
+  if (taps <= kMaxHeldTaps) {
+    alignas(64) int32_t weights[kMaxHeldTaps * N];
+    const hn::CappedTag<int32_t, N> d;
+    const hn::Rebind<int8_t, decltype(d)> d8;
+    for (uint32_t t = 0; t < taps * N; t += hn::Lanes(d))  // the low 16 bits of the sign extension
+      hn::Store(hn::And(hn::PromoteTo(d, hn::LoadU(d8, win.weights + t)), hn::Set(d, 0xFFFF)), d, weights + t);
+    if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, q, y, rows);
+    if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, q, y, rows);
+    return DwconvRowsHeld<N, 0, 0>(x, win, weights, q, y, rows);
+  }
+  alignas(64) int32_t sum[N];
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
+    q.row(sum, y + row.dst);
+  }
+}
+
+void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const RequantParams& p, int8_t* y,
+                const RowWalk& rows, uint32_t n) {
+  switch (n) {
+    case 8: return DwconvRowsN<8>(x, win, bias, p, y, rows);
+    case 16: return DwconvRowsN<16>(x, win, bias, p, y, rows);
+    default: return DwconvRowsN<32>(x, win, bias, p, y, rows);
+  }
+}
+
+// --- GEMM on int16 k-pairs ------
+// Rows 2j and 2j+1, sign-extended to int16 eight columns at a time and interleaved (128-bit
+// vectors, so that the interleave does not work per block of a wider one).
+void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
+  const hn::CappedTag<int16_t, 8> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  for (uint32_t j = 0; j < n / 2; ++j) {
+    const int8_t* r0 = tile + size_t{2 * j} * n;
+    const int8_t* r1 = r0 + n;
+    int16_t* out = pairs + size_t{j} * n * 2;
+    for (uint32_t c = 0; c < n; c += 8) {
+      const auto a = hn::PromoteTo(d16, hn::LoadU(d8, r0 + c)), b = hn::PromoteTo(d16, hn::LoadU(d8, r1 + c));
+      hn::StoreU(hn::InterleaveLower(d16, a, b), d16, out + c * 2);
+      hn::StoreU(hn::InterleaveUpper(d16, a, b), d16, out + c * 2 + 8);
+    }
+  }
+}
+
+// A widening multiply-add of int16 pairs (vpmaddwd on x86) does two MACs per int32 lane:
+// with the tile packed as k-pairs and the activation pair broadcast, one instruction covers
+// a pair of k for a vector of output columns. Rows are batched (independent accumulator
+// chains hide the instruction's latency) across the whole O×R walk, in (o, r) order, then
+// applied to the accumulators one after another, so aliasing accumulator rows still see
+// sequential updates.
+template <uint32_t N>
+void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+                ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  const hn::CappedTag<int32_t, N> d;
+  const hn::Repartition<int16_t, decltype(d)> d16;
+  using V = hn::Vec<decltype(d)>;
+  constexpr size_t kMaxVecs = N / (HWY_MAX_BYTES / 4 < N ? HWY_MAX_BYTES / 4 : N);
+  const size_t lanes = hn::Lanes(d), vecs = N / lanes;
+  constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
+  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
+  // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
+  // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
+  const hn::CappedTag<int16_t, N> d16c;
+  const hn::Rebind<int8_t, decltype(d16c)> d8c;
+  auto widen = [&](const int8_t* a, int16_t* out) {
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+  };
+  auto pair_of = [&](const int16_t* a16, uint32_t j) {
+    int32_t pair;
+    std::memcpy(&pair, a16 + 2 * j, 4);
+    return hn::BitCast(d16, hn::Set(d, pair));
+  };
+  auto apply = [&](int32_t* row, const V* p, const V* odd) {
+    for (size_t v = 0; v < vecs; ++v) {
+      const V sum = hn::RearrangeToOddPlusEven(p[v], odd[v]);
+      hn::StoreU(overwrite ? sum : hn::Add(hn::LoadU(d, row + v * lanes), sum), d, row + v * lanes);
+    }
+  };
+  const uint64_t rows = uint64_t{o_count} * r_count;
+  uint64_t k = 0;
+  for (; k + kBatch <= rows; k += kBatch) {
+    const int8_t* a_row[kBatch];
+    int32_t* acc_row[kBatch];
+    cursor.next(a_row, acc_row, kBatch);
+    alignas(64) int16_t a16[kBatch][N];
+    for (uint32_t b = 0; b < kBatch; ++b) widen(a_row[b], a16[b]);
+    V p[kBatch][kMaxVecs], odd[kBatch][kMaxVecs];
+    for (uint32_t b = 0; b < kBatch; ++b)
+      for (size_t v = 0; v < vecs; ++v) p[b][v] = odd[b][v] = hn::Zero(d);
+    // Not unrolled: GCC 12 unrolls the k-pairs fully and spills the accumulators.
+#pragma GCC unroll 1
+    for (uint32_t j = 0; j < N / 2; ++j) {
+      const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
+      for (uint32_t b = 0; b < kBatch; ++b) {
+        const auto av = pair_of(a16[b], j);
+        for (size_t v = 0; v < vecs; ++v)
+          p[b][v] = hn::ReorderWidenMulAccumulate(d, av, hn::LoadU(d16, w + v * lanes * 2), p[b][v], odd[b][v]);
+      }
+    }
+    for (uint32_t b = 0; b < kBatch; ++b) apply(acc_row[b], p[b], odd[b]);
+  }
+  for (; k < rows; ++k) {
+    const int8_t* a_row;
+    int32_t* acc_row;
+    cursor.next(&a_row, &acc_row);
+    alignas(64) int16_t a16[N];
+    widen(a_row, a16);
+    V p[kMaxVecs], odd[kMaxVecs];
+    for (size_t v = 0; v < vecs; ++v) p[v] = odd[v] = hn::Zero(d);
+    for (uint32_t j = 0; j < N / 2; ++j) {
+      const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
+      const auto av = pair_of(a16, j);
+      for (size_t v = 0; v < vecs; ++v)
+        p[v] = hn::ReorderWidenMulAccumulate(d, av, hn::LoadU(d16, w + v * lanes * 2), p[v], odd[v]);
+    }
+    apply(acc_row, p, odd);
+  }
+}
+
+void MacRows2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+               ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  switch (tile.n) {
+    case 8: return MacRows2dN<8>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 16: return MacRows2dN<16>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    default: return MacRows2dN<32>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  }
+}
+
+// --- DMA rows -----------------------------------------------------------------------------
+void CopyPartialRows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride, uint32_t count,
+                     uint32_t len) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // AVX-512: each row is one masked load (which reads only the row's bytes: masked-off lanes
+  // never fault) and one masked store.
+  const hn::ScalableTag<uint8_t> d;
+  if (row_bytes <= hn::Lanes(d)) {
+    const auto read = hn::FirstN(d, len), write = hn::FirstN(d, row_bytes);
+    for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride)
+      hn::BlendedStore(hn::MaskedLoad(read, d, reinterpret_cast<const uint8_t*>(src)), write, d,
+                       reinterpret_cast<uint8_t*>(dst));
+    return;
+  }
+#endif
+  // Elsewhere a masked load may read the whole vector (past the row, possibly past the end of
+  // DRAM): a copy and a clear per row.
+  for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
+    std::memcpy(dst, src, len);
+    std::memset(dst + len, 0, row_bytes - len);
+  }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+const SimdKernels* GetSimdKernels() {
+#if HWY_TARGET == HWY_SCALAR
+  return nullptr;
+#else
+  static constexpr SimdKernels kKernels{HWY_TARGET, &RequantizeRows, &BinaryRows, &LutRows,        &WindowReduce,
+                                        &DwconvRows, &PackPairs, &MacRows2d,     &CopyPartialRows};
+  return &kKernels;
+#endif
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace npu::sim
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace npu::sim {
+
+HWY_EXPORT(GetSimdKernels);
+
+const SimdKernels* simd_kernels(int64_t target) {
+  if (target == 0 || (target & (target - 1)) != 0 || (target & HWY_TARGETS) == 0) return nullptr;
+  // The dispatch table's index of one target, as hwy::ChosenTarget::GetIndex computes it for a
+  // CPU whose best target is `target`: the fallback (EMU128/SCALAR) is the last entry.
+  const auto shifted = static_cast<uint64_t>(HWY_CHOSEN_TARGET_SHIFT(target));
+  const size_t index = shifted != 0 ? hwy::Num0BitsBelowLS1Bit_Nonzero64(shifted) : HWY_MAX_DYNAMIC_TARGETS + 1;
+  const auto get = HWY_DISPATCH_TABLE(GetSimdKernels)[index];
+  if (get == nullptr) return nullptr;
+  const SimdKernels* kernels = get();
+  return kernels != nullptr && kernels->target == target ? kernels : nullptr;
+}
+
+std::vector<int64_t> runnable_simd_targets() {
+  std::vector<int64_t> targets;
+  for (int64_t t = hwy::SupportedTargets() & HWY_TARGETS; t != 0; t &= t - 1)
+    if (simd_kernels(t & -t) != nullptr) targets.push_back(t & -t);
+  return targets;
+}
+
+std::string_view simd_target_name(int64_t target) { return hwy::TargetName(target); }
+
+}  // namespace npu::sim
+#endif  // HWY_ONCE
