@@ -342,8 +342,23 @@ int UmdDevice::ctx_query(uint32_t ctx, ContextState* out) {
 
 int UmdDevice::submit(uint32_t ctx, std::span<const uint32_t> bo_handles, uint32_t cmd_bo,
                       uint64_t cmd_offset, uint64_t cmd_size, uint64_t* out_seq) {
+  return submit(ctx, bo_handles, cmd_bo, cmd_offset, cmd_size, {}, out_seq);
+}
+
+int UmdDevice::submit(uint32_t ctx, std::span<const uint32_t> bo_handles, uint32_t cmd_bo,
+                      uint64_t cmd_offset, uint64_t cmd_size, std::span<const SyncPoint> after,
+                      uint64_t* out_seq) {
   if (out_seq == nullptr) return EINVAL;
+  if (!after.empty() && (info().capabilities & DRM_NPU_CAP_IN_SYNCS) == 0) return EOPNOTSUPP;
+  if (after.size() > 64) return EINVAL;
+  drm_npu_sync syncs[64];
+  for (size_t i = 0; i < after.size(); ++i) syncs[i] = drm_npu_sync{after[i].ctx, 0, after[i].seq};
   drm_npu_submit a{};
+  if (!after.empty()) {
+    a.in_syncs = reinterpret_cast<uintptr_t>(syncs);
+    a.in_sync_count = static_cast<uint32_t>(after.size());
+    a.in_sync_struct_size = sizeof(drm_npu_sync);
+  }
   a.ctx_id = ctx;
   a.bo_handles = bo_handles.empty() ? 0 : reinterpret_cast<uintptr_t>(bo_handles.data());
   a.bo_count = static_cast<uint32_t>(bo_handles.size());

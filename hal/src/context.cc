@@ -9,16 +9,53 @@ std::string Context::name() const {
   return device().info().spec + ": context " + std::to_string(id());
 }
 
-Result<Fence> Context::submit(const CommandBuffer& commands) {
+Result<uint64_t> Context::submit_job_after(const CommandBuffer&, std::span<const Fence>) {
+  return make_error(StatusCode::kUnsupported,
+                    name() + ": this device cannot chain jobs on fences (no in_syncs); wait for "
+                             "the fence on the host, then submit");
+}
+
+Result<Fence> Context::submit(const CommandBuffer& commands, std::span<const Fence> wait) {
   if (!commands.commands())
     return make_error(StatusCode::kInvalidArgument, name() + ": submit of an empty command buffer");
   if (&commands.commands()->device() != &device())
     return make_error(StatusCode::kInvalidArgument,
                       name() + ": command buffer belongs to another device");
-  NPU_ASSIGN_OR_RETURN(uint64_t seq, submit_job(commands));
-  std::vector<std::shared_ptr<Buffer>> keep(commands.uses().begin(), commands.uses().end());
+  if (wait.size() > kMaxWaitFences)
+    return make_error(StatusCode::kInvalidArgument,
+                      name() + ": a submit waits for at most " + std::to_string(kMaxWaitFences) +
+                          " fences, got " + std::to_string(wait.size()));
+  for (const Fence& f : wait) {
+    if (!f.valid() || &f.context()->device() != &device())
+      return make_error(StatusCode::kInvalidArgument,
+                        name() + ": a wait fence is empty or of another device");
+  }
+  if (!wait.empty() && !device().info().wait_fences)
+    return submit_job_after(commands, wait).status();  // the backend's UNSUPPORTED message
+  uint64_t seq = 0;
+  if (wait.empty()) {
+    NPU_ASSIGN_OR_RETURN(seq, submit_job(commands));
+  } else {
+    NPU_ASSIGN_OR_RETURN(seq, submit_job_after(commands, wait));
+  }
+  std::vector<std::shared_ptr<Buffer>> keep;
+  keep.reserve(commands.uses().size() + 1);
+  keep.assign(commands.uses().begin(), commands.uses().end());
   keep.push_back(commands.commands());
   return Fence(shared_from_this(), seq, std::move(keep));
+}
+
+Status Context::execute(std::span<const Fence> wait, std::span<const CommandBuffer> commands,
+                        std::vector<Fence>* signal) {
+  if (signal == nullptr)
+    return make_error(StatusCode::kInvalidArgument, name() + ": execute without a signal list");
+  for (size_t i = 0; i < commands.size(); ++i) {
+    std::span<const Fence> after = wait;
+    if (i > 0) after = std::span<const Fence>(&signal->back(), 1);
+    NPU_ASSIGN_OR_RETURN(Fence f, submit(commands[i], after));
+    signal->push_back(std::move(f));
+  }
+  return Status::ok();
 }
 
 }  // namespace npu::hal

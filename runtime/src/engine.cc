@@ -170,6 +170,18 @@ Result<std::shared_ptr<Engine>> Engine::create(std::shared_ptr<Runtime> runtime,
                             "') on the host, and no host kernel exists for it yet");
   }
   auto engine = std::shared_ptr<Engine>(new Engine());
+  if (model->mapped()) {
+    // A segment that reads no host value needs no quantisation before it, one that writes
+    // none no dequantisation after it.
+    auto mask = std::make_shared<std::vector<uint8_t>>(steps.size(), 0);
+    for (uint32_t s = 0; s < steps.size(); ++s) {
+      const auto* npu = steps.Get(s)->segment_as_NpuSegment();
+      if (!npu) continue;
+      if (npu->inputs() && npu->inputs()->size() > 0) (*mask)[s] |= scheduler::kHookBefore;
+      if (npu->outputs() && npu->outputs()->size() > 0) (*mask)[s] |= scheduler::kHookAfter;
+    }
+    engine->hook_mask_ = std::move(mask);
+  }
   engine->runtime_ = runtime;
   engine->model_ = model;
   engine->options_ = options;
@@ -184,8 +196,18 @@ Result<std::shared_ptr<Engine>> Engine::create(std::shared_ptr<Runtime> runtime,
   return engine;
 }
 
-Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint64_t request_id,
-                                           Deadline deadline, DoneFn done) {
+struct Engine::Request {
+  Backend* backend = nullptr;
+  std::shared_ptr<hal::ExecutableInstance> inst;
+  std::shared_ptr<ValueEnv> env;
+  uint64_t request_id = 0;
+  Clock::time_point t0;
+  double copy_in_us = 0;
+  scheduler::JobSpec spec;  // without on_complete
+};
+
+Result<Engine::Request> Engine::prepare(std::span<const Tensor> inputs, uint64_t request_id,
+                                        Deadline deadline) {
   const Clock::time_point t0 = Clock::now();
   const auto& infos = model_->inputs();
   if (inputs.size() != infos.size()) {
@@ -215,8 +237,8 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
     }
 
   // The device with the most free activation buffers; ties rotate.
-  size_t pick = round_robin_.fetch_add(1) % backends_.size();
-  for (size_t k = 0; k < backends_.size(); ++k) {
+  size_t pick = backends_.size() == 1 ? 0 : round_robin_.fetch_add(1) % backends_.size();
+  for (size_t k = 1; k < backends_.size(); ++k) {
     const size_t b = (pick + k) % backends_.size();
     if (backends_[b].pool->available() > backends_[pick].pool->available()) pick = b;
   }
@@ -246,72 +268,98 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
       }
     }
   }
-  const Clock::time_point t_copied = Clock::now();
+  Request r;
+  r.backend = &backend;
+  r.request_id = request_id;
+  r.t0 = t0;
+  r.copy_in_us = us_between(t_copy, Clock::now());
+  r.spec.instance = inst;
+  r.spec.priority = options_.priority;
+  r.spec.request_id = request_id;
+  if (env) {
+    r.spec.step_hook = make_step_hook(model_, env, inst.get());
+    r.spec.hook_mask = hook_mask_;
+  }
+  r.inst = std::move(inst);
+  r.env = std::move(env);
+  return r;
+}
 
-  scheduler::JobSpec spec;
-  spec.instance = inst;
-  spec.priority = options_.priority;
-  spec.request_id = request_id;
-  if (env) spec.step_hook = make_step_hook(model_, env, inst.get());
-  const double copy_in_us = us_between(t_copy, t_copied);
-  const uint32_t device_index = backend.index;
-  spec.on_complete = [self = shared_from_this(), pool = backend.pool.get(), inst, device_index,
-                      request_id, t0, copy_in_us, env,
-                      done = std::move(done)](scheduler::JobOutcome&& o) mutable {
-    Runtime& rt = *self->runtime_;
-    const Clock::time_point t_out = Clock::now();
-    Result<Outputs> result = o.status;
-    if (o.status.is_ok()) {
-      Outputs out;
-      hal::Buffer& a = inst->activations();
-      Status st;
-      if (env) {
-        for (size_t k = 0; k < self->model_->outputs().size() && st.is_ok(); ++k) {
-          const uint32_t v = self->model_->output_values()[k];
-          if (!env->values[v]) {
-            st = make_error(StatusCode::kInternal,
-                            "output '" + self->model_->outputs()[k].name + "' was never computed");
-          } else {
-            out.tensors.push_back(std::move(*env->values[v]));
-          }
-        }
-      } else {
-        for (const TensorInfo& info : self->model_->outputs()) {
-          const auto [b, e] = view_extent(info);
-          st = a.sync_from_device(b, e - b);
-          if (!st.is_ok()) break;
-          Result<Tensor> t = dequantize_from(info, a.host());
-          if (!t.is_ok()) {
-            st = t.status();
-            break;
-          }
-          out.tensors.push_back(std::move(t).value());
+// Dequantises the outputs, fills the stats and the trace, and returns the instance.
+Result<Outputs> Engine::finish(Request& req, scheduler::JobOutcome&& o) {
+  Runtime& rt = *runtime_;
+  const Clock::time_point t_out = Clock::now();
+  const uint32_t device_index = req.backend->index;
+  Result<Outputs> result = o.status;
+  if (o.status.is_ok()) {
+    Outputs out;
+    out.tensors.reserve(model_->outputs().size());
+    hal::Buffer& a = req.inst->activations();
+    Status st;
+    if (req.env) {
+      for (size_t k = 0; k < model_->outputs().size() && st.is_ok(); ++k) {
+        const uint32_t v = model_->output_values()[k];
+        if (!req.env->values[v]) {
+          st = make_error(StatusCode::kInternal,
+                          "output '" + model_->outputs()[k].name + "' was never computed");
+        } else {
+          out.tensors.push_back(std::move(*req.env->values[v]));
         }
       }
-      const Clock::time_point t_done = Clock::now();
-      out.stats.request_id = request_id;
-      out.stats.device_index = device_index;
-      out.stats.device_cycles = o.device_cycles;
-      out.stats.queue_us = us_between(o.queued, o.started);
-      out.stats.device_us = us_between(o.started, o.finished);
-      out.stats.copy_in_us = copy_in_us;
-      out.stats.copy_out_us = us_between(t_out, t_done);
-      out.stats.total_us = us_between(t0, t_done);
-      out.stats.retried = o.retried;
-      result = st.is_ok() ? Result<Outputs>(std::move(out)) : Result<Outputs>(st);
+    } else {
+      for (const TensorInfo& info : model_->outputs()) {
+        const auto [b, e] = view_extent(info);
+        st = a.sync_from_device(b, e - b);
+        if (!st.is_ok()) break;
+        Result<Tensor> t = dequantize_from(info, a.host());
+        if (!t.is_ok()) {
+          st = t.status();
+          break;
+        }
+        out.tensors.push_back(std::move(t).value());
+      }
     }
-    if (rt.profiling()) {
-      auto at = [&](Clock::time_point t) { return us_since(rt, t); };
-      const auto dur = [](Clock::time_point a, Clock::time_point b) {
-        return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
-      };
-      rt.record({"copy-in", request_id, device_index, at(t0), static_cast<int64_t>(copy_in_us), 0});
-      rt.record({"queue", request_id, device_index, at(o.queued), dur(o.queued, o.started), 0});
-      rt.record({"device", request_id, device_index, at(o.started), dur(o.started, o.finished),
-                 o.device_cycles});
-      rt.record({"copy-out", request_id, device_index, at(t_out), dur(t_out, Clock::now()), 0});
-    }
-    pool->release(std::move(inst), o.instance_reusable);
+    const Clock::time_point t_done = Clock::now();
+    out.stats.request_id = req.request_id;
+    out.stats.device_index = device_index;
+    out.stats.device_cycles = o.device_cycles;
+    out.stats.device_waits = o.device_waits;
+    out.stats.host_steps_us = o.host_us;
+    out.stats.queue_us = us_between(o.queued, o.started);
+    out.stats.device_us = us_between(o.started, o.finished);
+    out.stats.copy_in_us = req.copy_in_us;
+    out.stats.copy_out_us = us_between(t_out, t_done);
+    out.stats.total_us = us_between(req.t0, t_done);
+    out.stats.retried = o.retried;
+    result = st.is_ok() ? Result<Outputs>(std::move(out)) : Result<Outputs>(st);
+  }
+  if (rt.profiling()) {
+    auto at = [&](Clock::time_point t) { return us_since(rt, t); };
+    const auto dur = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
+    };
+    const uint64_t id = req.request_id;
+    rt.record({"copy-in", id, device_index, at(req.t0), static_cast<int64_t>(req.copy_in_us), 0});
+    rt.record({"queue", id, device_index, at(o.queued), dur(o.queued, o.started), 0});
+    rt.record({"device", id, device_index, at(o.started), dur(o.started, o.finished),
+               o.device_cycles});
+    rt.record({"copy-out", id, device_index, at(t_out), dur(t_out, Clock::now()), 0});
+  }
+  req.env.reset();
+  req.backend->pool->release(std::move(req.inst), o.instance_reusable);
+  return result;
+}
+
+Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint64_t request_id,
+                                           Deadline deadline, DoneFn done) {
+  NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, request_id, deadline));
+  scheduler::JobSpec spec = std::move(req.spec);
+  InstancePool* pool = req.backend->pool.get();
+  std::shared_ptr<hal::ExecutableInstance> inst = req.inst;
+  const uint32_t device_index = req.backend->index;
+  spec.on_complete = [self = shared_from_this(), req = std::move(req),
+                      done = std::move(done)](scheduler::JobOutcome&& o) mutable {
+    Result<Outputs> result = self->finish(req, std::move(o));
     // Drop our references before the caller can observe the result, so that the caller,
     // not this completion thread, releases the session and runtime last.
     DoneFn deliver = std::move(done);
@@ -322,10 +370,23 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
   Result<scheduler::JobHandle> handle = sched.submit(std::move(spec), deadline);
   if (!handle.is_ok()) {
     // Not accepted: on_complete (and with it `done`) will never run.
-    backend.pool->release(std::move(inst), true);
+    pool->release(std::move(inst), true);
     return handle.status();
   }
   return handle;
+}
+
+Result<Outputs> Engine::run(std::span<const Tensor> inputs, uint64_t request_id,
+                            Deadline deadline) {
+  NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, request_id, deadline));
+  scheduler::Scheduler& sched = runtime_->scheduler(req.backend->index);
+  Result<scheduler::JobOutcome> outcome = sched.run(std::move(req.spec), deadline);
+  if (!outcome.is_ok()) {
+    req.env.reset();
+    req.backend->pool->release(std::move(req.inst), true);  // not accepted: never ran
+    return outcome.status();
+  }
+  return finish(req, std::move(outcome).value());
 }
 
 }  // namespace npu::runtime::internal

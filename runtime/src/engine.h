@@ -50,6 +50,9 @@ class Engine final : public std::enable_shared_from_this<Engine> {
   // completion thread; when not, the error is returned and `done` is never called.
   Result<scheduler::JobHandle> start(std::span<const Tensor> inputs, uint64_t request_id,
                                      Deadline deadline, DoneFn done);
+  // Runs one request to its end on the calling thread's behalf (Scheduler::run: on this
+  // thread when a lane is idle) and returns its outputs; no completion-thread hop.
+  Result<Outputs> run(std::span<const Tensor> inputs, uint64_t request_id, Deadline deadline);
   static uint64_t next_request_id();
   const Model& model() const { return *model_; }
   const SessionOptions& options() const { return options_; }
@@ -60,7 +63,13 @@ class Engine final : public std::enable_shared_from_this<Engine> {
     std::shared_ptr<hal::Executable> exe;
     std::unique_ptr<InstancePool> pool;
   };
+  struct Request;  // one request between prepare() and finish()
+  Result<Request> prepare(std::span<const Tensor> inputs, uint64_t request_id, Deadline deadline);
+  Result<Outputs> finish(Request& request, scheduler::JobOutcome&& outcome);
   Engine() = default;
+  // Per step, which hooks an NPU step needs (scheduler::kHookBefore/kHookAfter): mapped
+  // images only; the steps that need none chain on the device.
+  std::shared_ptr<const std::vector<uint8_t>> hook_mask_;
   std::shared_ptr<Runtime> runtime_;
   std::shared_ptr<const Model> model_;
   SessionOptions options_;

@@ -27,22 +27,7 @@ Session::~Session() = default;
 const Model& Session::model() const { return engine_->model(); }
 
 Result<Outputs> Session::run(std::span<const Tensor> inputs, Deadline deadline) {
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Result<Outputs>> result;
-  };
-  auto waiter = std::make_shared<Waiter>();
-  Result<scheduler::JobHandle> accepted = engine_->start(
-      inputs, internal::Engine::next_request_id(), deadline, [waiter](Result<Outputs> r) {
-        std::lock_guard lock(waiter->mu);
-        waiter->result.emplace(std::move(r));
-        waiter->cv.notify_all();
-      });
-  if (!accepted.is_ok()) return accepted.status();
-  std::unique_lock lock(waiter->mu);
-  waiter->cv.wait(lock, [&] { return waiter->result.has_value(); });
-  return std::move(*waiter->result);
+  return engine_->run(inputs, internal::Engine::next_request_id(), deadline);
 }
 
 Status Session::run_async(std::vector<Tensor> inputs,

@@ -1,5 +1,6 @@
 // The scheduler: bounded priority queues (one mutex, a deque per priority), lanes that own
-// device contexts, and a Boost.Asio completion thread.
+// device contexts (run by worker threads, or borrowed by a run() caller), and a Boost.Asio
+// completion thread.
 //
 // The queues were Boost.Lockfree queues of heap-allocated shared_ptrs. On x86-64 their nodes
 // are linked by compressed pointers (a 16-bit tag in the upper bits), which LeakSanitizer does
@@ -11,6 +12,7 @@
 
 #include "npu/driver/log.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -22,7 +24,6 @@
 #include <deque>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
@@ -32,6 +33,14 @@ namespace internal {
 
 enum JobState : int { kQueued = 0, kRunning = 1, kDone = 2 };
 
+// Where run() sleeps until a lane has run its queued job: the outcome is handed over here
+// instead of being posted to the completion thread.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<JobOutcome> outcome;  // guarded by mu
+};
+
 struct Job {
   uint64_t id = 0;
   JobSpec spec;
@@ -39,7 +48,10 @@ struct Job {
   std::atomic<bool> cancel_requested{false};
   Clock::time_point queued;
   std::shared_ptr<Core> core;  // reset when the job has completed
+  Waiter* waiter = nullptr;    // run(): the caller waiting for the outcome
 };
+
+class Lane;
 
 struct Core : std::enable_shared_from_this<Core> {
   std::shared_ptr<hal::Device> device;
@@ -47,10 +59,13 @@ struct Core : std::enable_shared_from_this<Core> {
   bool log_sched = false;
 
   // Waiting jobs, one FIFO per priority (cancelled ones stay until a lane or shutdown pops
-  // them: the state transition decides, not the queue).
+  // them: the state transition decides, not the queue), and the lanes no one is using.
+  // Workers sleep on work_cv until a job waits and a lane is idle.
   std::mutex queues_mu;
   std::array<std::deque<std::shared_ptr<Job>>, hal::kNumPriorities> queues;  // by queues_mu
-  std::counting_semaphore<> ready{0};  // one token per queued job, plus lane exit tokens
+  size_t queued_jobs = 0;                                                    // by queues_mu
+  std::vector<Lane*> idle_lanes;                                             // by queues_mu
+  std::condition_variable work_cv;
 
   // Capacity: jobs accepted and not yet taken by a lane or cancelled.
   std::mutex slots_mu;
@@ -58,15 +73,14 @@ struct Core : std::enable_shared_from_this<Core> {
   uint32_t slots_used = 0;
   bool submits_stopped = false;  // guarded by slots_mu; wakes submits waiting for room
 
-  // Accepted and not yet completed (on_complete returned).
+  // Accepted and not yet completed (on_complete returned, or run() has its outcome).
   std::mutex outstanding_mu;
   std::condition_variable outstanding_cv;
   uint64_t outstanding = 0;
 
   std::shared_mutex accept_mu;  // submit (shared) vs. shutdown (exclusive)
   bool accepting = true;         // guarded by accept_mu
-  std::atomic<bool> lanes_stopping{false};
-  std::once_flag shutdown_once;
+  bool lanes_stopping = false;   // guarded by queues_mu
   std::mutex shutdown_mu;
   bool shutdown_done = false;
 
@@ -74,7 +88,8 @@ struct Core : std::enable_shared_from_this<Core> {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   std::thread completion_thread;
   std::thread::id completion_thread_id;
-  std::vector<std::thread> lanes;
+  std::vector<std::unique_ptr<Lane>> lane_objects;
+  std::vector<std::thread> workers;
 
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> n_submitted{0}, n_completed{0}, n_failed{0}, n_cancelled{0},
@@ -88,9 +103,18 @@ struct Core : std::enable_shared_from_this<Core> {
     slots_cv.notify_one();
   }
 
-  // Completes `job` exactly once: the caller has won the transition to kDone.
-  void complete(const std::shared_ptr<Job>& job, JobOutcome outcome) {
-    outcome.job_id = job->id;
+  void finished_one() {
+    n_completed.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(outstanding_mu);
+      --outstanding;
+    }
+    outstanding_cv.notify_all();
+  }
+
+  // Stamps and counts an outcome.
+  void finalize(const Job& job, JobOutcome& outcome) {
+    outcome.job_id = job.id;
     outcome.finished = Clock::now();
     if (outcome.started == Clock::time_point{}) outcome.started = outcome.queued;
     if (outcome.status.code() == StatusCode::kCancelled) {
@@ -100,20 +124,33 @@ struct Core : std::enable_shared_from_this<Core> {
     }
     if (log_sched)
       npu::log::write(npu::log::kSched, "job %llu (request %llu) completed: %s",
-                   static_cast<unsigned long long>(job->id),
-                   static_cast<unsigned long long>(job->spec.request_id),
+                   static_cast<unsigned long long>(job.id),
+                   static_cast<unsigned long long>(job.spec.request_id),
                    outcome.status.is_ok() ? "OK" : outcome.status.to_string().c_str());
+  }
+
+  // Completes `job` exactly once: the caller has won the transition to kDone.
+  void complete(const std::shared_ptr<Job>& job, JobOutcome outcome) {
+    finalize(*job, outcome);
+    if (Waiter* w = job->waiter) {
+      job->spec = JobSpec{};
+      job->core.reset();
+      {
+        // Notified under the lock: the waiter lives on run()'s stack and is gone once run()
+        // sees the outcome.
+        std::lock_guard lock(w->mu);
+        w->outcome.emplace(std::move(outcome));
+        w->cv.notify_one();
+      }
+      finished_one();
+      return;
+    }
     boost::asio::post(io, [self = shared_from_this(), job, outcome = std::move(outcome)]() mutable {
       CompletionFn fn = std::move(job->spec.on_complete);
       job->spec = JobSpec{};  // drop the instance and host hook before reporting
       job->core.reset();
       fn(std::move(outcome));
-      self->n_completed.fetch_add(1, std::memory_order_relaxed);
-      {
-        std::lock_guard lock(self->outstanding_mu);
-        --self->outstanding;
-      }
-      self->outstanding_cv.notify_all();
+      self->finished_one();
     });
   }
 
@@ -126,51 +163,93 @@ struct Core : std::enable_shared_from_this<Core> {
   }
 
   void push(std::shared_ptr<Job> job, size_t priority) {
-    std::lock_guard lock(queues_mu);
-    queues[priority].push_back(std::move(job));
+    {
+      std::lock_guard lock(queues_mu);
+      queues[priority].push_back(std::move(job));
+      ++queued_jobs;
+      if (idle_lanes.empty()) return;  // the lane that becomes idle looks at the queue
+    }
+    work_cv.notify_one();
   }
 
-  // The oldest job of the highest priority that has one, or null.
-  std::shared_ptr<Job> pop() {
-    std::lock_guard lock(queues_mu);
+  std::shared_ptr<Job> pop_locked() {
     for (int p = hal::kNumPriorities - 1; p >= 0; --p) {
       auto& q = queues[static_cast<size_t>(p)];
       if (!q.empty()) {
         std::shared_ptr<Job> job = std::move(q.front());
         q.pop_front();
+        --queued_jobs;
         return job;
       }
     }
     return nullptr;
   }
 
-  void lane_main(uint32_t lane);
+  // The oldest job of the highest priority that has one, or null.
+  std::shared_ptr<Job> pop() {
+    std::lock_guard lock(queues_mu);
+    return pop_locked();
+  }
+
+  // An idle lane for a job of `priority` run by its caller, when no job of that priority or
+  // higher waits (it would be overtaken); else null.
+  Lane* borrow_lane(size_t priority) {
+    std::lock_guard lock(queues_mu);
+    if (lanes_stopping || idle_lanes.empty()) return nullptr;
+    for (size_t p = priority; p < hal::kNumPriorities; ++p)
+      if (!queues[p].empty()) return nullptr;
+    Lane* lane = idle_lanes.back();
+    idle_lanes.pop_back();
+    return lane;
+  }
+
+  void return_lane(Lane* lane) {
+    bool wake;
+    {
+      std::lock_guard lock(queues_mu);
+      idle_lanes.push_back(lane);
+      wake = queued_jobs > 0 || lanes_stopping;
+    }
+    if (wake) work_cv.notify_one();
+  }
+
+  void worker_main();
 };
 
-// One lane: a worker thread with its own device context per priority.
+// One lane: the device contexts (one per priority) that one job at a time runs on. A worker
+// thread or a run() caller holds it while it runs a job.
 class Lane {
  public:
   Lane(Core& core, uint32_t index) : core_(core), index_(index) {}
 
-  void run_job(const std::shared_ptr<Job>& job) {
+  // Runs `job`'s steps and returns its outcome (not yet stamped by Core::finalize).
+  JobOutcome run(Job& job) {
     JobOutcome out;
-    out.queued = job->queued;
+    out.queued = job.queued;
     out.started = Clock::now();
-    out.status = execute(*job, out);
-    if (!out.status.is_ok() && out.status.code() != StatusCode::kCancelled)
-      out.status = Status(out.status.code(), "request " + std::to_string(job->spec.request_id) +
-                                                 ": " + out.status.message());
-    if (job->cancel_requested.load() && out.status.is_ok()) out = cancelled_keep(*job, out);
-    job->state.store(kDone);
-    core_.complete(job, std::move(out));
+    Status st = execute(job, out);
+    conclude(job, out, std::move(st));
+    return out;
   }
 
  private:
+  // Sets the outcome's status (naming the request) and ends the job's run.
+  void conclude(Job& job, JobOutcome& out, Status st) {
+    out.status = std::move(st);
+    if (!out.status.is_ok() && out.status.code() != StatusCode::kCancelled)
+      out.status = Status(out.status.code(), "request " + std::to_string(job.spec.request_id) +
+                                                 ": " + out.status.message());
+    if (job.cancel_requested.load() && out.status.is_ok()) out = cancelled_keep(job, out);
+    job.state.store(kDone);
+  }
+
   JobOutcome cancelled_keep(const Job& job, const JobOutcome& ran) {
     JobOutcome o = core_.cancelled_outcome(job);
     o.started = ran.started;
     o.device_cycles = ran.device_cycles;
     o.device_submissions = ran.device_submissions;
+    o.device_waits = ran.device_waits;
+    o.host_us = ran.host_us;
     o.instance_reusable = ran.instance_reusable;
     return o;
   }
@@ -208,94 +287,314 @@ class Lane {
                             : "query failed");
   }
 
+  static uint8_t hook_needs(const JobSpec& spec, size_t step) {
+    if (!spec.step_hook) return 0;
+    if (!spec.hook_mask || step >= spec.hook_mask->size()) return kHookBefore | kHookAfter;
+    return (*spec.hook_mask)[step];
+  }
+
+  static Status hook(Job& job, JobOutcome& out, size_t step, StepPhase phase) {
+    const Clock::time_point t = Clock::now();
+    Status s = job.spec.step_hook(step, phase);
+    out.host_us += std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+    return s;
+  }
+
   Status execute(Job& job, JobOutcome& out) {
     hal::ExecutableInstance& inst = *job.spec.instance;
     const auto& steps = inst.executable().steps();
-    const Priority prio = job.spec.priority;
-    for (size_t i = 0; i < steps.size(); ++i) {
+    const bool chains = core_.device->info().wait_fences;
+    size_t i = 0;
+    while (i < steps.size()) {
       if (job.cancel_requested.load()) return core_.cancelled_outcome(job).status;
       if (steps[i].kind == hal::StepKind::kHost) {
         if (!job.spec.step_hook)
           return make_error(StatusCode::kUnsupported,
                             "host operator " + steps[i].op_type + " (node '" +
                                 steps[i].node_name + "') has no host kernel");
-        NPU_RETURN_IF_ERROR(job.spec.step_hook(i, StepPhase::kHost));
+        NPU_RETURN_IF_ERROR(hook(job, out, i, StepPhase::kHost));
+        ++i;
         continue;
       }
-      if (job.spec.step_hook) NPU_RETURN_IF_ERROR(job.spec.step_hook(i, StepPhase::kBeforeDevice));
-      NPU_ASSIGN_OR_RETURN(hal::CommandBuffer cb, inst.command_buffer(i));
-      bool resubmitted = false;
-      bool replaced_banned = false;
-      for (;;) {
-        NPU_ASSIGN_OR_RETURN(std::shared_ptr<hal::Context> ctx, context(prio));
-        Result<hal::Fence> fence = ctx->submit(cb);
-        if (!fence.is_ok()) {
-          if (fence.status().code() == StatusCode::kUnavailable && !replaced_banned) {
-            // Banned by an earlier fault; this job never reached the device.
-            replaced_banned = true;
-            replace(prio, "banned");
-            continue;
-          }
-          if (fence.status().code() == StatusCode::kDeviceLost) replace(prio, "device lost");
-          return fence.status();
-        }
-        ++out.device_submissions;
-        Result<hal::JobInfo> r =
-            fence->wait(Clock::now() + core_.options.step_timeout);
-        if (r.is_ok()) {
-          out.device_cycles += r->device_cycles;
-          if (job.spec.step_hook)
-            NPU_RETURN_IF_ERROR(job.spec.step_hook(i, StepPhase::kAfterDevice));
-          break;
-        }
-        const StatusCode code = r.status().code();
-        if (code == StatusCode::kDeadlineExceeded) {
-          // The device never reported. Destroying the context ends this job (the only one on
-          // it); its buffers may still be touched, so they are not reused.
-          out.instance_reusable = false;
-          fence = hal::Fence();
-          replace(prio, "step timeout");
-          return make_error(StatusCode::kDeviceTimeout,
-                            "no completion within the step timeout of " +
-                                std::to_string(core_.options.step_timeout.count()) +
-                                " ms; the context was destroyed: " + r.status().message());
-        }
-        if (code == StatusCode::kAborted && !resubmitted) {
-          resubmitted = true;
-          out.retried = true;
-          core_.n_retried.fetch_add(1, std::memory_order_relaxed);
-          if (core_.log_sched)
-            npu::log::write(npu::log::kSched, "request %llu step %zu aborted, resubmitting once",
-                         static_cast<unsigned long long>(job.spec.request_id), i);
-          check_health(prio);
-          continue;
-        }
-        check_health(prio);
-        if (code == StatusCode::kDeviceLost) replace(prio, "device lost");
-        return r.status();
-      }
+      // The chain [i, end): NPU steps with no host work between them.
+      size_t end = i + 1;
+      while (chains && end < steps.size() && end - i < max_chain() &&
+             steps[end].kind == hal::StepKind::kNpu &&
+             (hook_needs(job.spec, end - 1) & kHookAfter) == 0 &&
+             (hook_needs(job.spec, end) & kHookBefore) == 0)
+        ++end;
+      if (hook_needs(job.spec, i) & kHookBefore)
+        NPU_RETURN_IF_ERROR(hook(job, out, i, StepPhase::kBeforeDevice));
+      NPU_RETURN_IF_ERROR(run_chain(job, out, i, end));
+      if (hook_needs(job.spec, end - 1) & kHookAfter)
+        NPU_RETURN_IF_ERROR(hook(job, out, end - 1, StepPhase::kAfterDevice));
+      i = end;
     }
     return Status::ok();
+  }
+
+  // Submits NPU steps [first, end) as one chain and sleeps once, on its last fence.
+  Status run_chain(Job& job, JobOutcome& out, size_t first, size_t end) {
+    NPU_RETURN_IF_ERROR(command_buffers(job, first, end, commands_));
+    bool replaced_banned = false;
+    Status st = submit_from(job, out, commands_, 0, fences_, replaced_banned);
+    return finish_chain(job, out, commands_, 0, fences_, std::move(st), replaced_banned);
+  }
+
+  static Status command_buffers(const Job& job, size_t first, size_t end,
+                                std::vector<hal::CommandBuffer>& cmds) {
+    cmds.clear();
+    for (size_t s = first; s < end; ++s) {
+      NPU_ASSIGN_OR_RETURN(hal::CommandBuffer cb, job.spec.instance->command_buffer(s));
+      cmds.push_back(std::move(cb));
+    }
+    return Status::ok();
+  }
+
+  // Queues cmds[from..] as a chain on the context of the job's priority; `fences` gets one
+  // fence per job queued (empty when the first submit failed). Returns the submit status.
+  Status submit_from(Job& job, JobOutcome& out, std::vector<hal::CommandBuffer>& cmds,
+                     size_t from, std::vector<hal::Fence>& fences, bool& replaced_banned) {
+    const Priority prio = job.spec.priority;
+    for (;;) {
+      fences.clear();
+      NPU_ASSIGN_OR_RETURN(std::shared_ptr<hal::Context> ctx, context(prio));
+      Status st = ctx->execute({}, std::span(cmds).subspan(from), &fences);
+      out.device_submissions += static_cast<uint32_t>(fences.size());
+      if (!st.is_ok() && fences.empty()) {
+        if (st.code() == StatusCode::kUnavailable && !replaced_banned) {
+          // Banned by an earlier fault; this job never reached the device.
+          replaced_banned = true;
+          replace(prio, "banned");
+          continue;
+        }
+        if (st.code() == StatusCode::kDeviceLost) replace(prio, "device lost");
+      }
+      return st;
+    }
+  }
+
+  // Sleeps once, on the last fence of what submit_from queued (`st` its status), resubmits
+  // from an ABORTED step once, and returns the chain's status.
+  Status finish_chain(Job& job, JobOutcome& out, std::vector<hal::CommandBuffer>& cmds,
+                      size_t from, std::vector<hal::Fence>& fences, Status st,
+                      bool& replaced_banned) {
+    const Priority prio = job.spec.priority;
+    bool resubmitted = false;
+    for (;;) {
+      if (fences.empty()) return st;
+      // The ones before the last ended first (one context runs its jobs in order, and each
+      // waits on the one before).
+      ++out.device_waits;
+      Result<hal::JobInfo> last = fences.back().wait(
+          Clock::now() + core_.options.step_timeout * static_cast<int64_t>(fences.size()));
+      if (!last.is_ok() && last.status().code() == StatusCode::kDeadlineExceeded) {
+        // The device never reported. Destroying the context ends this job (the only one on
+        // it); its buffers may still be touched, so they are not reused.
+        out.instance_reusable = false;
+        fences.clear();
+        replace(prio, "step timeout");
+        return make_error(StatusCode::kDeviceTimeout,
+                          "no completion within the step timeout of " +
+                              std::to_string(core_.options.step_timeout.count()) +
+                              " ms per step; the context was destroyed: " +
+                              last.status().message());
+      }
+      // The first step that did not succeed decides; the ones after it were aborted by it.
+      const size_t queued = fences.size();
+      size_t failed = queued;
+      Status failure;
+      for (size_t k = 0; k < queued; ++k) {
+        Result<hal::JobInfo> r = k + 1 == queued ? last : fences[k].poll();
+        if (r.is_ok()) {
+          out.device_cycles += r->device_cycles;
+          continue;
+        }
+        failed = k;
+        failure = r.status();
+        break;
+      }
+      fences.clear();
+      if (failed == queued) {
+        if (st.is_ok()) return Status::ok();
+        // Every queued step succeeded, but a later submit of the chain was refused.
+        if (st.code() == StatusCode::kDeviceLost) replace(prio, "device lost");
+        return st;
+      }
+      const StatusCode code = failure.code();
+      if (code == StatusCode::kAborted && !resubmitted) {
+        resubmitted = true;
+        out.retried = true;
+        core_.n_retried.fetch_add(1, std::memory_order_relaxed);
+        if (core_.log_sched)
+          npu::log::write(npu::log::kSched, "request %llu step %zu aborted, resubmitting once",
+                       static_cast<unsigned long long>(job.spec.request_id), from + failed);
+        check_health(prio);
+        from += failed;
+        st = submit_from(job, out, cmds, from, fences, replaced_banned);
+        continue;
+      }
+      check_health(prio);
+      if (code == StatusCode::kDeviceLost) replace(prio, "device lost");
+      return failure;
+    }
+  }
+
+ public:
+  // Whether `job` is one chain: NPU steps only, no hook between them, no longer than a
+  // context's queue. Such jobs can be pipelined: queued while the lane waits for earlier ones.
+  bool single_chain(const Job& job) const {
+    const auto& steps = job.spec.instance->executable().steps();
+    if (steps.empty() || steps.size() > max_chain()) return false;
+    if (steps.size() > 1 && !core_.device->info().wait_fences) return false;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (steps[s].kind != hal::StepKind::kNpu) return false;
+      if (s > 0 && ((hook_needs(job.spec, s - 1) & kHookAfter) ||
+                    (hook_needs(job.spec, s) & kHookBefore)))
+        return false;
+    }
+    return true;
+  }
+
+  // Runs single-chain jobs (single_chain() holds for each) pipelined: every job's chain is
+  // queued first, then the lane waits for each in order and completes it, so one device
+  // wake-up and one host sleep can serve several jobs. The outcomes are those of run().
+  void run_batch(const std::vector<std::shared_ptr<Job>>& jobs) {
+    if (batch_.size() < jobs.size()) batch_.resize(jobs.size());
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      Job& job = *jobs[k];
+      Pending& p = batch_[k];
+      p.out = JobOutcome{};
+      p.out.queued = job.queued;
+      p.out.started = Clock::now();
+      p.submitted = false;
+      p.replaced_banned = false;
+      p.status = start(job, p);
+    }
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      Job& job = *jobs[k];
+      Pending& p = batch_[k];
+      if (p.submitted) {
+        p.status = finish_chain(job, p.out, p.cmds, 0, p.fences, std::move(p.submit_status),
+                                p.replaced_banned);
+        const size_t last = job.spec.instance->executable().steps().size() - 1;
+        if (p.status.is_ok() && (hook_needs(job.spec, last) & kHookAfter))
+          p.status = hook(job, p.out, last, StepPhase::kAfterDevice);
+      }
+      conclude(job, p.out, std::move(p.status));
+      core_.complete(jobs[k], std::move(p.out));
+      p.cmds.clear();
+    }
+  }
+
+ private:
+  struct Pending {
+    JobOutcome out;
+    Status status;
+    bool submitted = false;
+    bool replaced_banned = false;
+    Status submit_status;
+    std::vector<hal::CommandBuffer> cmds;
+    std::vector<hal::Fence> fences;
+  };
+
+  // The first half of a pipelined job: its before-hook and its chain's submission.
+  Status start(Job& job, Pending& p) {
+    if (job.cancel_requested.load()) return core_.cancelled_outcome(job).status;
+    if (hook_needs(job.spec, 0) & kHookBefore)
+      NPU_RETURN_IF_ERROR(hook(job, p.out, 0, StepPhase::kBeforeDevice));
+    NPU_RETURN_IF_ERROR(
+        command_buffers(job, 0, job.spec.instance->executable().steps().size(), p.cmds));
+    p.submit_status = submit_from(job, p.out, p.cmds, 0, p.fences, p.replaced_banned);
+    p.submitted = true;
+    return Status::ok();
+  }
+
+  size_t max_chain() const {
+    // A context holds queue_depth jobs; a longer chain is split.
+    return std::clamp<size_t>(core_.device->info().queue_depth, 1, hal::Context::kMaxWaitFences);
   }
 
   Core& core_;
   uint32_t index_;
   std::array<std::shared_ptr<hal::Context>, hal::kNumPriorities> contexts_;
+  // Reused by every chain of this lane: no allocation per job in the steady state.
+  std::vector<hal::CommandBuffer> commands_;
+  std::vector<hal::Fence> fences_;
+  std::vector<Pending> batch_;
 };
 
-void Core::lane_main(uint32_t index) {
-  Lane lane(*this, index);
+void Core::worker_main() {
+  const size_t max_batch = options.pipeline_depth;
+  std::vector<std::shared_ptr<Job>> batch;
+  std::shared_ptr<Job> after;
+  std::unique_lock lock(queues_mu);
   for (;;) {
-    ready.acquire();
-    std::shared_ptr<Job> job = pop();
-    if (!job) {
-      if (lanes_stopping.load()) return;
+    work_cv.wait(lock, [&] {
+      return (queued_jobs > 0 && !idle_lanes.empty()) || (lanes_stopping && queued_jobs == 0);
+    });
+    if (queued_jobs == 0) return;  // stopping, and nothing left to drain
+    std::shared_ptr<Job> job = pop_locked();
+    Lane* lane = idle_lanes.back();
+    idle_lanes.pop_back();
+    int expected = kQueued;
+    if (!job->state.compare_exchange_strong(expected, kRunning)) {
+      idle_lanes.push_back(lane);  // cancelled while queued: a tombstone
       continue;
     }
-    int expected = kQueued;
-    if (!job->state.compare_exchange_strong(expected, kRunning)) continue;  // cancelled
-    release_slot();
-    lane.run_job(job);
+    if (max_batch > 1 && lane->single_chain(*job)) {
+      // Take the jobs queued right behind it that are single chains too (none of a higher
+      // priority waits: it would be served first), and pipeline them.
+      batch.clear();
+      batch.push_back(std::move(job));
+      const auto prio = static_cast<size_t>(batch.front()->spec.priority);
+      auto higher_waits = [&] {
+        for (size_t p = prio + 1; p < hal::kNumPriorities; ++p)
+          if (!queues[p].empty()) return true;
+        return false;
+      };
+      // The batch's steps all sit in one context's queue at once.
+      size_t steps = batch.front()->spec.instance->executable().steps().size();
+      auto fits = [&](const Job& j) {
+        return steps + j.spec.instance->executable().steps().size() <=
+               device->info().queue_depth;
+      };
+      // A job's spec may be read only once this lane has claimed it (a cancel clears it), so
+      // the first claimed job that does not fit ends the batch and runs after it.
+      while (batch.size() < max_batch && !queues[prio].empty() && !higher_waits()) {
+        std::shared_ptr<Job> next = std::move(queues[prio].front());
+        queues[prio].pop_front();
+        --queued_jobs;
+        int e = kQueued;
+        if (!next->state.compare_exchange_strong(e, kRunning)) continue;  // a tombstone
+        if (lane->single_chain(*next) && fits(*next)) {
+          steps += next->spec.instance->executable().steps().size();
+          batch.push_back(std::move(next));
+          continue;
+        }
+        after = std::move(next);
+        break;
+      }
+      lock.unlock();
+      for (size_t k = 0; k < batch.size() + (after ? 1 : 0); ++k) release_slot();
+      lane->run_batch(batch);
+      batch.clear();
+      if (after) {
+        JobOutcome out = lane->run(*after);
+        complete(after, std::move(out));
+        after.reset();
+      }
+    } else {
+      lock.unlock();
+      release_slot();
+      JobOutcome out = lane->run(*job);
+      complete(job, std::move(out));
+      job.reset();
+    }
+    lock.lock();
+    idle_lanes.push_back(lane);
+    // Another worker may sleep while jobs wait (this one took the only idle lane).
+    if (queued_jobs > 0 || lanes_stopping) work_cv.notify_one();
   }
 }
 
@@ -328,6 +627,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<hal::Device
     return make_error(StatusCode::kInvalidArgument, "num_contexts must be 1..64");
   if (options.queue_capacity == 0 || options.queue_capacity > 65536)
     return make_error(StatusCode::kInvalidArgument, "queue_capacity must be 1..65536");
+  if (options.pipeline_depth == 0 || options.pipeline_depth > 64)
+    return make_error(StatusCode::kInvalidArgument, "pipeline_depth must be 1..64");
   auto core = std::make_shared<Core>();
   core->device = std::move(device);
   core->options = options;
@@ -335,8 +636,13 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<hal::Device
   core->work.emplace(boost::asio::make_work_guard(core->io));
   core->completion_thread = std::thread([c = core] { c->io.run(); });
   core->completion_thread_id = core->completion_thread.get_id();
+  for (uint32_t i = 0; i < options.num_contexts; ++i) {
+    core->lane_objects.push_back(std::make_unique<internal::Lane>(*core, i));
+    core->idle_lanes.push_back(core->lane_objects.back().get());
+  }
+  // As many workers as lanes: whenever a lane is idle and a job waits, a worker is free.
   for (uint32_t i = 0; i < options.num_contexts; ++i)
-    core->lanes.emplace_back([c = core.get(), i] { c->lane_main(i); });
+    core->workers.emplace_back([c = core.get()] { c->worker_main(); });
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(core)));
 }
 
@@ -346,49 +652,63 @@ Result<JobHandle> Scheduler::try_submit(JobSpec spec) {
   return submit(std::move(spec), Clock::time_point::min());
 }
 
-Result<JobHandle> Scheduler::submit(JobSpec spec, Deadline deadline) {
-  if (!spec.instance || !spec.on_complete)
-    return make_error(StatusCode::kInvalidArgument, "a job needs an instance and on_complete");
-  if (&spec.instance->executable().device() != core_->device.get())
+namespace {
+
+Status check_spec(const JobSpec& spec, const hal::Device& device, bool needs_on_complete) {
+  if (!spec.instance)
+    return make_error(StatusCode::kInvalidArgument, "a job needs an instance");
+  if (needs_on_complete != static_cast<bool>(spec.on_complete))
+    return make_error(StatusCode::kInvalidArgument,
+                      needs_on_complete ? "a submitted job needs on_complete"
+                                        : "run() returns the outcome: leave on_complete empty");
+  if (&spec.instance->executable().device() != &device)
     return make_error(StatusCode::kInvalidArgument,
                       "the job's executable is loaded on another device than this scheduler's");
-  const auto prio = static_cast<size_t>(spec.priority);
-  if (prio >= hal::kNumPriorities) return make_error(StatusCode::kInvalidArgument, "bad priority");
+  if (static_cast<size_t>(spec.priority) >= hal::kNumPriorities)
+    return make_error(StatusCode::kInvalidArgument, "bad priority");
+  return Status::ok();
+}
 
+// Takes a queue slot (waiting until `deadline`) and counts the job as outstanding. On success
+// the caller owns one slot and one outstanding count.
+Status admit(Core& c, Deadline deadline) {
   {
-    std::shared_lock accept(core_->accept_mu);
-    if (!core_->accepting)
-      return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
+    std::shared_lock accept(c.accept_mu);
+    if (!c.accepting) return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
   }
   // Wait for room without holding accept_mu, so shutdown never waits for a blocked submit.
   {
-    std::unique_lock lock(core_->slots_mu);
-    auto ready = [&] {
-      return core_->submits_stopped || core_->slots_used < core_->options.queue_capacity;
-    };
+    std::unique_lock lock(c.slots_mu);
+    auto ready = [&] { return c.submits_stopped || c.slots_used < c.options.queue_capacity; };
     if (!ready()) {
       if (deadline == Deadline::max()) {
-        core_->slots_cv.wait(lock, ready);
-      } else if (!core_->slots_cv.wait_until(lock, deadline, ready)) {
+        c.slots_cv.wait(lock, ready);
+      } else if (!c.slots_cv.wait_until(lock, deadline, ready)) {
         return make_error(StatusCode::kResourceExhausted,
                           "the scheduler queue is full (" +
-                              std::to_string(core_->options.queue_capacity) +
+                              std::to_string(c.options.queue_capacity) +
                               " jobs waiting); retry later or raise queue_capacity");
       }
     }
-    if (core_->submits_stopped)
-      return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
-    ++core_->slots_used;
+    if (c.submits_stopped) return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
+    ++c.slots_used;
   }
-  std::shared_lock accept(core_->accept_mu);
-  if (!core_->accepting) {
-    core_->release_slot();
+  std::shared_lock accept(c.accept_mu);
+  if (!c.accepting) {
+    c.release_slot();
     return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
   }
-  {
-    std::lock_guard lock(core_->outstanding_mu);
-    ++core_->outstanding;
-  }
+  std::lock_guard lock(c.outstanding_mu);
+  ++c.outstanding;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<JobHandle> Scheduler::submit(JobSpec spec, Deadline deadline) {
+  NPU_RETURN_IF_ERROR(check_spec(spec, *core_->device, true));
+  const auto prio = static_cast<size_t>(spec.priority);
+  NPU_RETURN_IF_ERROR(admit(*core_, deadline));
   auto job = std::make_shared<Job>();
   job->id = core_->next_id.fetch_add(1);
   job->spec = std::move(spec);
@@ -396,8 +716,54 @@ Result<JobHandle> Scheduler::submit(JobSpec spec, Deadline deadline) {
   job->core = core_;
   core_->n_submitted.fetch_add(1, std::memory_order_relaxed);
   core_->push(job, prio);
-  core_->ready.release();
   return JobHandle(std::move(job));
+}
+
+Result<JobOutcome> Scheduler::run(JobSpec spec, Deadline deadline) {
+  Core& c = *core_;
+  NPU_RETURN_IF_ERROR(check_spec(spec, *c.device, false));
+  const auto prio = static_cast<size_t>(spec.priority);
+  if (internal::Lane* lane = c.borrow_lane(prio)) {
+    // The fast path: this thread runs the job on an idle lane. It counts as outstanding (so
+    // shutdown waits for it) but never takes a queue slot: it does not queue.
+    {
+      std::shared_lock accept(c.accept_mu);
+      if (!c.accepting) {
+        c.return_lane(lane);
+        return make_error(StatusCode::kUnavailable, "the scheduler is shut down");
+      }
+      std::lock_guard lock(c.outstanding_mu);
+      ++c.outstanding;
+    }
+    Job job;
+    job.id = c.next_id.fetch_add(1);
+    job.spec = std::move(spec);
+    job.queued = Clock::now();
+    job.state.store(internal::kRunning);
+    c.n_submitted.fetch_add(1, std::memory_order_relaxed);
+    JobOutcome out = lane->run(job);
+    c.return_lane(lane);
+    c.finalize(job, out);
+    job.spec = JobSpec{};
+    c.finished_one();
+    return out;
+  }
+  // Every lane is busy (or jobs wait ahead of this one): queue it and sleep until a lane has
+  // run it; the lane hands the outcome over directly.
+  NPU_RETURN_IF_ERROR(admit(c, deadline));
+  internal::Waiter waiter;
+  auto job = std::make_shared<Job>();
+  job->id = c.next_id.fetch_add(1);
+  job->spec = std::move(spec);
+  job->queued = Clock::now();
+  job->core = core_;
+  job->waiter = &waiter;
+  c.n_submitted.fetch_add(1, std::memory_order_relaxed);
+  c.push(job, prio);
+  job.reset();
+  std::unique_lock lock(waiter.mu);
+  waiter.cv.wait(lock, [&] { return waiter.outcome.has_value(); });
+  return std::move(*waiter.outcome);
 }
 
 void Scheduler::shutdown(ShutdownMode mode) {
@@ -432,11 +798,14 @@ void Scheduler::shutdown(ShutdownMode mode) {
       }
     }
   }
-  c.lanes_stopping.store(true);
-  c.ready.release(static_cast<std::ptrdiff_t>(c.lanes.size()));
-  for (auto& t : c.lanes)
+  {
+    std::lock_guard lock(c.queues_mu);
+    c.lanes_stopping = true;
+  }
+  c.work_cv.notify_all();
+  for (auto& t : c.workers)
     if (t.joinable()) t.join();
-  c.lanes.clear();
+  c.workers.clear();
   // Jobs left in the queues were cancelled and popped by nobody: clear the tombstones.
   while (c.pop()) {
   }

@@ -226,4 +226,33 @@ TEST(DeviceSpec, UnknownNamesAndBadListsFailLoudly) {
 }
 
 }  // namespace
+// A device whose contexts cannot wait on fences says so; the scheduler then waits on the host.
+TEST(Context, AWaitListOnADeviceWithoutWaitFencesIsUnsupported) {
+  auto device = std::make_shared<test::FakeDevice>();
+  ASSERT_FALSE(device->info().wait_fences);
+  auto exe = runtime::load_executable(device, test::identity_image());
+  ASSERT_TRUE(exe.is_ok()) << exe.status().to_string();
+  auto inst = (*exe)->instantiate();
+  auto ctx = device->create_context(hal::Priority::kNormal);
+  ASSERT_TRUE(inst.is_ok() && ctx.is_ok());
+  auto cb = std::move((*inst)->command_buffer(0)).value();
+  auto first = (*ctx)->submit(cb);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  const hal::Fence wait[] = {*first};
+  auto second = (*ctx)->submit(cb, wait);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnsupported) << second.status().to_string();
+  EXPECT_NE(second.status().message().find("in_syncs"), std::string::npos)
+      << second.status().message();
+  // A batch of one needs no wait list; a longer one does.
+  std::vector<hal::Fence> signal;
+  EXPECT_TRUE((*ctx)->execute({}, std::span(&cb, 1), &signal).is_ok());
+  EXPECT_EQ(signal.size(), 1u);
+  const hal::CommandBuffer two[] = {cb, cb};
+  signal.clear();
+  EXPECT_EQ((*ctx)->execute({}, two, &signal).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(signal.size(), 1u) << "the first job was queued and is reported";
+  for (const hal::Fence& f : signal) EXPECT_TRUE(f.wait(hal::kInfiniteDeadline).is_ok());
+  EXPECT_TRUE(first->wait(hal::kInfiniteDeadline).is_ok());
+}
+
 }  // namespace npu::hal

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "npu/hal/api.h"
@@ -22,6 +23,7 @@ struct FakeJob {
   uint64_t seq = 0;
   uint8_t marker = 0;  // byte 0 of the job's first buffer (the activations)
   int attempt = 0;     // submissions of this marker so far, from 1
+  std::thread::id thread;  // the thread that submitted it
 };
 
 class FakeDevice final : public hal::Device, public std::enable_shared_from_this<FakeDevice> {
@@ -141,6 +143,7 @@ class FakeContext final : public hal::Context {
     hal::Buffer& act = *cb.uses()[0];
     job.marker = static_cast<uint8_t>(act.host()[0]);
     job.attempt = ++device_->attempts_[job.marker];
+    job.thread = std::this_thread::get_id();
     device_->jobs_.push_back(job);
     pending_[job.seq] = {job, &act};
     device_->cv_.notify_all();

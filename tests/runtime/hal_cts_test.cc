@@ -231,5 +231,73 @@ TEST_F(HalCts, AWaitWhoseDeadlineHasPassedReportsDeadlineExceededOrTheResult) {
   EXPECT_TRUE(f->wait(kInfiniteDeadline).is_ok());
 }
 
+TEST_F(HalCts, ExecuteChainsCommandBuffersAndSignalsEachInOrder) {
+  if (!device_->info().wait_fences) GTEST_SKIP() << "device cannot chain jobs on fences";
+  auto exe = load({.npu_steps = 3});
+  ASSERT_TRUE(exe);
+  auto inst = exe->instantiate();
+  auto ctx = device_->create_context(Priority::kNormal);
+  ASSERT_TRUE(inst.is_ok() && ctx.is_ok());
+  fill_input((*inst)->activations(), 11);
+  std::vector<CommandBuffer> cbs;
+  for (size_t s = 0; s < 3; ++s) cbs.push_back(std::move((*inst)->command_buffer(s)).value());
+  std::vector<Fence> signal;
+  ASSERT_TRUE((*ctx)->execute({}, cbs, &signal).is_ok());
+  ASSERT_EQ(signal.size(), 3u);
+  auto last = signal.back().wait(deadline_after(std::chrono::seconds(60)));
+  ASSERT_TRUE(last.is_ok()) << last.status().to_string();
+  // Each job waited on the one before it: when the last has ended, so have the others.
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(signal[k].sequence() + 1, signal[k + 1].sequence());
+    auto r = signal[k].poll();
+    ASSERT_TRUE(r.is_ok()) << "step " << k << ": " << r.status().to_string();
+    EXPECT_GT(r->device_cycles, 0u);
+  }
+  EXPECT_TRUE(output_matches((*inst)->activations(), 11));
+}
+
+TEST_F(HalCts, AJobWaitingOnAFailedFenceOfAnotherContextEndsAbortedWithoutRunning) {
+  if (!device_->info().wait_fences) GTEST_SKIP() << "device cannot chain jobs on fences";
+  test::ImageOptions bad;
+  bad.fault = true;
+  bad.fault_va = 0xFFFF0000u;
+  auto faulty = load(bad);
+  auto good = load();
+  ASSERT_TRUE(faulty && good);
+  auto a = device_->create_context(Priority::kNormal);
+  auto b = device_->create_context(Priority::kHigh);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto fi = faulty->instantiate();
+  auto gi = good->instantiate();
+  ASSERT_TRUE(fi.is_ok() && gi.is_ok());
+  fill_input((*gi)->activations(), 21);
+  auto fa = (*a)->submit(std::move((*fi)->command_buffer(0)).value());
+  ASSERT_TRUE(fa.is_ok()) << fa.status().to_string();
+  const Fence wait[] = {*fa};
+  auto fb = (*b)->submit(std::move((*gi)->command_buffer(0)).value(), wait);
+  ASSERT_TRUE(fb.is_ok()) << fb.status().to_string();
+  auto rb = fb->wait(deadline_after(std::chrono::seconds(60)));
+  EXPECT_EQ(rb.status().code(), StatusCode::kAborted) << rb.status().to_string();
+  EXPECT_EQ(fa->poll().status().code(), StatusCode::kDeviceFault);
+  // It never ran: its output rows are still zero.
+  for (int k = 0; k < 64; ++k) ASSERT_EQ((*gi)->activations().host()[256 + k], std::byte{0});
+  // Only the faulting context is banned; b runs the job when it waits for nothing.
+  auto again = (*b)->submit(std::move((*gi)->command_buffer(0)).value());
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_TRUE(again->wait(deadline_after(std::chrono::seconds(60))).is_ok());
+  EXPECT_TRUE(output_matches((*gi)->activations(), 21));
+}
+
+TEST_F(HalCts, AWaitListWithAnEmptyFenceIsRefused) {
+  auto exe = load();
+  ASSERT_TRUE(exe);
+  auto inst = exe->instantiate();
+  auto ctx = device_->create_context(Priority::kNormal);
+  ASSERT_TRUE(inst.is_ok() && ctx.is_ok());
+  const Fence wait[] = {Fence()};
+  auto f = (*ctx)->submit(std::move((*inst)->command_buffer(0)).value(), wait);
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument) << f.status().to_string();
+}
+
 }  // namespace
 }  // namespace npu::hal

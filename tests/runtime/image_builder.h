@@ -26,6 +26,9 @@ struct ImageOptions {
   uint32_t fault_va = 0x00000040;
   bool host_step = false;        // value maps + a HostSegment "FancyOp" (node "fancy_1")
   int repeat = 1;                // copy the rows this many times (longer jobs)
+  int npu_steps = 1;             // the NPU segment this many times, as consecutive steps
+  int fault_step = -1;           // with fault and npu_steps > 1: only this step faults
+  bool null_job = false;         // the NPU segment is one SYNC that moves nothing (a null job)
   bool store_to_weights = false;  // STORE into the (device read-only) weights buffer
   int specialized_input = -1;     // >= 0: a SpecializedInput naming this input index ...
   size_t specialized_bytes = 256;  // ... with this many bytes of value (x needs 4·16·4)
@@ -72,8 +75,13 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
   std::vector<flatbuffers::Offset<image::IoBinding>> outputs{
       image::CreateIoBinding(fb, out_desc, out_view)};
 
-  std::vector<uint8_t> cmds;
-  std::vector<image::Relocation> relocs;
+  auto emit = [&](bool fault, std::vector<uint8_t>& cmds, std::vector<image::Relocation>& relocs) {
+  if (o.null_job) {
+    isa::Sync nop;
+    nop.engine = isa::Engine::kCompute;
+    append(cmds, isa::encode(nop));
+    return;
+  }
   for (int r = 0; r < o.repeat; ++r) {
     isa::Load load;
     load.sp = hw::Scratchpad::kAct;
@@ -82,7 +90,7 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     load.x = 4;
     load.x_stride = o.in_stride;
     load.tokens.push_next = true;
-    if (o.fault) {
+    if (fault) {
       load.va = o.fault_va;
     } else {
       relocs.emplace_back(static_cast<uint32_t>(cmds.size() + 4), image::BufferKind::Activations, 0);
@@ -107,15 +115,21 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     }
     append(cmds, isa::encode(store));
   }
+  };
   // With a host step the image has value maps: 0 = x (device), 1 = y (device, written by the
   // NPU segment), 2 = z (host only, the model output), 3 = c (a host constant float32[16]);
   // the host step "FancyOp" (node "fancy_1") computes z from y and c.
   const std::vector<uint32_t> seg_in{0}, seg_out{1};
   std::vector<flatbuffers::Offset<image::Step>> steps;
-  auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr,
-                                           o.host_step ? &seg_in : nullptr,
-                                           o.host_step ? &seg_out : nullptr);
-  steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, seg.Union()));
+  for (int k = 0; k < o.npu_steps; ++k) {
+    std::vector<uint8_t> cmds;
+    std::vector<image::Relocation> relocs;
+    emit(o.fault && (o.fault_step < 0 || o.fault_step == k), cmds, relocs);
+    auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr,
+                                             o.host_step ? &seg_in : nullptr,
+                                             o.host_step ? &seg_out : nullptr);
+    steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, seg.Union()));
+  }
   std::vector<flatbuffers::Offset<image::IoBinding>> host_values;
   std::vector<flatbuffers::Offset<image::HostConstant>> constants;
   const std::vector<uint32_t> input_values{0}, output_values{2};

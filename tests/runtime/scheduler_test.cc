@@ -5,6 +5,8 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "fake_device.h"
@@ -68,11 +70,13 @@ class SchedulerTest : public ::testing::Test {
     exe_ = std::move(exe).value();
   }
   std::unique_ptr<Scheduler> make(uint32_t lanes, uint32_t capacity,
-                                  std::chrono::milliseconds step_timeout = std::chrono::minutes(1)) {
+                                  std::chrono::milliseconds step_timeout = std::chrono::minutes(1),
+                                  uint32_t pipeline_depth = 8) {
     SchedulerOptions o;
     o.num_contexts = lanes;
     o.queue_capacity = capacity;
     o.step_timeout = step_timeout;
+    o.pipeline_depth = pipeline_depth;
     auto s = Scheduler::create(device_, o);
     EXPECT_TRUE(s.is_ok());
     return std::move(s).value();
@@ -237,7 +241,7 @@ TEST_F(SchedulerTest, FaultsAndTimeoutsAreReportedNeverRetriedAndABannedContextI
     if (j.marker == 3) return hal::JobResult{hal::JobEnd::kDeviceError, 4, 2, 0};
     return hal::JobResult{hal::JobEnd::kSuccess, 0, 0, 100};
   });
-  auto s = make(1, 8);
+  auto s = make(1, 8, std::chrono::minutes(1), /*pipeline_depth=*/1);  // one job at a time
   for (uint8_t m : {1, 2, 3, 4}) ASSERT_TRUE(s->submit(job(m), hal::kInfiniteDeadline).is_ok());
   ASSERT_TRUE(outcomes_.wait_count(4));
   JobOutcome fault = outcomes_.get(1);
@@ -256,6 +260,26 @@ TEST_F(SchedulerTest, FaultsAndTimeoutsAreReportedNeverRetriedAndABannedContextI
   EXPECT_NE(jobs[0].ctx, jobs[1].ctx);
   EXPECT_EQ(s->stats().contexts_replaced, 1u);
   EXPECT_EQ(s->stats().failed, 3u);
+}
+
+TEST_F(SchedulerTest, FaultsInAPipelinedBatchAreEachReportedOnceAndTheRestSucceed) {
+  device_->set_policy([](const FakeJob& j) {
+    if (j.marker == 1) return hal::JobResult{hal::JobEnd::kPageFault, 3, 0x1234, 0};
+    if (j.marker == 3) return hal::JobResult{hal::JobEnd::kDeviceError, 4, 2, 0};
+    return hal::JobResult{hal::JobEnd::kSuccess, 0, 0, 100};
+  });
+  auto s = make(1, 8);
+  device_->hold();  // the lane takes all four into one batch
+  for (uint8_t m : {1, 2, 3, 4}) ASSERT_TRUE(s->submit(job(m), hal::kInfiniteDeadline).is_ok());
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(4));
+  EXPECT_EQ(outcomes_.get(1).status.code(), StatusCode::kDeviceFault);
+  EXPECT_TRUE(outcomes_.get(2).status.is_ok()) << outcomes_.get(2).status.to_string();
+  EXPECT_EQ(outcomes_.get(3).status.code(), StatusCode::kDeviceFault);
+  EXPECT_TRUE(outcomes_.get(4).status.is_ok()) << outcomes_.get(4).status.to_string();
+  for (uint8_t m : {1, 2, 3, 4}) EXPECT_EQ(outcomes_.calls()[m], 1) << "marker " << int(m);
+  EXPECT_EQ(s->stats().failed, 2u);
+  EXPECT_GE(s->stats().contexts_replaced, 1u);
 }
 
 TEST_F(SchedulerTest, AStepThatOutlivesTheStepTimeoutEndsAsDeviceTimeoutAndIsNotReused) {
@@ -281,20 +305,29 @@ TEST_F(SchedulerTest, ShutdownCompletesEveryAcceptedJobExactlyOnce) {
   for (uint8_t m = 1; m <= 40; ++m) ASSERT_TRUE(s->submit(job(m), hal::kInfiniteDeadline).is_ok());
   ASSERT_TRUE(device_->wait_submitted(2));
   std::thread closer([&] { s->shutdown(Scheduler::ShutdownMode::kCancelPending); });
-  // Let the queued jobs be cancelled by shutdown, then free the two running ones.
-  ASSERT_TRUE(outcomes_.wait_count(38));
+  // Let the queued jobs be cancelled by shutdown, then free the running ones: each lane runs
+  // one job, or a pipelined batch of them, all on the device already.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (outcomes_.count() + device_->jobs().size() < 40 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
   device_->release();
   closer.join();
   EXPECT_EQ(outcomes_.count(), 40u);
-  int ok = 0, cancelled = 0;
+  size_t ok = 0, cancelled = 0;
+  std::set<uint8_t> ran;
+  for (const FakeJob& j : device_->jobs()) ran.insert(j.marker);
   for (uint8_t m = 1; m <= 40; ++m) {
     EXPECT_EQ(outcomes_.calls()[m], 1) << "marker " << int(m);
     const StatusCode c = outcomes_.get(m).status.code();
     if (c == StatusCode::kOk) ++ok;
     if (c == StatusCode::kCancelled) ++cancelled;
+    EXPECT_EQ(c == StatusCode::kOk, ran.count(m) == 1) << "marker " << int(m);
   }
-  EXPECT_EQ(ok, 2);
-  EXPECT_EQ(cancelled, 38);
+  EXPECT_GE(ok, 2u);
+  EXPECT_EQ(ok, ran.size());
+  EXPECT_EQ(ok + cancelled, 40u);
+  EXPECT_GT(cancelled, 0u);
   EXPECT_EQ(s->submit(job(99), hal::kInfiniteDeadline).status().code(), StatusCode::kUnavailable);
   s->shutdown(Scheduler::ShutdownMode::kDrain);  // idempotent
 }
@@ -354,6 +387,76 @@ TEST_F(SchedulerTest, RejectsJobsOfAnotherDevice) {
   spec.instance = std::move((*exe)->instantiate()).value();
   EXPECT_EQ(s->submit(std::move(spec), hal::kInfiniteDeadline).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, RunExecutesOnTheCallersThreadWhenALaneIsIdle) {
+  auto s = make(2, 8);
+  JobSpec spec = job(7);
+  spec.on_complete = nullptr;
+  auto o = s->run(std::move(spec), hal::kInfiniteDeadline);
+  ASSERT_TRUE(o.is_ok()) << o.status().to_string();
+  EXPECT_TRUE(o->status.is_ok()) << o->status.to_string();
+  EXPECT_EQ(o->device_cycles, 100u);
+  EXPECT_EQ(o->device_waits, 1u);
+  ASSERT_EQ(device_->jobs().size(), 1u);
+  EXPECT_EQ(device_->jobs()[0].thread, std::this_thread::get_id());
+  EXPECT_EQ(s->stats().completed, 1u);
+  JobSpec with_callback = job(8);
+  EXPECT_EQ(s->run(std::move(with_callback), hal::kInfiniteDeadline).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, RunQueuesBehindABusyLaneAndALaneHandsItTheOutcome) {
+  auto s = make(1, 8);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(100), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));  // the only lane is busy
+  std::optional<Result<JobOutcome>> got;
+  std::thread caller([&] {
+    JobSpec spec = job(1);
+    spec.on_complete = nullptr;
+    got.emplace(s->run(std::move(spec), hal::kInfiniteDeadline));
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s->stats().queued == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_EQ(s->stats().queued, 1u) << "the caller's job waits for the lane";
+  device_->release();
+  caller.join();
+  ASSERT_TRUE(got && got->is_ok()) << (got ? got->status().to_string() : "no result");
+  EXPECT_TRUE((*got)->status.is_ok()) << (*got)->status.to_string();
+  ASSERT_TRUE(outcomes_.wait_for(100));
+  const auto jobs = device_->jobs();
+  ASSERT_EQ(jobs.size(), 2u);
+  // Both ran on the worker, in order: the caller's job queued behind job 100.
+  EXPECT_EQ(jobs[1].marker, 1);
+  EXPECT_EQ(jobs[1].thread, jobs[0].thread);
+}
+
+TEST_F(SchedulerTest, ShutdownCancelsAQueuedRunExactlyOnce) {
+  auto s = make(1, 8);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(100), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));
+  std::optional<Result<JobOutcome>> got;
+  std::thread caller([&] {
+    JobSpec spec = job(1);
+    spec.on_complete = nullptr;
+    got.emplace(s->run(std::move(spec), hal::kInfiniteDeadline));
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s->stats().queued == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_EQ(s->stats().queued, 1u);
+  std::thread stopper([&] { s->shutdown(Scheduler::ShutdownMode::kCancelPending); });
+  caller.join();  // cancelled while job 100 still holds the lane
+  ASSERT_TRUE(got && got->is_ok());
+  EXPECT_EQ((*got)->status.code(), StatusCode::kCancelled) << (*got)->status.to_string();
+  device_->release();
+  stopper.join();
+  EXPECT_EQ(device_->jobs().size(), 1u);
+  EXPECT_EQ(s->stats().completed, 2u);
+  EXPECT_EQ(s->stats().cancelled, 1u);
 }
 
 }  // namespace

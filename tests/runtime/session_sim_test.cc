@@ -11,6 +11,7 @@
 #include "image_builder.h"
 #include "ir.h"  // the compiler's float reference interpreter
 #include "npu/compiler/compiler.h"
+#include "npu/driver/kmd.h"
 #include "npu/runtime/api.h"
 #include "test_device.h"
 
@@ -273,6 +274,93 @@ TEST_F(SimTest, APageFaultIsReportedWithItsAddressAndTheNextRequestSucceeds) {
   auto ok = (*good)->run(random_input({4, 64}, 2));
   EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
   EXPECT_GE(runtime_->scheduler(0).stats().contexts_replaced, 1u);
+}
+
+// k NPU steps and no host step: the steps are chained on the device (each waits on the one
+// before), and the host sleeps once, on the last. The kernel-driver model counts the WAITs
+// that could block and the times one slept.
+TEST_F(SimTest, ARequestOfKNpuStepsWakesTheHostOnce) {
+  driver::kmd::Stats probe;
+  if (driver::kmd::stats(test::test_device(), &probe) != 0)
+    GTEST_SKIP() << "not an in-process device: its WAITs cannot be counted";
+  for (int k : {1, 3, 8}) {
+    auto m = Model::from_image(test::identity_image({.repeat = 8, .npu_steps = k}));
+    ASSERT_TRUE(m.is_ok());
+    auto s = Session::create(runtime_, *m);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    auto in = random_input({4, 16}, 5);
+    ASSERT_TRUE((*s)->run(in).is_ok());  // warm: contexts and instances exist
+    driver::kmd::Stats before, after;
+    ASSERT_EQ(driver::kmd::stats(test::test_device(), &before), 0);
+    auto out = (*s)->run(in);
+    ASSERT_EQ(driver::kmd::stats(test::test_device(), &after), 0);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    EXPECT_EQ(after.jobs_submitted - before.jobs_submitted, static_cast<uint64_t>(k));
+    EXPECT_EQ(after.jobs_success - before.jobs_success, static_cast<uint64_t>(k));
+    EXPECT_EQ(after.waits - before.waits, 1u) << k << " steps";
+    EXPECT_LE(after.wait_sleeps - before.wait_sleeps, 1u) << k << " steps";
+    EXPECT_EQ(out->stats.device_waits, 1u);
+    EXPECT_GT(out->stats.device_cycles, 0u);
+    auto x = in[0].as<float>();
+    auto y = out->tensors[0].as<float>();
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(y[i], dequantize(quantize_int8(x[i], 0.05f, 3), 0.05f, 3)) << "element " << i;
+  }
+}
+
+// With a host step the NPU step before it needs its outputs on the host: one wait per chain.
+TEST_F(SimTest, AHostStepWakesTheHostWhereItNeedsTheDevicesResults) {
+  driver::kmd::Stats probe;
+  if (driver::kmd::stats(test::test_device(), &probe) != 0)
+    GTEST_SKIP() << "not an in-process device: its WAITs cannot be counted";
+  register_host_kernel("FancyOp", [](const HostOpContext& c) {
+    auto y = c.inputs[0]->as<float>();
+    auto out = (*c.outputs)[0].as<float>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = y[i];
+    return Status::ok();
+  });
+  auto m = Model::from_image(test::identity_image({.host_step = true, .npu_steps = 3}));
+  ASSERT_TRUE(m.is_ok());
+  auto s = Session::create(runtime_, *m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  auto in = random_input({4, 16}, 6);
+  auto out = (*s)->run(in);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  // Every segment of this image reads and writes host values: nothing can chain.
+  EXPECT_EQ(out->stats.device_waits, 3u);
+  EXPECT_GT(out->stats.host_steps_us, 0.0);
+}
+
+TEST_F(SimTest, AFaultInTheMiddleOfAChainIsReportedAndAbortsTheStepsAfterIt) {
+  driver::kmd::Stats probe;
+  if (driver::kmd::stats(test::test_device(), &probe) != 0)
+    GTEST_SKIP() << "not an in-process device: its job ends cannot be counted";
+  test::ImageOptions bad{.npu_steps = 4, .fault_step = 1};
+  bad.fault = true;
+  bad.fault_va = 0xFFFF0000u;
+  auto m = Model::from_image(test::identity_image(bad));
+  ASSERT_TRUE(m.is_ok());
+  auto s = Session::create(runtime_, *m);
+  ASSERT_TRUE(s.is_ok());
+  driver::kmd::Stats before, after;
+  ASSERT_EQ(driver::kmd::stats(test::test_device(), &before), 0);
+  auto r = (*s)->run(random_input({4, 16}, 1));
+  ASSERT_EQ(driver::kmd::stats(test::test_device(), &after), 0);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeviceFault) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("0xffff0000"), std::string::npos) << r.status().message();
+  EXPECT_EQ(after.jobs_success - before.jobs_success, 1u);     // step 0
+  EXPECT_EQ(after.jobs_page_fault - before.jobs_page_fault, 1u);  // step 1
+  // Steps 2 and 3 never ran: queued behind the fault they end ABORTED; submitted after it
+  // the banned context refuses them. A fault is never retried.
+  const uint64_t submitted = after.jobs_submitted - before.jobs_submitted;
+  EXPECT_GE(submitted, 2u);
+  EXPECT_LE(submitted, 4u);
+  EXPECT_EQ(after.jobs_aborted - before.jobs_aborted, submitted - 2);
+  // The next request runs on a fresh context.
+  auto good = Session::create(runtime_, gemm_);
+  ASSERT_TRUE(good.is_ok());
+  EXPECT_TRUE((*good)->run(random_input({4, 64}, 2)).is_ok());
 }
 
 TEST_F(SimTest, AnImageForOtherHardwareIsRefused) {

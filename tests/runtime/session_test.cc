@@ -19,6 +19,7 @@ class SessionTest : public ::testing::Test {
     RuntimeOptions o;
     o.scheduler.num_contexts = 1;
     o.scheduler.queue_capacity = 64;
+    o.scheduler.pipeline_depth = pipeline_depth();
     auto rt = Runtime::create({device_}, o);
     ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
     runtime_ = std::move(rt).value();
@@ -26,6 +27,8 @@ class SessionTest : public ::testing::Test {
     ASSERT_TRUE(m.is_ok());
     model_ = std::move(m).value();
   }
+  // One job on the device at a time: a request behind it stays queued (cancellable at once).
+  virtual uint32_t pipeline_depth() const { return 1; }
   static std::vector<Tensor> input(float base) {
     Tensor x = Tensor::zeros(DType::kF32, {4, 16});
     auto v = x.as<float>();
@@ -360,6 +363,38 @@ TEST_F(SessionTest, ProfilingProducesChromeTraceSpans) {
   for (const char* span : {"\"copy-in\"", "\"queue\"", "\"device\"", "\"copy-out\""})
     EXPECT_NE(trace.find(span), std::string::npos) << span << " missing in " << trace;
   EXPECT_NE(trace.find("\"ph\":\"X\""), std::string::npos);
+}
+
+// With pipelining a lane takes the requests queued behind the one it runs onto the device too:
+// cancelling one of them still touches only that request, and it completes exactly once.
+class PipelinedSessionTest : public SessionTest {
+ protected:
+  uint32_t pipeline_depth() const override { return 8; }
+};
+
+TEST_F(PipelinedSessionTest, CancelTouchesOnlyThatRequest) {
+  auto [session, queue] = async();
+  device_->hold();
+  auto a = session->submit(input(0), 1);
+  ASSERT_TRUE(device_->wait_submitted(1));
+  auto b = session->submit(input(0), 2);
+  auto c = session->submit(input(0), 3);
+  ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok());
+  ASSERT_TRUE(session->cancel(*b).is_ok());
+  device_->release();
+  std::map<uint64_t, int> seen;
+  for (int k = 0; k < 3; ++k) {
+    auto r = queue->recv(std::chrono::seconds(10));
+    ASSERT_TRUE(r.is_ok());
+    ++seen[r->request_id];
+    if (r->request_id == *b) {
+      EXPECT_EQ(r->status.code(), StatusCode::kCancelled) << r->status.to_string();
+    } else {
+      EXPECT_TRUE(r->status.is_ok()) << r->status.to_string();
+    }
+  }
+  EXPECT_EQ(seen, (std::map<uint64_t, int>{{*a, 1}, {*b, 1}, {*c, 1}}));
+  EXPECT_EQ(session->cancel(*b).code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+// npu-bench model IMAGE_OR_ONNX ...: see model_bench.h.
 // npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise] [--seed S]
 //               [--trace FILE.fst] [--itrace FILE]
 // Runs the benchmark kernels of sim/bench on the functional model and on the RTL through
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "model_bench.h"
 #include "npu/hal/number.h"
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/program_generator.h"
@@ -87,7 +89,9 @@ int usage(const char* why) {
   if (why != nullptr) std::fprintf(stderr, "npu-bench: error: %s\n", why);
   std::fprintf(stderr,
                "usage: npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise]\n"
-               "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n");
+               "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n"
+               "       npu-bench model IMAGE_OR_ONNX [--device D] [--input FILE.npy]... [--iterations N]\n"
+               "                     [--warmup N] [--rounds N] [--concurrency N] [--json] [--compare-ort]\n");
   return 2;
 }
 
@@ -157,7 +161,9 @@ std::string json_escape(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) != "sim") return usage(argc < 2 ? nullptr : "the only mode is 'sim'");
+  if (argc >= 2 && std::string(argv[1]) == "model") return npu::tools::model_main(argc, argv);
+  if (argc < 2 || std::string(argv[1]) != "sim")
+    return usage(argc < 2 ? nullptr : "the modes are 'sim' and 'model'");
   Options opt;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];

@@ -333,6 +333,9 @@ void KDevice::unplug_locked() {
       ctx->state = DRM_NPU_CTX_STATE_LOST;
     }
   }
+  for (auto& [id, weak] : contexts_) {
+    if (auto ctx = weak.lock()) ctx->cv_wait.notify_all();
+  }
   cv_dev_.notify_all();
   cv_wait_.notify_all();
 }
@@ -366,7 +369,8 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
            name_.c_str(), ctx.id, static_cast<unsigned long long>(job.seq), status,
            device_error, static_cast<unsigned long long>(error_addr),
            static_cast<unsigned long long>(device_cycles));
-  cv_wait_.notify_all();
+  if (ctx.waited.count(job.seq) != 0) ctx.cv_wait.notify_all();
+  cv_wait_.notify_all();  // poll()
 }
 
 // Ends every job of ctx that has not ended: queued ones leave the queue; jobs already in a

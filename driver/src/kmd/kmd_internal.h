@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -117,6 +118,10 @@ struct Context final {
   std::deque<std::shared_ptr<Job>> queued;  // not yet written to a ring
   std::map<uint64_t, JobEnd> results;       // the most recent kResultsKept ends
   uint64_t pruned_upto = 0;                 // results of seq <= this are no longer kept
+  // WAITs sleeping on this context, by the seq they wait for: a job's end wakes only the
+  // WAITs for that job (one wake-up per waited job, not one per job of the device).
+  std::multiset<uint64_t> waited;
+  std::condition_variable cv_wait;
 };
 
 struct File final {

@@ -486,6 +486,7 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
   if (a->seq == 0 || a->seq > ctx->last_submitted || a->seq <= ctx->pruned_upto) return EINVAL;
   const auto deadline =
       Clock::time_point(std::chrono::nanoseconds(std::max<int64_t>(a->deadline_ns, 0)));
+  if (Clock::now() < deadline) ++stats_.waits;  // not a poll
   for (;;) {
     if (unplugged_) return ENODEV;
     auto it = ctx->results.find(a->seq);
@@ -497,7 +498,10 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
       return it->second.status == DRM_NPU_JOB_ABORTED ? EIO : 0;
     }
     if (Clock::now() >= deadline) return ETIMEDOUT;
-    cv_wait_.wait_until(lk, deadline);
+    ++stats_.wait_sleeps;
+    auto w = ctx->waited.insert(a->seq);
+    ctx->cv_wait.wait_until(lk, deadline);
+    ctx->waited.erase(w);
   }
 }
 

@@ -86,6 +86,8 @@ struct Stats {
   uint64_t jobs_timeout = 0;
   uint64_t jobs_page_fault = 0;
   uint64_t jobs_device_error = 0;
+  uint64_t waits = 0;        // WAIT ioctls with a deadline still ahead (polls not counted)
+  uint64_t wait_sleeps = 0;  // times a WAIT slept until woken (or its deadline): host wake-ups
   uint32_t open_files = 0;
   uint32_t contexts = 0;
   uint64_t free_dram = 0;

@@ -65,6 +65,12 @@ struct BoInfo {
 // ABORTED, TIMEOUT, PAGE_FAULT or DEVICE_ERROR. device_error is the raw ERROR_CODE of the
 // device (npu::hw::ErrorCode) and error_addr its ERROR_ADDR when the job faulted.
 // device_cycles = device cycle at the job's FENCE minus the cycle at which its EXEC started.
+// A job another job waits for (SUBMIT's in_syncs): job `seq` of context `ctx` (same file).
+struct SyncPoint {
+  uint32_t ctx = 0;
+  uint64_t seq = 0;
+};
+
 struct JobResult {
   uint32_t status = 0;
   uint32_t device_error = 0;
@@ -129,6 +135,12 @@ class UmdDevice final {
   // queue is full (wait for an older job, then retry).
   int submit(uint32_t ctx, std::span<const uint32_t> bo_handles, uint32_t cmd_bo,
              uint64_t cmd_offset, uint64_t cmd_size, uint64_t* out_seq);
+  // As submit(), and the device starts the job only after every job in `after` has ended
+  // (SUBMIT's in_syncs, at most 64; needs DRM_NPU_CAP_IN_SYNCS, else EOPNOTSUPP). If one of
+  // them did not end SUCCESS, this job ends ABORTED without running.
+  int submit(uint32_t ctx, std::span<const uint32_t> bo_handles, uint32_t cmd_bo,
+             uint64_t cmd_offset, uint64_t cmd_size, std::span<const SyncPoint> after,
+             uint64_t* out_seq);
   // Blocks until job `seq` of `ctx` has ended or the absolute CLOCK_MONOTONIC deadline passes
   // (ETIMEDOUT; the job keeps running). Returns 0 when the job ended on its own terms
   // (status SUCCESS, PAGE_FAULT, DEVICE_ERROR or TIMEOUT) and EIO when it was ABORTED by a

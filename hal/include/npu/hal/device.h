@@ -50,6 +50,9 @@ struct DeviceInfo {
   uint64_t dram_size = 0;
   uint64_t max_buffer_size = 0;
   bool read_only_buffers = false;  // BufferUsage::kDeviceReadOnly is enforced by the MMU
+  // Context::submit honours wait lists on the device (the driver's in_syncs): work that waits
+  // only on other device work is chained there, without waking the host in between.
+  bool wait_fences = false;
   std::string describe() const;    // one line for logs and tools
 };
 

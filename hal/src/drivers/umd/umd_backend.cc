@@ -120,13 +120,25 @@ class UmdContext final : public Context {
     return out;
   }
 
-  Result<uint64_t> submit_job(const CommandBuffer& cb) override {
-    std::vector<uint32_t> handles;
-    handles.reserve(cb.uses().size());
-    for (const auto& b : cb.uses()) handles.push_back(b->handle());
+  Result<uint64_t> submit_job(const CommandBuffer& cb) override { return submit_job_after(cb, {}); }
+
+  Result<uint64_t> submit_job_after(const CommandBuffer& cb, std::span<const Fence> wait) override {
+    // Small jobs (every model's) name a handful of buffers: no allocation on the hot path.
+    constexpr size_t kInline = 16;
+    uint32_t inline_handles[kInline];
+    std::vector<uint32_t> heap;
+    std::span<uint32_t> handles(inline_handles, cb.uses().size());
+    if (cb.uses().size() > kInline) {
+      heap.resize(cb.uses().size());
+      handles = heap;
+    }
+    for (size_t i = 0; i < cb.uses().size(); ++i) handles[i] = cb.uses()[i]->handle();
+    driver::SyncPoint after[kMaxWaitFences];
+    for (size_t i = 0; i < wait.size(); ++i)
+      after[i] = driver::SyncPoint{wait[i].context()->id(), wait[i].sequence()};
     uint64_t seq = 0;
     int err = device_->umd().submit(ctx_, handles, cb.commands()->handle(), cb.offset(),
-                                    cb.size(), &seq);
+                                    cb.size(), std::span(after, wait.size()), &seq);
     if (err == EBADFD)
       return make_error(StatusCode::kUnavailable,
                         name() + " is banned after a fault; create a new context");
@@ -240,6 +252,7 @@ Result<std::shared_ptr<Device>> open(const std::string& name, const std::string&
   info.dram_size = di.dram_size;
   info.max_buffer_size = di.max_bo_size;
   info.read_only_buffers = (di.capabilities & DRM_NPU_CAP_BO_RDONLY) != 0;
+  info.wait_fences = (di.capabilities & DRM_NPU_CAP_IN_SYNCS) != 0;
   return std::shared_ptr<Device>(std::make_shared<UmdHalDevice>(std::move(umd), std::move(info)));
 }
 

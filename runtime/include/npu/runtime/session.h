@@ -64,6 +64,9 @@ struct RunStats {
   uint64_t device_cycles = 0;  // Σ over the request's NPU jobs (device clock)
   double queue_us = 0;         // accepted -> started on a device context
   double device_us = 0;        // started -> device finished (includes host steps)
+  double host_steps_us = 0;    // of device_us: host operators and the boundary conversions
+                               // between NPU steps (mapped images)
+  uint32_t device_waits = 0;   // times the host slept on the device: one per chain of NPU steps
   double copy_in_us = 0;       // quantising the inputs
   double copy_out_us = 0;      // dequantising the outputs
   double total_us = 0;         // run()/submit() call -> outputs ready
@@ -95,7 +98,9 @@ class Session final {
 
   const Model& model() const;
 
-  // Blocks until the outputs are ready. `deadline` bounds the wait for an activation buffer
+  // Blocks until the outputs are ready. The request runs on the calling thread when one of
+  // the scheduler's lanes is idle (no hop to another thread but the device's), else it waits
+  // for a lane like any other. `deadline` bounds the wait for an activation buffer
   // and a queue slot (RESOURCE_EXHAUSTED); once accepted the request runs to its end (a hung
   // device becomes DEVICE_TIMEOUT through the driver and the scheduler).
   Result<Outputs> run(std::span<const Tensor> inputs, Deadline deadline = hal::kInfiniteDeadline);

@@ -11,12 +11,27 @@
 // call any scheduler member, including shutdown(), and may drop the last reference to the
 // scheduler's owner.
 //
+// Chaining: consecutive NPU steps of a job that need no host work between them (no host
+// step, no step hook before or after them: JobSpec::hook_mask) are submitted together, each
+// waiting on the fence of the one before (hal::Context::execute), on devices whose contexts
+// honour wait lists (DeviceInfo::wait_fences). The lane then sleeps once per chain, on the
+// chain's last fence, instead of once per step. On other devices every step is its own chain.
+//
+// Running on the caller: run() executes a job on the calling thread when a lane is idle and
+// no job of its priority or higher is waiting (the caller borrows the lane's contexts), and
+// otherwise queues it and sleeps until a lane has run it. Either way the result comes back
+// as run()'s return value, with no hop through the completion thread.
+//
+// Pipelining: a lane keeps up to SchedulerOptions::pipeline_depth single-chain jobs on the
+// device at once and completes them in order.
+//
 // Cancellation (JobHandle::cancel) touches only that job: a queued job completes CANCELLED at
 // once; a running job stops before its next step, and completes CANCELLED once the device has
-// finished with its buffers. Other jobs, and the device context, are unaffected.
+// finished with its buffers (a chain of device steps already submitted runs to its end first).
+// Other jobs, and the device context, are unaffected.
 //
-// Recovery: a job that ends ABORTED (a reset caused by another job) is resubmitted once; a
-// second ABORTED is reported. DEVICE_TIMEOUT and DEVICE_FAULT are reported, never retried. A
+// Recovery: a step that ends ABORTED (a reset caused by another job) is resubmitted once,
+// with the rest of its chain; a second ABORTED in that chain is reported. DEVICE_TIMEOUT and DEVICE_FAULT are reported, never retried. A
 // context that is banned (after a page fault) or lost is replaced by a new one before the next
 // job. A step that outlives job_timeout on the host side is reported as DEVICE_TIMEOUT and its
 // context is destroyed (which ends only that job) and replaced.
@@ -28,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "npu/hal/api.h"
 
@@ -42,6 +58,8 @@ struct JobOutcome {
   Status status;               // OK, CANCELLED, or the device/host error (with the request id)
   uint64_t device_cycles = 0;  // Σ over the NPU steps that ran
   uint32_t device_submissions = 0;
+  uint32_t device_waits = 0;  // host sleeps on a device fence (one per chain that ran)
+  double host_us = 0;         // time spent in step_hook (host steps and boundary conversions)
   bool retried = false;           // an ABORTED step was resubmitted
   bool instance_reusable = true;  // false when the device may still touch its buffers
   Clock::time_point queued, started, finished;  // started == queued if it never ran
@@ -55,17 +73,30 @@ enum class StepPhase : uint8_t { kBeforeDevice, kAfterDevice, kHost };
 using StepHook = std::function<Status(size_t step, StepPhase phase)>;
 using CompletionFn = std::function<void(JobOutcome&&)>;
 
+// Bits of JobSpec::hook_mask, per step.
+inline constexpr uint8_t kHookBefore = 1;  // the NPU step needs step_hook(kBeforeDevice)
+inline constexpr uint8_t kHookAfter = 2;   // the NPU step needs step_hook(kAfterDevice)
+
 struct JobSpec {
   std::shared_ptr<hal::ExecutableInstance> instance;  // required
   Priority priority = Priority::kNormal;
   uint64_t request_id = 0;  // named in error messages
   StepHook step_hook;       // optional; required when the executable has host steps
-  CompletionFn on_complete; // required; called exactly once (see the file comment)
+  // With step_hook: per step, which of kHookBefore/kHookAfter the NPU step needs (shorter or
+  // null: every NPU step needs both). Steps that need neither chain on the device.
+  std::shared_ptr<const std::vector<uint8_t>> hook_mask;
+  CompletionFn on_complete; // submit(): required; called exactly once. run(): must be empty.
 };
 
 struct SchedulerOptions {
   uint32_t num_contexts = 2;     // lanes; each runs one job at a time on its own contexts
   uint32_t queue_capacity = 64;  // jobs waiting for a lane, all priorities together
+  // Jobs one lane keeps on the device at once (1..64). Above 1, a lane that takes a job also
+  // takes the single-chain jobs (NPU steps only, no host work between them) queued behind it
+  // at the same priority, queues all of them, then waits for each in order: the device runs
+  // them back to back and the host sleeps once for several. Jobs taken so are running: a
+  // cancel completes them CANCELLED once the device is done with them.
+  uint32_t pipeline_depth = 8;
   // Host-side bound on one device step. The driver's hang detection normally ends a hung job
   // first (DEVICE_TIMEOUT); this catches a device that never reports.
   std::chrono::milliseconds step_timeout{std::chrono::minutes(10)};
@@ -118,6 +149,12 @@ class Scheduler final {
   Result<JobHandle> submit(JobSpec spec, Deadline deadline);
   // As submit() with a deadline of now: never blocks.
   Result<JobHandle> try_submit(JobSpec spec);
+  // Runs a job and returns its outcome (see "Running on the caller" above); blocks until the
+  // job has ended. `deadline` bounds only the wait for queue room (RESOURCE_EXHAUSTED); once
+  // accepted the job runs to its end. Errors as submit(); the outcome's status carries the
+  // job's own error. spec.on_complete must be empty. Safe from any thread except a callback
+  // of this scheduler.
+  Result<JobOutcome> run(JobSpec spec, Deadline deadline);
 
   enum class ShutdownMode {
     kDrain,          // run every queued job, then stop

@@ -1,0 +1,203 @@
+// Runtime benchmarks (Google Benchmark) on the functional model ("sim") through the whole
+// stack: Session::run latency on a null job and on the tiny Gemm+Relu model, and
+// AsyncSession throughput at 1, 4, 16 and 64 requests in flight.
+//   npu-runtime-bench [--benchmark_filter=...] [--benchmark_min_time=...]
+// Each benchmark also measures, in the same run and on the same device, its reference: the
+// HAL alone submitting the model's command buffers and waiting on their fences (no runtime,
+// no scheduler: quantisation, queueing and completion delivery are what the ratio shows).
+// Counters (absolute times in microseconds, ratios against the reference):
+//   Session:  p50_us, p99_us, hal_p50_us, hal_p99_us, x_hal_p50 (= p50_us / hal_p50_us)
+//   Async:    req_per_s (= items_per_second), hal_req_per_s (the HAL keeping the same number
+//             of jobs in flight on one context), x_hal (= req_per_s / hal_req_per_s)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <vector>
+
+#include "image_builder.h"
+#include "npu/compiler/compiler.h"
+#include "npu/runtime/api.h"
+#include "npu/runtime/image_to_hal.h"
+
+namespace npu::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using runtime::Model;
+
+
+std::shared_ptr<runtime::Runtime> shared_runtime() {
+  static std::shared_ptr<runtime::Runtime> rt = [] {
+    setenv("NPU_LOG", "quiet", 0);
+    runtime::RuntimeOptions o;
+    o.device = "sim";
+    auto r = runtime::Runtime::open(o);
+    if (!r.is_ok()) {
+      std::fprintf(stderr, "npu-runtime-bench: %s\n", r.status().to_string().c_str());
+      std::exit(1);
+    }
+    return std::move(r).value();
+  }();
+  return rt;
+}
+
+enum class Workload { kNull, kGemmRelu };
+
+std::shared_ptr<const Model> load(Workload w) {
+  if (w == Workload::kNull) {
+    auto m = Model::from_image(test::identity_image({.null_job = true}));
+    return m.is_ok() ? std::move(m).value() : nullptr;
+  }
+  compiler::CompileOptions co;
+  co.array_dim = shared_runtime()->device(0)->info().array_dim;
+  auto bytes = compiler::compile_onnx_file(NPU_BENCH_DATA "/gemm_relu.onnx", co);
+  if (!bytes.is_ok()) return nullptr;
+  auto m = Model::from_bytes(std::move(bytes).value(), "gemm_relu.onnx");
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+std::vector<Tensor> inputs_for(const Model& m) {
+  std::vector<Tensor> in;
+  for (const auto& info : m.inputs()) {
+    Tensor t = Tensor::zeros(DType::kF32, info.shape);
+    float v = 0.25f;
+    for (float& x : t.as<float>()) x = (v = -v * 1.01f);
+    in.push_back(std::move(t));
+  }
+  return in;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// The reference: the model's NPU steps through the HAL alone, one context.
+struct HalReference {
+  std::shared_ptr<hal::Executable> exe;
+  std::shared_ptr<hal::Context> ctx;
+  std::vector<std::unique_ptr<hal::ExecutableInstance>> instances;
+
+  static HalReference make(const Model& m, size_t instances) {
+    HalReference r;
+    auto device = shared_runtime()->device(0);
+    r.exe = runtime::load_executable(device, m.shared_image()).value();
+    r.ctx = device->create_context(hal::Priority::kNormal).value();
+    for (size_t i = 0; i < instances; ++i) r.instances.push_back(r.exe->instantiate().value());
+    return r;
+  }
+  // Queues instance i's NPU steps; returns the fence of the last.
+  hal::Fence submit(size_t i) {
+    hal::Fence last;
+    for (size_t s = 0; s < exe->steps().size(); ++s) {
+      if (exe->steps()[s].kind != hal::StepKind::kNpu) continue;
+      last = ctx->submit(instances[i]->command_buffer(s).value()).value();
+    }
+    return last;
+  }
+  // Latencies of `n` submit-and-wait round trips.
+  std::vector<double> round_trips(size_t n) {
+    std::vector<double> lat;
+    lat.reserve(n);
+    for (size_t k = 0; k < n; ++k) {
+      const auto t = Clock::now();
+      if (!submit(0).wait(hal::kInfiniteDeadline).is_ok()) std::abort();
+      lat.push_back(us(Clock::now() - t));
+    }
+    return lat;
+  }
+  // Jobs per second with `depth` in flight, over `n` jobs.
+  double throughput(size_t depth, size_t n) {
+    std::deque<hal::Fence> inflight;
+    const auto t = Clock::now();
+    for (size_t k = 0; k < n; ++k) {
+      if (inflight.size() == depth) {
+        if (!inflight.front().wait(hal::kInfiniteDeadline).is_ok()) std::abort();
+        inflight.pop_front();
+      }
+      inflight.push_back(submit(k % depth));
+    }
+    for (auto& f : inflight) (void)f.wait(hal::kInfiniteDeadline);
+    return static_cast<double>(n) / std::chrono::duration<double>(Clock::now() - t).count();
+  }
+};
+
+void BM_SessionRun(benchmark::State& state, Workload w) {
+  auto model = load(w);
+  if (!model) return state.SkipWithError("the model did not load");
+  auto session = runtime::Session::create(shared_runtime(), model);
+  if (!session.is_ok()) return state.SkipWithError(session.status().to_string().c_str());
+  const std::vector<Tensor> in = inputs_for(*model);
+  for (int k = 0; k < 100; ++k) (void)(*session)->run(in);  // warm: pools, contexts, caches
+  std::vector<double> lat;
+  lat.reserve(1 << 20);
+  for (auto _ : state) {
+    const auto t = Clock::now();
+    auto out = (*session)->run(in);
+    lat.push_back(us(Clock::now() - t));
+    if (!out.is_ok()) return state.SkipWithError(out.status().to_string().c_str());
+    benchmark::DoNotOptimize(out);
+  }
+  HalReference ref = HalReference::make(*model, 1);
+  (void)ref.round_trips(100);
+  const std::vector<double> hal = ref.round_trips(std::max<size_t>(lat.size(), 1000));
+  state.counters["p50_us"] = percentile(lat, 0.50);
+  state.counters["p99_us"] = percentile(lat, 0.99);
+  state.counters["hal_p50_us"] = percentile(hal, 0.50);
+  state.counters["hal_p99_us"] = percentile(hal, 0.99);
+  state.counters["x_hal_p50"] = percentile(lat, 0.50) / percentile(hal, 0.50);
+}
+BENCHMARK_CAPTURE(BM_SessionRun, null_job, Workload::kNull)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SessionRun, gemm_relu, Workload::kGemmRelu)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_AsyncThroughput(benchmark::State& state) {
+  const auto depth = static_cast<uint32_t>(state.range(0));
+  auto model = load(Workload::kGemmRelu);
+  if (!model) return state.SkipWithError("the model did not load");
+  runtime::SessionOptions so;
+  so.max_in_flight = depth;
+  so.max_outstanding = depth;
+  auto pair = runtime::AsyncSession::create(shared_runtime(), model, so);
+  if (!pair.is_ok()) return state.SkipWithError(pair.status().to_string().c_str());
+  auto& [session, queue] = pair.value();
+  const std::vector<Tensor> in = inputs_for(*model);
+  auto submit = [&] { return session->submit(in).is_ok(); };
+  for (uint32_t k = 0; k < depth; ++k)
+    if (!submit()) return state.SkipWithError("submit failed");
+  const auto t0 = Clock::now();
+  for (auto _ : state) {
+    auto c = queue->recv();
+    if (!c.is_ok() || !c->status.is_ok()) return state.SkipWithError("a request failed");
+    if (!submit()) return state.SkipWithError("submit failed");
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto iterations = static_cast<size_t>(state.iterations());
+  for (uint32_t k = 0; k < depth; ++k) (void)queue->recv();
+  state.SetItemsProcessed(state.iterations());
+  HalReference ref = HalReference::make(*model, depth);
+  const double hal = ref.throughput(depth, std::max<size_t>(iterations, 2000));
+  const double rate = seconds > 0 ? static_cast<double>(iterations) / seconds : 0;
+  state.counters["req_per_s"] = rate;
+  state.counters["hal_req_per_s"] = hal;
+  state.counters["x_hal"] = rate / hal;
+}
+BENCHMARK(BM_AsyncThroughput)
+    ->ArgName("in_flight")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Arg(64)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();  // "CPU": every thread of the process, per request
+
+}  // namespace
+}  // namespace npu::bench
+
+BENCHMARK_MAIN();
