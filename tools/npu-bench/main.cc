@@ -85,13 +85,19 @@ struct Options {
   std::string itrace_path;
 };
 
+constexpr const char* kUsage =
+    "usage: npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise]\n"
+    "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n"
+    "       npu-bench model IMAGE_OR_ONNX [--device D] [--input FILE.npy]...\n"
+    "                     [--input-shape NAME=D0,D1,...]... [--iterations N] [--warmup N] [--rounds N]\n"
+    "                     [--concurrency N] [--json] [--compare-ort [--ort-model FILE.onnx]]\n"
+    "  sim: kernels on the functional model and the RTL (verified; cycles, MAC utilisation, speed).\n"
+    "  model: latency percentiles, throughput, device cycles and host-time split of a model\n"
+    "  (--compare-ort: against onnxruntime-node in the same run). Exit 0 ok, 1 failure, 2 usage.\n";
+
 int usage(const char* why) {
   if (why != nullptr) std::fprintf(stderr, "npu-bench: error: %s\n", why);
-  std::fprintf(stderr,
-               "usage: npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise]\n"
-               "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n"
-               "       npu-bench model IMAGE_OR_ONNX [--device D] [--input FILE.npy]... [--iterations N]\n"
-               "                     [--warmup N] [--rounds N] [--concurrency N] [--json] [--compare-ort]\n");
+  std::fputs(kUsage, stderr);
   return 2;
 }
 
@@ -161,6 +167,11 @@ std::string json_escape(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
   if (argc >= 2 && std::string(argv[1]) == "model") return npu::tools::model_main(argc, argv);
   if (argc < 2 || std::string(argv[1]) != "sim")
     return usage(argc < 2 ? nullptr : "the modes are 'sim' and 'model'");

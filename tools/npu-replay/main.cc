@@ -76,11 +76,14 @@ class ClosableDevice final : public sim::Device {
 
 ClosableDevice* g_observed = nullptr;  // owned by the driver model's device instance
 
+constexpr const char* kUsage =
+    "usage: npu-replay TRACE [--device sim|rtl] [--trace FILE.fst] [--itrace FILE] [--verbose]\n"
+    "  Replays a register/memory trace (format: docs/replay.md) through the user-mode driver.\n"
+    "  Exit 0 when every check passed, 1 on a failed check or bad trace line, 2 on a usage error.\n";
+
 int usage(const std::string& why) {
   if (!why.empty()) std::fprintf(stderr, "npu-replay: error: %s\n", why.c_str());
-  std::fprintf(stderr,
-               "usage: npu-replay TRACE [--device sim|rtl] [--trace FILE.fst] [--itrace FILE] [--verbose]\n"
-               "       (trace format: docs/replay.md)\n");
+  std::fputs(kUsage, stderr);
   return 2;
 }
 
@@ -96,7 +99,10 @@ int main(int argc, char** argv) {
       (void)what;
       return argv[++i];
     };
-    if (a == "--device") {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--device") {
       device = value("device");
       if (device != "sim" && device != "rtl") return usage("--device must be sim or rtl");
     } else if (a == "--trace") {

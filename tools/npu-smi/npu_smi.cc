@@ -30,8 +30,9 @@ using npu::driver::UmdDevice;
 namespace hw = npu::hw;
 namespace isa = npu::isa;
 
-int usage() {
-  std::fprintf(stderr,
+// The usage on stderr for a usage error (exit 2), on stdout for --help.
+int usage(FILE* to = stderr) {
+  std::fprintf(to,
                "usage: npu-smi list\n"
                "       npu-smi info     [--device SPEC]\n"
                "       npu-smi regs     [--device SPEC] [read REG | write REG VALUE]\n"
@@ -459,7 +460,7 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--device=", 0) == 0) {
       spec = a.substr(9);
     } else if (a == "-h" || a == "--help") {
-      usage();
+      usage(stdout);
       return 0;
     } else {
       args.push_back(a);
