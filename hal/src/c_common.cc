@@ -1,5 +1,7 @@
 // npu/c_common.h: the state every C API shares (the calling thread's last error).
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 #include <string>
 
 #include "npu/driver/log.h"
@@ -42,8 +44,15 @@ void c_sink(void* user, npu::log::Category category, const char* message) {
 
 void npu_log_set_sink(npu_log_sink_fn sink, void* user) {
   if (sink == nullptr) return npu::log::set_sink(nullptr, nullptr);
-  // Never freed: a thread may be inside the previous sink while it is replaced.
-  npu::log::set_sink(&c_sink, new CSink{sink, user});
+  // Never freed, since a thread may be inside the previous sink while it is replaced, but kept
+  // reachable (LeakSanitizer reported each one once the sink was reset): a deque keeps the
+  // addresses stable, and the process-lifetime pointer to it is never destroyed at exit, when
+  // another thread may still log.
+  static std::mutex mu;
+  static auto* sinks = new std::deque<CSink>;
+  std::lock_guard<std::mutex> lk(mu);
+  sinks->push_back(CSink{sink, user});
+  npu::log::set_sink(&c_sink, &sinks->back());
 }
 
 npu_status_t npu_log_set_categories(const char* categories) {
