@@ -19,7 +19,7 @@
 #include "npu/hal/file.h"
 #include "npu/hw/config.h"
 #include "npu/sim/device.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 #include "npu/sim/program_generator.h"
 #include "replay.h"
 #include "uapi/drm/npu_accel.h"

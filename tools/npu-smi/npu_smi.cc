@@ -18,7 +18,7 @@
 #include "npu/hal/number.h"
 #include "npu/hw/config.h"
 #include "npu/sim/device.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 #include "npu/sim/kernel_paths.h"
 #include "uapi/drm/npu_accel.h"
 
