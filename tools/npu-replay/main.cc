@@ -118,16 +118,16 @@ int replay(const npu::tools::Cli& cli, const Args& args) {
   const std::string& itrace_path = args.itrace_path;
   const std::string device = npu::tools::device_spec(args.device);
   const bool in_process = device == "sim" || device == "rtl";
-  // Read whole and bounded: a device or a runaway file (/dev/zero) is refused, not buffered.
-  auto trace_bytes =
-      npu::read_file(trace_path, npu::kMaxTextFileBytes, "replay trace (docs/replay.md)");
-  if (!trace_bytes.is_ok()) return cli.error(trace_bytes.status().message());
-  const std::string in_text(trace_bytes->begin(), trace_bytes->end());
   if (device == "rtl" && !npu::driver::kmd::device_available("rtl"))
     return cli.usage_error("the rtl device is not built here (configure with -DNPU_BUILD_RTL=ON), use --device sim");
   if (!fst.empty() && device != "rtl") return cli.usage_error("--trace (FST waveform) needs --device rtl");
   if (!itrace_path.empty() && !in_process)
     return cli.usage_error("--itrace needs an in-process device: --device sim or --device rtl");
+  // Read whole and bounded: a device or a runaway file (/dev/zero) is refused, not buffered.
+  auto trace_bytes =
+      npu::read_file(trace_path, npu::kMaxTextFileBytes, "replay trace (docs/replay.md)");
+  if (!trace_bytes.is_ok()) return cli.error(trace_bytes.status().message());
+  const std::string in_text(trace_bytes->begin(), trace_bytes->end());
 
   // Observability: an in-process device of the same kind, with the waveform and the
   // instruction trace switched on, registered under its own name and opened the same way.

@@ -500,12 +500,18 @@ int main(int argc, char** argv) {
   cli.add_device(&spec, nullptr, "$NPU_DEVICE, else the first of `npu-smi list`");
   cli.add_json(&json, "what the command printed");
   app.fallthrough();
-  CLI::App* list = app.add_subcommand("list", "the devices: node, platform, array size, ISA, fingerprint");
-  CLI::App* info = app.add_subcommand("info", "one device's parameters, capabilities and counters");
-  CLI::App* regs = app.add_subcommand("regs", "all registers, or read REG, or write REG VALUE (privileged)");
+  CLI::App* list = cli.add_subcommand("list", "usage: npu-smi list [--json]\n",
+                                      "the devices: node, platform, array size, ISA, fingerprint");
+  CLI::App* info = cli.add_subcommand("info", "usage: npu-smi info [--device SPEC] [--json]\n",
+                                      "one device's parameters, capabilities and counters");
+  CLI::App* regs =
+      cli.add_subcommand("regs", "usage: npu-smi regs [--device SPEC] [--json] [read REG | write REG VALUE]\n",
+                         "all registers, or read REG, or write REG VALUE (privileged)");
   regs->add_option("ARGS", reg_args, "read REG | write REG VALUE");
-  CLI::App* reset = app.add_subcommand("reset", "reset the device (privileged)");
-  CLI::App* selftest = app.add_subcommand("selftest", "one tiny job per engine, checked against a CPU reference");
+  CLI::App* reset = cli.add_subcommand("reset", "usage: npu-smi reset [--device SPEC] [--json]\n",
+                                       "reset the device (privileged)");
+  CLI::App* selftest = cli.add_subcommand("selftest", "usage: npu-smi selftest [--device SPEC] [--json]\n",
+                                          "one tiny job per engine, checked against a CPU reference");
   for (CLI::App* sub : {list, info, regs, reset, selftest}) sub->fallthrough();
   if (auto rc = cli.parse(argc, argv)) return *rc;
   return npu::tools::run_guarded(cli, [&] {
