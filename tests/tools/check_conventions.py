@@ -183,6 +183,14 @@ def json_cases(exe, data, work):
         assert j["iterations"] == 5 and j["warmup"] == 1 and j["throughput"]["concurrency"] == 2, j
         expect(j["host_us"], ["copy_in", "queue", "device", "host_steps", "copy_out"])
 
+    def npu_bench_sim():
+        j = last_json([exe, "sim", "--kernels", "matmul", "--json"])
+        expect(j, ["array_dim", "rtl_cycles_per_s", "rtl_cycles_per_cpu_s", "kernels"])
+        k = j["kernels"][0]
+        expect(k, ["name", "rtl_cycles", "model_cycles", "mac_utilization", "model_macs_per_s", "macs",
+                   "rtl_supported", "rtl_status", "verified"])
+        assert len(j["kernels"]) == 1 and k["name"].startswith("matmul") and k["verified"] is True, j
+
     def npu_smi():
         j = last_json([exe, "list", "--json"])
         assert any(d["device"] == "sim" and d["status"] == "ok" for d in j["devices"]), j
@@ -208,7 +216,7 @@ def json_cases(exe, data, work):
     return {
         "npu-compile": [npu_compile],
         "npu-run": [npu_run_image, npu_run_input_shape, npu_run_image_input_shape],
-        "npu-bench": [npu_bench_model],
+        "npu-bench": [npu_bench_model, npu_bench_sim],
         "npu-smi": [npu_smi],
         "npu-replay": [npu_replay],
         "npu-sim-diff": [npu_sim_diff],
