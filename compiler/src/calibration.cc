@@ -167,8 +167,28 @@ std::pair<float, float> calibrated_range(const CalibrationMethod& method, float 
   return {std::max(lo, -tf), std::min(hi, tf)};
 }
 
+namespace {
+
+// Folds one sample's value t ([N, C, ...]) into per-channel [min, max] (NaN skipped).
+void add_channel_ranges(const Tensor& t, std::vector<std::pair<float, float>>& out) {
+  if (t.shape.size() < 2 || t.shape[1] <= 0) return;
+  const auto channels = static_cast<size_t>(t.shape[1]);
+  size_t inner = 1;
+  for (size_t d = 2; d < t.shape.size(); ++d) inner *= static_cast<size_t>(t.shape[d]);
+  if (out.size() != channels) out.assign(channels, {INFINITY, -INFINITY});
+  const auto x = t.as<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) continue;
+    auto& [mn, mx] = out[(i / inner) % channels];
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+}
+
+}  // namespace
+
 Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
-                              const CalibrationMethod& method) {
+                              const CalibrationMethod& method, ChannelRanges* channel_ranges) {
   ValueRanges ranges;
   for (size_t s = 0; s < samples.size(); ++s) {
     for (size_t i = 0; i < g.inputs.size(); ++i)
@@ -178,6 +198,11 @@ Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& 
                               g.value(g.inputs[i]).name + "') must have shape " +
                               shape_to_string(g.value(g.inputs[i]).shape));
     NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, samples[s]));
+    if (channel_ranges)
+      for (auto& [v, per_channel] : *channel_ranges) {
+        const Tensor& t = env[static_cast<size_t>(v)];
+        if (!t.data.empty() && t.dtype == DType::kF32) add_channel_ranges(t, per_channel);
+      }
     for (size_t v = 0; v < env.size(); ++v) {
       if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
       // NaN (sqrt of a negative, computed on the host) has no place in a range.
@@ -247,7 +272,12 @@ std::pair<float, float> lut_live_interval(const std::function<float(float)>& f, 
 }
 
 ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges) {
-  std::map<int, std::vector<const EltLayer*>> lut_readers;
+  // Per value: the functions of the tables that read it, with the value each writes.
+  struct LutReader {
+    const std::function<float(float)>* fn;
+    int output;
+  };
+  std::map<int, std::vector<LutReader>> lut_readers;
   std::set<int> other_readers(g.outputs.begin(), g.outputs.end());
   for (const PartitionStep& s : steps) {
     if (!s.on_npu) {
@@ -258,8 +288,12 @@ ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<Part
       const auto* e = std::get_if<EltLayer>(&op);
       const bool lut = e && e->kind == EltLayer::Kind::kLut && e->inputs.size() == 1 && e->fn;
       for (int v : npu_layer_inputs(op))
-        if (lut) lut_readers[v].push_back(e);
+        if (lut) lut_readers[v].push_back({&e->fn, e->output});
         else other_readers.insert(v);
+      // A table fused into a conv reads the conv's own output (never stored, read by nothing
+      // else): its grid is the conv's requantisation target, narrowed the same way.
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0 && c->lut_fn)
+        lut_readers[c->lut_input].push_back({&c->lut_fn, c->output});
     }
   }
   ValueRanges narrowed;
@@ -268,14 +302,14 @@ ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<Part
     if (other_readers.count(v) || r == ranges.end() || g.value(v).quant || g.value(v).io_codes || g.is_constant(v)) continue;
     const auto [lo, hi] = r->second;
     float a = hi, b = lo;
-    for (const EltLayer* e : readers) {
-      auto out = ranges.find(e->output);
-      if (out == ranges.end() || g.value(e->output).quant) {
+    for (const LutReader& e : readers) {
+      auto out = ranges.find(e.output);
+      if (out == ranges.end() || g.value(e.output).quant) {
         a = lo, b = hi;  // a declared output grid: keep the input's range
         break;
       }
       const float step = (std::max(out->second.second, 0.0f) - std::min(out->second.first, 0.0f)) / 255.0f;
-      const auto [ra, rb] = lut_live_interval(e->fn, lo, hi, step / 4);
+      const auto [ra, rb] = lut_live_interval(*e.fn, lo, hi, step / 4);
       a = std::min(a, ra);
       b = std::max(b, rb);
     }

@@ -53,20 +53,27 @@ double mse_threshold(const AbsHistogram& h, double lo, double hi);
 // "auto", "min/max", "mse", ... for messages.
 std::string calibration_method_name(const CalibrationMethod& method);
 
+// Per-channel [min, max] along axis 1 of a value ([N, C, ...]), one entry per channel.
+using ChannelRanges = std::map<int, std::vector<std::pair<float, float>>>;
+
 // Calibration: the float reference over every sample gives each float value's [min, max]
 // (NaN skipped) and every computed value its shape and dtype in `g`; then values whose
 // method (method_for_value) is not min/max get |x| histograms in a second pass and their
-// ranges clipped (calibrated_range). Errors: a sample of the wrong count or shape, a
-// reference run that fails.
+// ranges clipped (calibrated_range). `channel_ranges` (optional): the values it holds as
+// keys (rank >= 2) also get their per-channel min/max from the same reference runs (the
+// min/max pass; cross-layer equalisation reads them). Errors: a sample of the wrong count
+// or shape, a reference run that fails.
 Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
-                              const CalibrationMethod& method);
+                              const CalibrationMethod& method, ChannelRanges* channel_ranges = nullptr);
 
 // The range [lo, hi] (min/max of the value) clipped to ±threshold for the chosen method.
 std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,
                                          const AbsHistogram* histogram);
 
 // Consumer-aware ranges: a value that only lookup-table layers read (Sigmoid, Tanh, a
-// hard-swish chain, ...) needs its int8 grid only where those functions still change. Each
+// hard-swish chain, ...), or a conv's output that only its fused table reads
+// (ConvLayer::lut_input, the conv's requantisation target), needs its int8 grid only where
+// those functions still change. Each
 // range is narrowed to [a, b], the smallest interval outside which every reader's function
 // stays within a quarter of its output step of f(a) (below a) or f(b) (above b); codes
 // beyond it saturate at a or b (the producer's requantisation clamps), which costs less
