@@ -167,28 +167,8 @@ std::pair<float, float> calibrated_range(const CalibrationMethod& method, float 
   return {std::max(lo, -tf), std::min(hi, tf)};
 }
 
-namespace {
-
-// Folds one sample's value t ([N, C, ...]) into per-channel [min, max] (NaN skipped).
-void add_channel_ranges(const Tensor& t, std::vector<std::pair<float, float>>& out) {
-  if (t.shape.size() < 2 || t.shape[1] <= 0) return;
-  const auto channels = static_cast<size_t>(t.shape[1]);
-  size_t inner = 1;
-  for (size_t d = 2; d < t.shape.size(); ++d) inner *= static_cast<size_t>(t.shape[d]);
-  if (out.size() != channels) out.assign(channels, {INFINITY, -INFINITY});
-  const auto x = t.as<float>();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i])) continue;
-    auto& [mn, mx] = out[(i / inner) % channels];
-    mn = std::min(mn, x[i]);
-    mx = std::max(mx, x[i]);
-  }
-}
-
-}  // namespace
-
 Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
-                              const CalibrationMethod& method, ChannelRanges* channel_ranges) {
+                              const CalibrationMethod& method) {
   ValueRanges ranges;
   for (size_t s = 0; s < samples.size(); ++s) {
     for (size_t i = 0; i < g.inputs.size(); ++i)
@@ -198,11 +178,6 @@ Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& 
                               g.value(g.inputs[i]).name + "') must have shape " +
                               shape_to_string(g.value(g.inputs[i]).shape));
     NPU_ASSIGN_OR_RETURN(auto env, run_reference(g, samples[s]));
-    if (channel_ranges)
-      for (auto& [v, per_channel] : *channel_ranges) {
-        const Tensor& t = env[static_cast<size_t>(v)];
-        if (!t.data.empty() && t.dtype == DType::kF32) add_channel_ranges(t, per_channel);
-      }
     for (size_t v = 0; v < env.size(); ++v) {
       if (env[v].data.empty() || env[v].dtype != DType::kF32) continue;
       // NaN (sqrt of a negative, computed on the host) has no place in a range.

@@ -53,18 +53,13 @@ double mse_threshold(const AbsHistogram& h, double lo, double hi);
 // "auto", "min/max", "mse", ... for messages.
 std::string calibration_method_name(const CalibrationMethod& method);
 
-// Per-channel [min, max] along axis 1 of a value ([N, C, ...]), one entry per channel.
-using ChannelRanges = std::map<int, std::vector<std::pair<float, float>>>;
-
 // Calibration: the float reference over every sample gives each float value's [min, max]
 // (NaN skipped) and every computed value its shape and dtype in `g`; then values whose
 // method (method_for_value) is not min/max get |x| histograms in a second pass and their
-// ranges clipped (calibrated_range). `channel_ranges` (optional): the values it holds as
-// keys (rank >= 2) also get their per-channel min/max from the same reference runs (the
-// min/max pass; cross-layer equalisation reads them). Errors: a sample of the wrong count
-// or shape, a reference run that fails.
+// ranges clipped (calibrated_range). Errors: a sample of the wrong count or shape, a
+// reference run that fails.
 Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
-                              const CalibrationMethod& method, ChannelRanges* channel_ranges = nullptr);
+                              const CalibrationMethod& method);
 
 // The range [lo, hi] (min/max of the value) clipped to ±threshold for the chosen method.
 std::pair<float, float> calibrated_range(const CalibrationMethod& method, float lo, float hi,

@@ -16,7 +16,6 @@
 
 #include "calibration.h"
 #include "export_qdq.h"
-#include "equalize.h"
 #include "expose.h"
 #include "ir.h"
 #include "lower.h"
@@ -353,28 +352,8 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     samples = random_samples(g, kRandomSamples);
     say("warning: no calibration data; calibrating on 8 deterministic N(0,1) samples. Pass --calib DIR for accuracy on real data");
   }
-  // Cross-layer equalisation needs the per-channel ranges of the values it rescales, from
-  // the same reference runs.
-  constexpr double kRegularConsumerAlpha = 0.5;
-  const std::vector<EqualizationChain> chains = find_equalization_chains(g);
-  ChannelRanges channel_ranges;
-  for (const EqualizationChain& c : chains)
-    for (int v : c.values) channel_ranges[v];
-  NPU_ASSIGN_OR_RETURN(ValueRanges ranges, in_stage("calibration", calibrate(g, samples, options.calibration_method, &channel_ranges)));
+  NPU_ASSIGN_OR_RETURN(ValueRanges ranges, in_stage("calibration", calibrate(g, samples, options.calibration_method)));
   say("calibrated on " + std::to_string(samples.size()) + " sample(s) (" + calibration_method_name(options.calibration_method) + ")");
-  std::map<int, std::vector<float>> equalized;
-  if (const int n = equalize_chains(g, chains, channel_ranges, kRegularConsumerAlpha, &ranges, &equalized); n > 0) {
-    std::string which;
-    for (const EqualizationChain& c : chains)
-      if (equalized.count(c.values[0]))
-        which += (which.empty() ? "" : ", ") + g.nodes[static_cast<size_t>(c.producer)].name + " -> " +
-                 g.nodes[static_cast<size_t>(c.consumer)].name;
-    say("equalised the channel ranges of " + std::to_string(n) + " conv pair(s): " + which);
-    // The methods that clip read histograms of the values, which the rescaling changed.
-    if (options.calibration_method.kind != CalibrationMethod::Kind::kMinMax) {
-      NPU_ASSIGN_OR_RETURN(ranges, in_stage("calibration", calibrate(g, samples, options.calibration_method)));
-    }
-  }
   for (const auto& [i, t] : specialize_inputs(g, samples, is_shape_operand)) {
     say("input '" + g.value(g.inputs[i]).name + "' is a shape operand: compiled for its calibration value only");
     specialized.emplace_back(i, t);
