@@ -635,8 +635,10 @@ void Core::worker_main() {
     }
     lock.lock();
     idle_lanes.push_back(lane);
-    // Another worker may sleep while jobs wait (this one took the only idle lane).
-    if (queued_jobs > 0 || lanes_stopping) work_cv.notify_one();
+    // Another worker may sleep while jobs wait (this one took the only idle lane). This one
+    // takes the next job itself (the lock is held until its wait re-checks), so one job alone
+    // wakes no one: a woken worker would find the queue empty and sleep again.
+    if (queued_jobs > 1 || lanes_stopping) work_cv.notify_one();
   }
 }
 
