@@ -74,12 +74,14 @@ struct HeldRequant {
   bool high = false;
   alignas(64) int32_t mult32[N], shift32[N], add32[N];
   int32_t zp32, lo32, hi32;
+  bool wrap;
 
   HeldRequant(const RequantParams& p, const int32_t* b)
       : finish(p.zp, p.lo, p.hi, p.wrap),
         zp32(p.zp),
         lo32(p.wrap ? INT32_MIN : p.lo),  // with wrap the clamp passes every value
-        hi32(p.wrap ? INT32_MAX : p.hi) {
+        hi32(p.wrap ? INT32_MAX : p.hi),
+        wrap(p.wrap) {
     const D64 d;
     const D32H d32;
     for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
@@ -116,7 +118,40 @@ struct HeldRequant {
     }
   }
 
+  // The rounding shift of v + bias by the high halves (see `high`), + zp, for the lanes c..
+  template <class D>
+  HWY_INLINE hn::Vec<D> high_lanes(D d, const int32_t* HWY_RESTRICT x, uint32_t c) const {
+    const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
+    const auto m = hn::Load(d, mult32 + c);
+    const auto even = hn::BitCast(d, hn::MulEven(v, m));
+    const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
+    const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
+    return hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), hn::Set(d, zp32));
+  }
+
   HWY_INLINE void row_high(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+#if HWY_TARGET == HWY_AVX2
+    // Sixteen lanes per store: two vectors packed by signed saturation to int8, then clamped in
+    // int8. Saturation keeps the clamp's result (lo and hi are int8: u < lo iff sat(u) < lo, and
+    // min(sat(u), hi) = sat(min(u, hi))).
+    // With wrap the result is the low byte instead, which saturation would not keep.
+    if constexpr (N % 16 == 0) {
+      if (!wrap) {
+        const hn::Full256<int32_t> d;
+        const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
+        for (uint32_t c = 0; c < N; c += 16) {
+          const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
+          // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
+          // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
+          const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+          const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+          const __m128i clamped = _mm_blendv_epi8(_mm_min_epi8(r, hi), lo, _mm_cmpgt_epi8(lo, r));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
+        }
+        return;
+      }
+    }
+#endif
     const hn::CappedTag<int32_t, N> d;
     const hn::RebindToUnsigned<decltype(d)> du;
     const hn::Rebind<uint8_t, decltype(d)> du8;
@@ -392,6 +427,103 @@ void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 // chains hide the instruction's latency) across the whole O×R walk, in (o, r) order, then
 // applied to the accumulators one after another, so aliasing accumulator rows still see
 // sequential updates.
+// The case of a row of N int32 in exactly two vectors (N = 16 on AVX2, the MobileNet-sized
+// array on a CPU without AVX-512; N = 8 on SSE4, N = 32 on AVX-512): four rows at a time, with
+// the k-pair loop fully unrolled and the eight accumulators named, so that they stay in
+// registers with no moves between iterations (the generic loop below keeps them in arrays,
+// which GCC 12 shuffles between registers every k-pair) and the first k-pair's products
+// start the sums instead of an addition to zero. Same walk, order and wrapping as below.
+// a[2i]·b[2i] + a[2i+1]·b[2i+1] per int32 lane i (vpmaddwd on x86; Highway 1.0.3 has no
+// WidenMulPairwiseAdd, and adding the zero sums folds away).
+template <class D, class V16>
+HWY_INLINE hn::Vec<D> Madd(D d, V16 a, V16 b) {
+  auto odd = hn::Zero(d);
+  const auto even = hn::ReorderWidenMulAccumulate(d, a, b, hn::Zero(d), odd);
+  return hn::RearrangeToOddPlusEven(even, odd);
+}
+
+template <uint32_t N, class D>
+HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cursor, uint64_t rows, bool overwrite) {
+  const hn::Repartition<int16_t, D> d16;
+  using V = hn::Vec<D>;
+  const size_t lanes = hn::Lanes(d);
+  const hn::CappedTag<int16_t, N> d16c;
+  const hn::Rebind<int8_t, decltype(d16c)> d8c;
+  auto widen = [&](const int8_t* a, int16_t* out) {
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+  };
+  auto pair_of = [&](const int16_t* a16, uint32_t j) {
+    int32_t pair;
+    std::memcpy(&pair, a16 + 2 * j, 4);
+    return hn::BitCast(d16, hn::Set(d, pair));
+  };
+  auto apply = [&](int32_t* row, V p0, V p1) {
+    hn::StoreU(overwrite ? p0 : hn::Add(hn::LoadU(d, row), p0), d, row);
+    hn::StoreU(overwrite ? p1 : hn::Add(hn::LoadU(d, row + lanes), p1), d, row + lanes);
+  };
+  const int16_t* HWY_RESTRICT pairs = tile.pairs;
+  uint64_t k = 0;
+  for (; k + 4 <= rows; k += 4) {
+    const int8_t* a_row[4];
+    int32_t* acc_row[4];
+    cursor.next(a_row, acc_row, 4);
+    alignas(64) int16_t a16[4][N];
+    for (uint32_t b = 0; b < 4; ++b) widen(a_row[b], a16[b]);
+    auto w0 = hn::Load(d16, pairs), w1 = hn::Load(d16, pairs + lanes * 2);
+    auto a = pair_of(a16[0], 0);
+    V c00 = Madd(d, a, w0), c01 = Madd(d, a, w1);
+    a = pair_of(a16[1], 0);
+    V c10 = Madd(d, a, w0), c11 = Madd(d, a, w1);
+    a = pair_of(a16[2], 0);
+    V c20 = Madd(d, a, w0), c21 = Madd(d, a, w1);
+    a = pair_of(a16[3], 0);
+    V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
+#pragma GCC unroll 1
+    for (uint32_t j = 1; j < N / 2; ++j) {
+      const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
+      w0 = hn::Load(d16, w);
+      w1 = hn::Load(d16, w + lanes * 2);
+      a = pair_of(a16[0], j);
+      c00 = hn::Add(c00, Madd(d, a, w0));
+      c01 = hn::Add(c01, Madd(d, a, w1));
+      a = pair_of(a16[1], j);
+      c10 = hn::Add(c10, Madd(d, a, w0));
+      c11 = hn::Add(c11, Madd(d, a, w1));
+      a = pair_of(a16[2], j);
+      c20 = hn::Add(c20, Madd(d, a, w0));
+      c21 = hn::Add(c21, Madd(d, a, w1));
+      a = pair_of(a16[3], j);
+      c30 = hn::Add(c30, Madd(d, a, w0));
+      c31 = hn::Add(c31, Madd(d, a, w1));
+#if HWY_ARCH_X86
+      // Each sum stays in its register across iterations (GCC 12 otherwise adds into the
+      // product's register and moves the sum back, eight moves per k-pair).
+      asm("" : "+x"(c00.raw), "+x"(c01.raw), "+x"(c10.raw), "+x"(c11.raw), "+x"(c20.raw), "+x"(c21.raw),
+          "+x"(c30.raw), "+x"(c31.raw));
+#endif
+    }
+    apply(acc_row[0], c00, c01);
+    apply(acc_row[1], c10, c11);
+    apply(acc_row[2], c20, c21);
+    apply(acc_row[3], c30, c31);
+  }
+  for (; k < rows; ++k) {
+    const int8_t* a_row;
+    int32_t* acc_row;
+    cursor.next(&a_row, &acc_row);
+    alignas(64) int16_t a16[N];
+    widen(a_row, a16);
+    V c0 = hn::Zero(d), c1 = hn::Zero(d);
+    for (uint32_t j = 0; j < N / 2; ++j) {
+      const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
+      const auto a = pair_of(a16, j);
+      c0 = hn::Add(c0, Madd(d, a, hn::Load(d16, w)));
+      c1 = hn::Add(c1, Madd(d, a, hn::Load(d16, w + lanes * 2)));
+    }
+    apply(acc_row, c0, c1);
+  }
+}
+
 template <uint32_t N>
 void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
@@ -402,6 +534,10 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   const size_t lanes = hn::Lanes(d), vecs = N / lanes;
   constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
   GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
+  if constexpr (kMaxVecs == 2) {
+    if (vecs == 2)
+      return MacRows2dTwoVecs<N>(d, tile, cursor, uint64_t{o_count} * r_count, overwrite);
+  }
   // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
   // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
   const hn::CappedTag<int16_t, N> d16c;
