@@ -235,38 +235,53 @@ bool BinaryRows(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t*
 }
 
 // --- LUT ----------------------------------------------------------------------------------
-// A 256-entry byte table by 16-entry byte shuffles (pshufb on x86, tbl on ARM): the low
-// nibble of x + 128 indexes each of the 16 sub-tables, the high nibble selects one.
+// A 256-entry byte table by 16-entry byte shuffles (pshufb on x86, tbl on ARM), which give 0
+// for an index with its top bit set (TableLookupBytesOr0). With i = x + 128 = 16h + l, the
+// shuffle of v = i − 16k (wrapping) picks entry l of sub-table k exactly for k <= h among k =
+// 0..7 when h <= 7 (v < 128 then; for k > h it wraps to 144 or more), so the XOR of shuffles of
+// the difference tables E_k = T_k ^ T_(k−1) (E_0 = T_0) over k = 0..7 is T_h[l]. The tables 8..15
+// are the same with x − 16k (= i − 128 − 16k) and F_k = T_(8+k) ^ T_(7+k) (F_0 = T_8), and the
+// sign of x selects the half: two shuffles, two XORs and two subtractions per sub-table pair,
+// instead of a compare, a shuffle and a blend per sub-table.
 using D8 = hn::ScalableTag<int8_t>;
 using DU8 = hn::RebindToUnsigned<D8>;
 
 struct HeldLut {
-  alignas(64) uint8_t sub[16][16];
+  alignas(64) uint8_t low[8][16];   // E_k
+  alignas(64) uint8_t high[8][16];  // F_k
   int8_t lo, hi;
+  HeldLut(const int8_t* table, int8_t lo8, int8_t hi8) : lo(lo8), hi(hi8) {
+    uint8_t t[16][16];
+    std::memcpy(t, table, 256);
+    for (uint32_t k = 0; k < 8; ++k)
+      for (uint32_t l = 0; l < 16; ++l) {
+        low[k][l] = static_cast<uint8_t>(t[k][l] ^ (k ? t[k - 1][l] : 0));
+        high[k][l] = static_cast<uint8_t>(t[8 + k][l] ^ (k ? t[7 + k][l] : 0));
+      }
+  }
 };
 
 template <class D>
 HWY_INLINE hn::Vec<D> Lookup(D d, hn::Vec<D> x, const HeldLut& t) {
   const hn::RebindToUnsigned<D> du;
-  const auto index = hn::Xor(hn::BitCast(du, x), hn::Set(du, 0x80));
-  const auto low = hn::And(index, hn::Set(du, 0x0F));
-  const auto high = hn::ShiftRight<4>(index);
-  auto v = hn::Zero(du);
-  for (uint8_t k = 0; k < 16; ++k) {
-    const auto table = hn::LoadDup128(du, t.sub[k]);
-    v = hn::IfThenElse(hn::Eq(high, hn::Set(du, k)), hn::TableLookupBytes(table, low), v);
+  auto v = hn::Xor(hn::BitCast(du, x), hn::Set(du, 0x80));  // i − 16k
+  auto w = hn::BitCast(du, x);                               // i − 128 − 16k
+  auto low = hn::Zero(du), high = hn::Zero(du);
+  const auto step = hn::Set(du, 16);
+  for (uint32_t k = 0; k < 8; ++k) {
+    low = hn::Xor(low, hn::TableLookupBytesOr0(hn::LoadDup128(du, t.low[k]), v));
+    high = hn::Xor(high, hn::TableLookupBytesOr0(hn::LoadDup128(du, t.high[k]), w));
+    v = hn::Sub(v, step);
+    w = hn::Sub(w, step);
   }
-  const auto s = hn::BitCast(d, v);
+  const auto s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::BitCast(d, low), hn::BitCast(d, high));
   const auto lo = hn::Set(d, t.lo), hi = hn::Set(d, t.hi);
   return hn::IfThenElse(hn::Lt(s, lo), lo, hn::Min(s, hi));
 }
 
 void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, const RowWalk& rows,
              uint32_t n) {
-  HeldLut t;
-  std::memcpy(t.sub, table, 256);
-  t.lo = lo;
-  t.hi = hi;
+  const HeldLut t(table, lo, hi);
   const D8 d;
   const size_t lanes = hn::Lanes(d);
   // LUT is per byte, so when the walk's rows are one contiguous run on both sides (an
