@@ -139,13 +139,16 @@ struct HeldRequant {
       if (!wrap) {
         const hn::Full256<int32_t> d;
         const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
+        const bool ordered = lo32 <= hi32;
         for (uint32_t c = 0; c < N; c += 16) {
           const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
           // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
           // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
           const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
           const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
-          const __m128i clamped = _mm_blendv_epi8(_mm_min_epi8(r, hi), lo, _mm_cmpgt_epi8(lo, r));
+          // u < lo ? lo : min(u, hi), which is max(lo, min(u, hi)) unless lo > hi.
+          const __m128i below = _mm_min_epi8(r, hi);
+          const __m128i clamped = ordered ? _mm_max_epi8(lo, below) : _mm_blendv_epi8(below, lo, _mm_cmpgt_epi8(lo, r));
           _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
         }
         return;
