@@ -286,14 +286,16 @@ struct HeldLut {
   alignas(64) uint8_t low[8][16];   // E_k
   alignas(64) uint8_t high[8][16];  // F_k
   int8_t lo, hi;
+  // (16-byte vectors: every instruction builds its tables, and many LUTs are a few rows.)
   HeldLut(const int8_t* table, int8_t lo8, int8_t hi8) : lo(lo8), hi(hi8) {
-    uint8_t t[16][16];
-    std::memcpy(t, table, 256);
-    for (uint32_t k = 0; k < 8; ++k)
-      for (uint32_t l = 0; l < 16; ++l) {
-        low[k][l] = static_cast<uint8_t>(t[k][l] ^ (k ? t[k - 1][l] : 0));
-        high[k][l] = static_cast<uint8_t>(t[8 + k][l] ^ (k ? t[7 + k][l] : 0));
-      }
+    const hn::Full128<uint8_t> d;
+    const auto* t = reinterpret_cast<const uint8_t*>(table);
+    hn::Store(hn::LoadU(d, t), d, low[0]);
+    hn::Store(hn::LoadU(d, t + 128), d, high[0]);
+    for (uint32_t k = 1; k < 8; ++k) {
+      hn::Store(hn::Xor(hn::LoadU(d, t + 16 * k), hn::LoadU(d, t + 16 * (k - 1))), d, low[k]);
+      hn::Store(hn::Xor(hn::LoadU(d, t + 128 + 16 * k), hn::LoadU(d, t + 128 + 16 * (k - 1))), d, high[k]);
+    }
   }
 };
 
