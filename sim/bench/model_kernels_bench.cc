@@ -54,14 +54,16 @@ void pack_bench(benchmark::State& state, MacKernel kernel, uint32_t n) {
 constexpr uint32_t kVecRows = 64;
 RowWalk consecutive_rows(uint32_t n) { return RowWalk{1, kVecRows, 0, n, 0, n}; }
 
-void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
+// min_shift 30: some lanes take the 64-bit rounding; 33: every lane takes the 32-bit high
+// halves, as compiled models do (their scales lie below 2^-2).
+void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n, uint32_t min_shift) {
   std::mt19937 rng(4);
   std::vector<int32_t> x(kVecRows * n), bias(n), mult(n), shift(n);
   for (auto& v : x) v = static_cast<int32_t>(rng());
   for (uint32_t c = 0; c < n; ++c) {
     bias[c] = static_cast<int32_t>(rng() % 1000);
     mult[c] = static_cast<int32_t>(rng() >> 1);
-    shift[c] = static_cast<int32_t>(30 + rng() % 10);
+    shift[c] = static_cast<int32_t>(min_shift + rng() % 10);
   }
   const RequantParams p{mult.data(), shift.data(), 3, -128, 127, false};
   std::vector<int8_t> y(kVecRows * n);
@@ -72,9 +74,12 @@ void requantize_bench(benchmark::State& state, VecKernel kernel, uint32_t n) {
   }
 }
 
-void binary_bench(benchmark::State& state, VecKernel kernel, uint32_t n, bool mul) {
+// shift 21 takes the 64-bit rounding; 36 (the multipliers scaled to match) the 32-bit path of
+// MUL, as compiled models' scales do.
+void binary_bench(benchmark::State& state, VecKernel kernel, uint32_t n, bool mul, uint32_t shift) {
   const std::vector<int8_t> a = random_bytes(kVecRows * n, 5), b = random_bytes(kVecRows * n, 6);
-  const BinaryParams p{mul, 3, -2, 1 << 20, 3 << 19, 21, 1, -128, 127, false};
+  const int64_t m0 = shift >= 33 ? 1 << 28 : 1 << 20, m1 = 3 * m0 / 2;
+  const BinaryParams p{mul, 3, -2, m0, m1, shift, 1, -128, 127, false};
   std::vector<int8_t> y(kVecRows * n);
   for (auto _ : state) {
     binary_rows(kernel, a.data(), b.data(), p, y.data(), consecutive_rows(n), n);
@@ -164,9 +169,11 @@ int main(int argc, char** argv) {
         skipped.push_back("vec" + dim + "/" + kn);
         continue;
       }
-      benchmark::RegisterBenchmark(("requantize_x64" + dim + "/" + kn).c_str(), requantize_bench, k, n);
-      benchmark::RegisterBenchmark(("add_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, false);
-      benchmark::RegisterBenchmark(("mul_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, true);
+      benchmark::RegisterBenchmark(("requantize_x64" + dim + "/" + kn).c_str(), requantize_bench, k, n, 30u);
+      benchmark::RegisterBenchmark(("requantize_high_x64" + dim + "/" + kn).c_str(), requantize_bench, k, n, 33u);
+      benchmark::RegisterBenchmark(("add_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, false, 21u);
+      benchmark::RegisterBenchmark(("mul_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, true, 21u);
+      benchmark::RegisterBenchmark(("mul_high_x64" + dim + "/" + kn).c_str(), binary_bench, k, n, true, 36u);
       benchmark::RegisterBenchmark(("lut_x64" + dim + "/" + kn).c_str(), lut_bench, k, n);
       benchmark::RegisterBenchmark(("dwconv3x3_x64" + dim + "/" + kn).c_str(), dwconv_bench, k, n);
       benchmark::RegisterBenchmark(("maxpool3x3_x64" + dim + "/" + kn).c_str(), maxpool_bench, k, n);

@@ -74,12 +74,14 @@ struct HeldRequant {
   bool high = false;
   alignas(64) int32_t mult32[N], shift32[N], add32[N];
   int32_t zp32, lo32, hi32;
+  bool wrap;
 
   HeldRequant(const RequantParams& p, const int32_t* b)
       : finish(p.zp, p.lo, p.hi, p.wrap),
         zp32(p.zp),
         lo32(p.wrap ? INT32_MIN : p.lo),  // with wrap the clamp passes every value
-        hi32(p.wrap ? INT32_MAX : p.hi) {
+        hi32(p.wrap ? INT32_MAX : p.hi),
+        wrap(p.wrap) {
     const D64 d;
     const D32H d32;
     for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
@@ -116,7 +118,43 @@ struct HeldRequant {
     }
   }
 
+  // The rounding shift of v + bias by the high halves (see `high`), + zp, for the lanes c..
+  template <class D>
+  HWY_INLINE hn::Vec<D> high_lanes(D d, const int32_t* HWY_RESTRICT x, uint32_t c) const {
+    const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
+    const auto m = hn::Load(d, mult32 + c);
+    const auto even = hn::BitCast(d, hn::MulEven(v, m));
+    const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
+    const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
+    return hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), hn::Set(d, zp32));
+  }
+
   HWY_INLINE void row_high(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+#if HWY_TARGET == HWY_AVX2
+    // Sixteen lanes per store: two vectors packed by signed saturation to int8, then clamped in
+    // int8. Saturation keeps the clamp's result (lo and hi are int8: u < lo iff sat(u) < lo, and
+    // min(sat(u), hi) = sat(min(u, hi))).
+    // With wrap the result is the low byte instead, which saturation would not keep.
+    if constexpr (N % 16 == 0) {
+      if (!wrap) {
+        const hn::Full256<int32_t> d;
+        const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
+        const bool ordered = lo32 <= hi32;
+        for (uint32_t c = 0; c < N; c += 16) {
+          const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
+          // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
+          // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
+          const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+          const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+          // u < lo ? lo : min(u, hi), which is max(lo, min(u, hi)) unless lo > hi.
+          const __m128i below = _mm_min_epi8(r, hi);
+          const __m128i clamped = ordered ? _mm_max_epi8(lo, below) : _mm_blendv_epi8(below, lo, _mm_cmpgt_epi8(lo, r));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
+        }
+        return;
+      }
+    }
+#endif
     const hn::CappedTag<int32_t, N> d;
     const hn::RebindToUnsigned<decltype(d)> du;
     const hn::Rebind<uint8_t, decltype(d)> du8;
@@ -185,12 +223,45 @@ void BinaryRowsN(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t
     }
 }
 
+// MUL with a shift of 33 or more (compiled models' scales): the product (a − za)·(b − zb) is
+// exact in int32 (above), and its requantisation by m0 and the shift is REQUANT's with the same
+// multiplier and shift in every lane and no bias, so it runs REQUANT's 32-bit path (HeldRequant:
+// the high halves of the products, whole-vector clamps), bit for bit the 64-bit result.
+template <uint32_t N>
+void MulRowsHigh(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, const RowWalk& rows) {
+  alignas(64) int32_t mult[N], shift[N];
+  for (uint32_t c = 0; c < N; ++c) {
+    mult[c] = static_cast<int32_t>(p.m0);
+    shift[c] = static_cast<int32_t>(p.shift);
+  }
+  const HeldRequant<N> q(RequantParams{mult, shift, p.zp, p.lo, p.hi, p.wrap}, nullptr);
+  const hn::CappedTag<int32_t, N> d;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  const auto za = hn::Set(d, static_cast<int32_t>(p.za)), zb = hn::Set(d, static_cast<int32_t>(p.zb));
+  alignas(64) int32_t v[N];
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+      const auto da = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, a + row.src + c)), za);
+      const auto db = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, b + row.src + c)), zb);
+      hn::Store(hn::Mul(da, db), d, v + c);
+    }
+    q.row(v, y + row.dst);
+  }
+}
+
 bool BinaryRows(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, const RowWalk& rows, uint32_t n) {
   auto within = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
   constexpr int64_t kZero = int64_t{1} << 15;
   if (!within(p.za, -kZero, kZero) || !within(p.zb, -kZero, kZero) || !within(p.m0, INT32_MIN, INT32_MAX) ||
       !within(p.m1, INT32_MIN, INT32_MAX))
     return false;
+  if (p.mul && p.shift >= 33) {
+    switch (n) {
+      case 8: MulRowsHigh<8>(a, b, p, y, rows); return true;
+      case 16: MulRowsHigh<16>(a, b, p, y, rows); return true;
+      default: MulRowsHigh<32>(a, b, p, y, rows); return true;
+    }
+  }
   switch (n) {
     case 8: p.mul ? BinaryRowsN<8, true>(a, b, p, y, rows) : BinaryRowsN<8, false>(a, b, p, y, rows); break;
     case 16: p.mul ? BinaryRowsN<16, true>(a, b, p, y, rows) : BinaryRowsN<16, false>(a, b, p, y, rows); break;
@@ -200,38 +271,55 @@ bool BinaryRows(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t*
 }
 
 // --- LUT ----------------------------------------------------------------------------------
-// A 256-entry byte table by 16-entry byte shuffles (pshufb on x86, tbl on ARM): the low
-// nibble of x + 128 indexes each of the 16 sub-tables, the high nibble selects one.
+// A 256-entry byte table by 16-entry byte shuffles (pshufb on x86, tbl on ARM), which give 0
+// for an index with its top bit set (TableLookupBytesOr0). With i = x + 128 = 16h + l, the
+// shuffle of v = i − 16k (wrapping) picks entry l of sub-table k exactly for k <= h among k =
+// 0..7 when h <= 7 (v < 128 then; for k > h it wraps to 144 or more), so the XOR of shuffles of
+// the difference tables E_k = T_k ^ T_(k−1) (E_0 = T_0) over k = 0..7 is T_h[l]. The tables 8..15
+// are the same with x − 16k (= i − 128 − 16k) and F_k = T_(8+k) ^ T_(7+k) (F_0 = T_8), and the
+// sign of x selects the half: two shuffles, two XORs and two subtractions per sub-table pair,
+// instead of a compare, a shuffle and a blend per sub-table.
 using D8 = hn::ScalableTag<int8_t>;
 using DU8 = hn::RebindToUnsigned<D8>;
 
 struct HeldLut {
-  alignas(64) uint8_t sub[16][16];
+  alignas(64) uint8_t low[8][16];   // E_k
+  alignas(64) uint8_t high[8][16];  // F_k
   int8_t lo, hi;
+  // (16-byte vectors: every instruction builds its tables, and many LUTs are a few rows.)
+  HeldLut(const int8_t* table, int8_t lo8, int8_t hi8) : lo(lo8), hi(hi8) {
+    const hn::Full128<uint8_t> d;
+    const auto* t = reinterpret_cast<const uint8_t*>(table);
+    hn::Store(hn::LoadU(d, t), d, low[0]);
+    hn::Store(hn::LoadU(d, t + 128), d, high[0]);
+    for (uint32_t k = 1; k < 8; ++k) {
+      hn::Store(hn::Xor(hn::LoadU(d, t + 16 * k), hn::LoadU(d, t + 16 * (k - 1))), d, low[k]);
+      hn::Store(hn::Xor(hn::LoadU(d, t + 128 + 16 * k), hn::LoadU(d, t + 128 + 16 * (k - 1))), d, high[k]);
+    }
+  }
 };
 
 template <class D>
 HWY_INLINE hn::Vec<D> Lookup(D d, hn::Vec<D> x, const HeldLut& t) {
   const hn::RebindToUnsigned<D> du;
-  const auto index = hn::Xor(hn::BitCast(du, x), hn::Set(du, 0x80));
-  const auto low = hn::And(index, hn::Set(du, 0x0F));
-  const auto high = hn::ShiftRight<4>(index);
-  auto v = hn::Zero(du);
-  for (uint8_t k = 0; k < 16; ++k) {
-    const auto table = hn::LoadDup128(du, t.sub[k]);
-    v = hn::IfThenElse(hn::Eq(high, hn::Set(du, k)), hn::TableLookupBytes(table, low), v);
+  auto v = hn::Xor(hn::BitCast(du, x), hn::Set(du, 0x80));  // i − 16k
+  auto w = hn::BitCast(du, x);                               // i − 128 − 16k
+  auto low = hn::Zero(du), high = hn::Zero(du);
+  const auto step = hn::Set(du, 16);
+  for (uint32_t k = 0; k < 8; ++k) {
+    low = hn::Xor(low, hn::TableLookupBytesOr0(hn::LoadDup128(du, t.low[k]), v));
+    high = hn::Xor(high, hn::TableLookupBytesOr0(hn::LoadDup128(du, t.high[k]), w));
+    v = hn::Sub(v, step);
+    w = hn::Sub(w, step);
   }
-  const auto s = hn::BitCast(d, v);
+  const auto s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::BitCast(d, low), hn::BitCast(d, high));
   const auto lo = hn::Set(d, t.lo), hi = hn::Set(d, t.hi);
   return hn::IfThenElse(hn::Lt(s, lo), lo, hn::Min(s, hi));
 }
 
 void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, const RowWalk& rows,
              uint32_t n) {
-  HeldLut t;
-  std::memcpy(t.sub, table, 256);
-  t.lo = lo;
-  t.hi = hi;
+  const HeldLut t(table, lo, hi);
   const D8 d;
   const size_t lanes = hn::Lanes(d);
   // LUT is per byte, so when the walk's rows are one contiguous run on both sides (an
@@ -258,6 +346,15 @@ void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t*
     for (uint32_t c = 0; c < n; c += static_cast<uint32_t>(lanes)) hn::Store(Lookup(d, hn::Load(d, in + c), t), d, out + c);
     std::memcpy(y + row.dst, out, n);
   }
+}
+
+// a[2i]·b[2i] + a[2i+1]·b[2i+1] per int32 lane i (vpmaddwd on x86; Highway 1.0.3 has no
+// WidenMulPairwiseAdd, and adding the zero sums folds away).
+template <class D, class V16>
+HWY_INLINE hn::Vec<D> Madd(D d, V16 a, V16 b) {
+  auto odd = hn::Zero(d);
+  const auto even = hn::ReorderWidenMulAccumulate(d, a, b, hn::Zero(d), odd);
+  return hn::RearrangeToOddPlusEven(even, odd);
 }
 
 // --- window reductions (MAXPOOL, AVGPOOL, and DWCONV's sum) --------------------------------
@@ -336,12 +433,63 @@ void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, 
   }
 }
 
+#if HWY_TARGET == HWY_AVX2
+// AVX2, N a multiple of 16: taps in pairs. The bytes of two taps interleaved (punpck) and
+// sign-extended to int16 (one vpmovsxbw per 8 columns) meet the two taps' weights as int16
+// pairs in one vpmaddwd: 8 instructions per 16 lanes and 2 taps instead of 12 (a widening and
+// a multiply-add per tap and 8 lanes). An odd last tap pairs with zero weights (and the same
+// activation bytes, which multiply by 0). The sums are exact in int32, as above.
+template <uint32_t N, uint32_t kKw, uint32_t kKh>
+void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs, const HeldRequant<N>& q, int8_t* y,
+                        const RowWalk& rows) {
+  const hn::Full128<int8_t> d8;
+  const hn::Full256<int16_t> d16;
+  const hn::Full256<int32_t> d32;
+  const uint32_t kw = kKw ? kKw : win.kw, taps = (kKw ? kKw : win.kw) * (kKh ? kKh : win.kh);
+  const ptrdiff_t row_stride = win.row_stride;
+  auto tap_at = [&](const int8_t* base, uint32_t t) { return base + (t / kw) * row_stride + (t % kw) * N; };
+  alignas(64) int32_t sum[N];
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    const int8_t* base = x + row.src;
+    for (uint32_t c = 0; c < N; c += 16) {
+      auto acc0 = hn::Zero(d32), acc1 = hn::Zero(d32);
+      for (uint32_t t = 0; t < taps; t += 2) {
+        const auto a = hn::LoadU(d8, tap_at(base, t) + c);
+        const auto b = t + 1 < taps ? hn::LoadU(d8, tap_at(base, t + 1) + c) : a;
+        const int16_t* w = pairs + size_t{t / 2} * N * 2 + c * 2;
+        acc0 = hn::Add(acc0, Madd(d32, hn::PromoteTo(d16, hn::InterleaveLower(d8, a, b)), hn::Load(d16, w)));
+        acc1 = hn::Add(acc1, Madd(d32, hn::PromoteTo(d16, hn::InterleaveUpper(d8, a, b)), hn::Load(d16, w + 16)));
+      }
+      hn::Store(acc0, d32, sum + c);
+      hn::Store(acc1, d32, sum + c + 8);
+    }
+    q.row(sum, y + row.dst);
+  }
+}
+#endif
+
 template <uint32_t N>
 void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const RequantParams& p, int8_t* y,
                  const RowWalk& rows) {
   constexpr uint32_t kMaxHeldTaps = 64;
   const uint32_t taps = win.kw * win.kh;
   const HeldRequant<N> q(p, bias);
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (N % 16 == 0) {
+    if (taps <= kMaxHeldTaps) {
+      // pairs[(t/2)·2N + 2c + h] = weight of tap t + h, lane c (0 past the last tap).
+      alignas(64) int16_t pairs[(kMaxHeldTaps / 2) * N * 2];
+      for (uint32_t t = 0; t < taps; t += 2)
+        for (uint32_t c = 0; c < N; ++c) {
+          pairs[(t / 2) * N * 2 + 2 * c] = win.weights[size_t{t} * N + c];
+          pairs[(t / 2) * N * 2 + 2 * c + 1] = t + 1 < taps ? win.weights[size_t{t + 1} * N + c] : int16_t{0};
+        }
+      if (win.kw == 3 && win.kh == 3) return DwconvRowsTapPairs<N, 3, 3>(x, win, pairs, q, y, rows);
+      if (win.kw == 5 && win.kh == 5) return DwconvRowsTapPairs<N, 5, 5>(x, win, pairs, q, y, rows);
+      return DwconvRowsTapPairs<N, 0, 0>(x, win, pairs, q, y, rows);
+    }
+  }
+#endif
   if (taps <= kMaxHeldTaps) {
     alignas(64) int32_t weights[kMaxHeldTaps * N];
     const hn::CappedTag<int32_t, N> d;
@@ -392,6 +540,94 @@ void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 // chains hide the instruction's latency) across the whole O×R walk, in (o, r) order, then
 // applied to the accumulators one after another, so aliasing accumulator rows still see
 // sequential updates.
+// The case of a row of N int32 in exactly two vectors (N = 16 on AVX2, the MobileNet-sized
+// array on a CPU without AVX-512; N = 8 on SSE4, N = 32 on AVX-512): four rows at a time, with
+// the k-pair loop fully unrolled and the eight accumulators named, so that they stay in
+// registers with no moves between iterations (the generic loop below keeps them in arrays,
+// which GCC 12 shuffles between registers every k-pair) and the first k-pair's products
+// start the sums instead of an addition to zero. Same walk, order and wrapping as below.
+template <uint32_t N, class D>
+HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cursor, uint64_t rows, bool overwrite) {
+  const hn::Repartition<int16_t, D> d16;
+  using V = hn::Vec<D>;
+  const size_t lanes = hn::Lanes(d);
+  const hn::CappedTag<int16_t, N> d16c;
+  const hn::Rebind<int8_t, decltype(d16c)> d8c;
+  auto widen = [&](const int8_t* a, int16_t* out) {
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+  };
+  auto pair_of = [&](const int16_t* a16, uint32_t j) {
+    int32_t pair;
+    std::memcpy(&pair, a16 + 2 * j, 4);
+    return hn::BitCast(d16, hn::Set(d, pair));
+  };
+  auto apply = [&](int32_t* row, V p0, V p1) {
+    hn::StoreU(overwrite ? p0 : hn::Add(hn::LoadU(d, row), p0), d, row);
+    hn::StoreU(overwrite ? p1 : hn::Add(hn::LoadU(d, row + lanes), p1), d, row + lanes);
+  };
+  const int16_t* HWY_RESTRICT pairs = tile.pairs;
+  uint64_t k = 0;
+  for (; k + 4 <= rows; k += 4) {
+    const int8_t* a_row[4];
+    int32_t* acc_row[4];
+    cursor.next(a_row, acc_row, 4);
+    alignas(64) int16_t a16[4][N];
+    for (uint32_t b = 0; b < 4; ++b) widen(a_row[b], a16[b]);
+    auto w0 = hn::Load(d16, pairs), w1 = hn::Load(d16, pairs + lanes * 2);
+    auto a = pair_of(a16[0], 0);
+    V c00 = Madd(d, a, w0), c01 = Madd(d, a, w1);
+    a = pair_of(a16[1], 0);
+    V c10 = Madd(d, a, w0), c11 = Madd(d, a, w1);
+    a = pair_of(a16[2], 0);
+    V c20 = Madd(d, a, w0), c21 = Madd(d, a, w1);
+    a = pair_of(a16[3], 0);
+    V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
+#pragma GCC unroll 1
+    for (uint32_t j = 1; j < N / 2; ++j) {
+      const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
+      w0 = hn::Load(d16, w);
+      w1 = hn::Load(d16, w + lanes * 2);
+      a = pair_of(a16[0], j);
+      c00 = hn::Add(c00, Madd(d, a, w0));
+      c01 = hn::Add(c01, Madd(d, a, w1));
+      a = pair_of(a16[1], j);
+      c10 = hn::Add(c10, Madd(d, a, w0));
+      c11 = hn::Add(c11, Madd(d, a, w1));
+      a = pair_of(a16[2], j);
+      c20 = hn::Add(c20, Madd(d, a, w0));
+      c21 = hn::Add(c21, Madd(d, a, w1));
+      a = pair_of(a16[3], j);
+      c30 = hn::Add(c30, Madd(d, a, w0));
+      c31 = hn::Add(c31, Madd(d, a, w1));
+#if HWY_ARCH_X86
+      // Each sum stays in its register across iterations (GCC 12 otherwise adds into the
+      // product's register and moves the sum back, eight moves per k-pair).
+      asm("" : "+x"(c00.raw), "+x"(c01.raw), "+x"(c10.raw), "+x"(c11.raw), "+x"(c20.raw), "+x"(c21.raw),
+          "+x"(c30.raw), "+x"(c31.raw));
+#endif
+    }
+    apply(acc_row[0], c00, c01);
+    apply(acc_row[1], c10, c11);
+    apply(acc_row[2], c20, c21);
+    apply(acc_row[3], c30, c31);
+  }
+  for (; k < rows; ++k) {
+    const int8_t* a_row;
+    int32_t* acc_row;
+    cursor.next(&a_row, &acc_row);
+    alignas(64) int16_t a16[N];
+    widen(a_row, a16);
+    V c0 = hn::Zero(d), c1 = hn::Zero(d);
+    for (uint32_t j = 0; j < N / 2; ++j) {
+      const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
+      const auto a = pair_of(a16, j);
+      c0 = hn::Add(c0, Madd(d, a, hn::Load(d16, w)));
+      c1 = hn::Add(c1, Madd(d, a, hn::Load(d16, w + lanes * 2)));
+    }
+    apply(acc_row, c0, c1);
+  }
+}
+
 template <uint32_t N>
 void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
@@ -402,6 +638,10 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   const size_t lanes = hn::Lanes(d), vecs = N / lanes;
   constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
   GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
+  if constexpr (kMaxVecs == 2) {
+    if (vecs == 2)
+      return MacRows2dTwoVecs<N>(d, tile, cursor, uint64_t{o_count} * r_count, overwrite);
+  }
   // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
   // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
   const hn::CappedTag<int16_t, N> d16c;
