@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "attention_layout.h"
 #include "calibration.h"
 #include "export_qdq.h"
 #include "expose.h"
@@ -577,6 +578,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
       }
     }
+  // The 4-D values around attention's run-time MatMuls are dense (attention_layout.h), as
+  // partition assumed when it put those MatMuls and their reshapes on the NPU.
+  for (int v : dense_attention_values(g)) layout.emplace(v, dense_strides(g.value(v).shape));
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops)
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
