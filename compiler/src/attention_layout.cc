@@ -59,8 +59,10 @@ std::set<int> dense_attention_values(const Graph& g) {
           wanted = true;
         } else if (n.op == "Transpose" || n.op == "Slice") {
         } else if (n.op == "Softmax") {
+          // On the NPU (VEC SOFTMAX) when its axis, the last, is contiguous: dense.
           const int64_t axis = n.attr_int("axis", g.opset >= 13 ? -1 : 1);
           if (axis != -1 && axis != 3) agnostic = false;
+          else wanted = true;
         } else if (is_reshape(n.op) && !n.outputs.empty()) {
           const int other = n.inputs[0] == v ? n.outputs[0] : n.inputs[0];
           if (is_four_d(g, other)) partner = other;

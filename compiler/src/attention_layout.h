@@ -12,7 +12,8 @@ namespace npu::compiler {
 // dims included) can read and write them as the GEMM needs: rows of K (act) and of N (the
 // WGT tiles) contiguous in DRAM. A value qualifies with the set of 4-D values it shares bytes
 // with (views: a Mul/Div by a positive scalar constant, a reshape between two 4-D shapes)
-// when one of them is an operand or the result of such a MatMul and every node that reads or
+// when one of them is an operand or the result of such a MatMul or of a last-axis Softmax
+// (VEC SOFTMAX reads its axis along contiguous rows), and every node that reads or
 // writes one of them works on any strided layout: Transpose, Slice, a reshape to or from
 // another rank (then a free view), those views, the MatMul itself, Softmax on the last
 // axis, or the graph boundary. Anything else (an element-wise layer, a convolution) keeps

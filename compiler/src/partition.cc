@@ -1068,6 +1068,18 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     L.kind = EltLayer::Kind::kTranspose;
     for (size_t d = 0; d < in.size(); ++d) L.perm.push_back(static_cast<int64_t>(d));
     return L;
+  } else if (op == "Softmax") {
+    // The last axis (before opset 13 the axis flattens what follows it, the same thing only
+    // for the last one) of a dense value: 4-D ones only where dense_attention_values stores
+    // them dense (NHWC would put the axis across rows).
+    const auto& in = g.value(n.inputs[0]).shape;
+    const auto rank = static_cast<int64_t>(in.size());
+    int64_t axis = n.attr_int("axis", g.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (rank == 0 || axis != rank - 1) return std::nullopt;
+    if (rank == 4 && (!dense4 || !dense4->count(n.inputs[0]) || !dense4->count(n.outputs[0]))) return std::nullopt;
+    L.kind = EltLayer::Kind::kSoftmax;
+    return L;
   } else if (op == "Slice") {
     if (auto sliced = match_slice(g, n)) return sliced;
     return std::nullopt;
