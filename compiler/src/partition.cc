@@ -1078,6 +1078,12 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     if (axis < 0) axis += rank;
     if (rank == 0 || axis != rank - 1) return std::nullopt;
     if (rank == 4 && (!dense4 || !dense4->count(n.inputs[0]) || !dense4->count(n.outputs[0]))) return std::nullopt;
+    // An int8 grid coarser than 1 per code (a code step multiplies a probability by more than
+    // e) cannot resolve a softmax (ONNX's test_softmax_large_number: [1, 10003] is 39 per
+    // code); the host computes it in float then.
+    if (ranges)
+      if (auto r = ranges->find(n.inputs[0]); r != ranges->end() && !((r->second.second - r->second.first) / 255.0f <= 1.0f))
+        return std::nullopt;
     L.kind = EltLayer::Kind::kSoftmax;
     return L;
   } else if (op == "Slice") {
