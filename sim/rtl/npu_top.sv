@@ -213,7 +213,8 @@ module npu_top
   logic [1:0]         v_sm_ph_q;     // 0 max, 1 sum, 2 divide, 3 output rows
   logic signed [7:0]  v_max_q;
   logic signed [63:0] v_sum_q;
-  logic [63:0]        v_rem_q, v_quo_q;
+  logic [62:0]        v_rem_q;       // < S < 2^63
+  logic [63:0]        v_quo_q;
   logic [5:0]         v_div_q;
   logic [N*32-1:0] v_accum_q;        // window accumulators
   logic [N*8-1:0]  v_a_q;            // ADD/MUL: operand a of the current row
@@ -595,9 +596,9 @@ module npu_top
   // Table entry x - m + 255 (0..255 for an element of a segment whose maximum is m).
   function automatic logic signed [31:0] sm_exp(input logic [7:0] x, input logic signed [7:0] m,
                                                 input logic [8191:0] tbl);
-    logic [9:0] e;
-    e = 10'($signed(x)) - 10'(m) + 10'd255;
-    return $signed(tbl[32'(e[7:0]) * 32 +: 32]);
+    logic [7:0] e;
+    e = x - m + 8'd255;  // modulo 256: x - m + 255 itself for x <= m
+    return $signed(tbl[32'(e) * 32 +: 32]);
   endfunction
   function automatic logic signed [63:0] sm_row_sum(input logic [N*8-1:0] x, input logic [8191:0] tbl,
                                                     input logic signed [7:0] m, input logic [7:0] lanes);
@@ -1637,10 +1638,10 @@ module npu_top
                     logic [63:0] r2;
                     r2 = {v_rem_q[62:0], v_div_q == 6'd0};
                     if (v_sum_q > 0 && r2 >= 64'(v_sum_q)) begin
-                      v_rem_q <= r2 - 64'(v_sum_q);
+                      v_rem_q <= 63'(r2 - 64'(v_sum_q));
                       v_quo_q <= {v_quo_q[62:0], 1'b1};
                     end else begin
-                      v_rem_q <= r2;
+                      v_rem_q <= r2[62:0];
                       v_quo_q <= {v_quo_q[62:0], 1'b0};
                     end
                     v_div_q <= v_div_q + 6'd1;
