@@ -56,6 +56,12 @@ layernorm_block.onnx  a transformer block's LayerNorm as Paddle2ONNX writes it, 
 slice_channels.onnx  Slice as exporters use it, as strided copies: channels [2:9] of [1,12,6,10], Relu,
                  the last 5 channels (negative start), Concat, then every second column from 1 (steps),
                  times 0.25 (a Mul by a positive constant: a rescaled view) -> [1,12,6,5]
+attention_block.onnx  a self-attention block as Paddle2ONNX writes PP-OCRv4's (SVTR), opset 13: x [1,12,24]
+                 -> MatMul qkv [24,72] + bias -> Reshape [1,12,3,2,12] -> Transpose (2,0,3,1,4) ->
+                 Slice/Squeeze q, k, v [1,2,12,12], q times d^-1/2, k Transposed -> MatMul q.k^T ->
+                 Softmax (last axis) -> MatMul .v -> Transpose (0,2,1,3) -> Reshape [1,12,24] ->
+                 MatMul [24,40] + bias -> Softmax over 40 classes -> [1,12,40] (run-time MatMuls, 4-D
+                 values stored dense, VEC SOFTMAX with tails at every array dim)
 Weights come from a fixed seed, so the files are reproducible.
 """
 import os
@@ -545,6 +551,42 @@ def slice_channels():
                              producer_name="npu make_models.py")
 
 
+def attention_block(rng):
+    T, C, H = 12, 24, 2
+    D = C // H
+    def c(name, a, dtype=np.float32):
+        return numpy_helper.from_array(np.asarray(a, dtype), name)
+    inits = [c("wqkv", rng.normal(0, 0.15, (C, 3 * C))), c("bqkv", rng.normal(0, 0.1, (3 * C,))),
+             c("wo", rng.normal(0, 0.25, (C, 40))), c("bo", rng.normal(0, 0.1, (40,))),
+             c("shape5", [1, T, 3, H, D], np.int64), c("shape3", [1, T, C], np.int64),
+             c("ax0", [0], np.int64), c("s0", [0], np.int64), c("s1", [1], np.int64), c("s2", [2], np.int64),
+             c("s3", [3], np.int64), c("scale", [D ** -0.5])]
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "wqkv"], ["qkv0"], name="qkv"),
+             n("Add", ["qkv0", "bqkv"], ["qkv1"], name="qkv_bias"),
+             n("Reshape", ["qkv1", "shape5"], ["qkv5"], name="split_heads"),
+             n("Transpose", ["qkv5"], ["qkvt"], name="heads_first", perm=[2, 0, 3, 1, 4])]
+    for k, name in enumerate("qkv"):
+        nodes += [n("Slice", ["qkvt", f"s{k}", f"s{k + 1}", "ax0"], [f"{name}5"], name=f"slice_{name}"),
+                  n("Squeeze", [f"{name}5", "ax0"], [name], name=f"squeeze_{name}")]
+    nodes += [n("Mul", ["q", "scale"], ["qs"], name="q_scale"),
+              n("Transpose", ["k"], ["kt"], name="k_transpose", perm=[0, 1, 3, 2]),
+              n("MatMul", ["qs", "kt"], ["scores"], name="q_kt"),
+              n("Softmax", ["scores"], ["attn"], name="attn_softmax", axis=-1),
+              n("MatMul", ["attn", "v"], ["ctx"], name="attn_v"),
+              n("Transpose", ["ctx"], ["ctxt"], name="heads_last", perm=[0, 2, 1, 3]),
+              n("Reshape", ["ctxt", "shape3"], ["ctx3"], name="merge_heads"),
+              n("MatMul", ["ctx3", "wo"], ["logits0"], name="out_proj"),
+              n("Add", ["logits0", "bo"], ["logits"], name="out_bias"),
+              n("Softmax", ["logits"], ["y"], name="class_softmax", axis=-1)]
+    graph = helper.make_graph(
+        nodes, "attention_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, C])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, T, 40])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="npu make_models.py")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     os.makedirs(out, exist_ok=True)
@@ -584,6 +626,7 @@ def main():
     save(deconv_head(np.random.default_rng(17)), os.path.join(out, "deconv_head.onnx"))
     save(layernorm_block(np.random.default_rng(18)), os.path.join(out, "layernorm_block.onnx"))
     save(slice_channels(), os.path.join(out, "slice_channels.onnx"))
+    save(attention_block(np.random.default_rng(19)), os.path.join(out, "attention_block.onnx"))
     np.save(os.path.join(out, "convnet_input.npy"),
             np.random.default_rng(8).normal(0, 1, (1, 3, 16, 16)).astype(np.float32))
     # A calibration set and a test input for the demo and the tests.

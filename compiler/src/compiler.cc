@@ -14,11 +14,13 @@
 #include <random>
 #include <set>
 
+#include "attention_layout.h"
 #include "calibration.h"
 #include "export_qdq.h"
 #include "expose.h"
 #include "ir.h"
 #include "lower.h"
+#include "lower_attention.h"
 #include "npu/compiler/image.h"
 #include "npu/host_kernels/host_step.h"
 #include "npu/sim/bare_metal.h"
@@ -415,6 +417,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
   std::map<int, float> quant_factor;  // ... times this factor on the scale (a view of x·c)
   std::map<int, int> alias;       // views: the output is the input's bytes
+  std::set<int> softmax_outputs;  // VEC SOFTMAX writes probabilities on a 2^-k grid
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
       if (const auto* c = std::get_if<ConvLayer>(&op)) {
@@ -447,6 +450,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         if (e->kind == EltLayer::Kind::kClip)
           for (size_t k = 1; k < e->inputs.size(); ++k) same_quant[e->inputs[k]] = e->inputs[0];
         if (e->kind == EltLayer::Kind::kView) alias[e->output] = e->inputs[0];
+        if (e->kind == EltLayer::Kind::kSoftmax) softmax_outputs.insert(e->output);
         if (e->kind == EltLayer::Kind::kView && e->view_scale != 1.0f) quant_factor[e->output] = e->view_scale;
       }
     }
@@ -577,6 +581,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
       }
     }
+  // The 4-D values around attention's run-time MatMuls are dense (attention_layout.h), as
+  // partition assumed when it put those MatMuls and their reshapes on the NPU.
+  for (int v : dense_attention_values(g)) layout.emplace(v, dense_strides(g.value(v).shape));
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops)
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
@@ -619,6 +626,10 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
     const std::optional<DeclaredQuant>& declared = g.value(v).quant;
     if (auto pa = per_axis.find(v); pa != per_axis.end()) {
       qp[v] = QParams{pa->second.scale[0], pa->second.zero_point[0]};  // placeholder: codes are only copied
+    } else if (softmax_outputs.count(v)) {
+      qp[v] = softmax_output_qparams(hi, zero_point_zero.count(v) || symmetric.count(v));
+      if (declared)
+        say("note: '" + g.value(v).name + "' is quantised on the grid VEC SOFTMAX writes (scale 2^-k), not as the model declares");
     } else if (auto iq = int32_quant.find(v); iq != int32_quant.end()) {
       qp[v] = iq->second();  // its layer's operands are placed first (npu_layer_inputs order)
     } else if (auto sb = spread_bias.find(v); sb != spread_bias.end()) {
@@ -860,7 +871,12 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         }
       } else {
         const auto& e = std::get<EltLayer>(op);
-        if (e.kind == EltLayer::Kind::kReshapeCopy) {
+        if (e.kind == EltLayer::Kind::kSoftmax) {
+          const int in = e.inputs[0];
+          NPU_ASSIGN_OR_RETURN(facts, lower_softmax(g.value(in).shape, static_cast<uint32_t>(act_offset[in]), act_strides[in],
+                                                    static_cast<uint32_t>(act_offset[out]), act_strides[out], qp[in],
+                                                    qp[out], N, weights, seg.prog));
+        } else if (e.kind == EltLayer::Kind::kReshapeCopy) {
           // Row-major order is what a reshape keeps: walk the 4-D side's shape with the
           // dense side's row-major strides of that same shape.
           const int in = e.inputs[0];

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "attention_layout.h"
 #include "npu/compiler/host_ops.h"
 #include "qdq.h"
 
@@ -38,8 +39,9 @@ bool sole_graph_input(const Graph& g, int v, size_t ni) {
 // Gemm/MatMul whose B is a graph value (weights as an input, or attention's product of two
 // activations). Layout rules: 2-D/3-D values are dense; a transposed operand or a 4-D one
 // (whose default device layout is NHWC) must be a graph input of this node alone, and a
-// 4-D result must be a graph output nobody else reads.
-std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
+// 4-D result must be a graph output nobody else reads, unless the 4-D value is one that
+// dense_attention_values (`dense4`) stores dense.
+std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni, const std::set<int>& dense4) {
   const Node& n = g.nodes[ni];
   const int a = n.inputs[0], b = n.inputs[1];
   const auto& xs = g.value(a).shape;
@@ -79,9 +81,11 @@ std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
     for (size_t d = 0; d + 2 < xs.size(); ++d) L.batches *= xs[d];
   }
   if (L.M <= 0 || L.K <= 0 || L.N <= 0 || L.batches <= 0) return std::nullopt;
-  if ((L.input_transposed || xs.size() == 4) && !sole_graph_input(g, a, ni)) return std::nullopt;
-  if ((L.weight_transposed || bs.size() == 4) && !sole_graph_input(g, b, ni)) return std::nullopt;
-  if (g.value(L.output).shape.size() == 4 && (!is_graph_output(g, L.output) || !consumers(g, L.output).empty()))
+  if ((L.input_transposed || (xs.size() == 4 && !dense4.count(a))) && !sole_graph_input(g, a, ni)) return std::nullopt;
+  if ((L.weight_transposed || (bs.size() == 4 && !dense4.count(b))) && !sole_graph_input(g, b, ni))
+    return std::nullopt;
+  if (g.value(L.output).shape.size() == 4 && !dense4.count(L.output) &&
+      (!is_graph_output(g, L.output) || !consumers(g, L.output).empty()))
     return std::nullopt;
   L.bias.assign(static_cast<size_t>(L.N), 0.0f);
   if (n.op == "Gemm" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
@@ -106,11 +110,11 @@ std::optional<FcLayer> match_fc_dynamic(const Graph& g, size_t ni) {
   return L;
 }
 
-std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& used) {
+std::optional<FcLayer> match_fc(const Graph& g, size_t ni, std::set<size_t>& used, const std::set<int>& dense4) {
   const Node& n = g.nodes[ni];
   if (n.op != "Gemm" && n.op != "MatMul") return std::nullopt;
   if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || g.is_constant(n.inputs[0])) return std::nullopt;
-  if (!g.is_constant(n.inputs[1])) return match_fc_dynamic(g, ni);
+  if (!g.is_constant(n.inputs[1])) return match_fc_dynamic(g, ni, dense4);
   const Value& x = g.value(n.inputs[0]);
   const Tensor B = to_float(*g.value(n.inputs[1]).constant);
   if (B.shape.size() != 2 || x.shape.size() < 2) return std::nullopt;
@@ -179,7 +183,8 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
 
 std::optional<EltLayer> match_chain(const Graph& g, size_t ni, const std::set<size_t>& used,
                                     std::vector<size_t>* members);
-std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges);
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges,
+                                          const std::set<int>* dense4 = nullptr);
 
 // A lookup-table layer (an element-wise chain, or one table function) that alone reads the
 // conv's output becomes the conv's fused LUT (ConvLayer::lut_input): its nodes join `used`.
@@ -791,7 +796,8 @@ std::optional<EltLayer> match_slice(const Graph& g, const Node& n) {
 }
 
 // Unary operators the VEC unit's lookup table computes exactly (any int8 -> int8 function).
-std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges) {
+std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t array_dim, const ValueRanges* ranges,
+                                          const std::set<int>* dense4) {
   const Node& n = g.nodes[ni];
   EltLayer L;
   L.name = n.name;
@@ -974,6 +980,13 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     // An empty tensor (a zero dimension) has no bytes in any layout: the reshape moves
     // nothing and is a view whatever the ranks.
     if (ein == 0) return L;
+    // A 4-D side stored dense (dense_attention_values): the reshape keeps the bytes.
+    const bool dense_in = in4 && dense4 && dense4->count(n.inputs[0]);
+    const bool dense_out = out4 && dense4 && dense4->count(n.outputs[0]);
+    if ((in4 || out4) && (!in4 || dense_in) && (!out4 || dense_out)) {
+      if (in4 != out4) L.dense_4d = in4 ? n.inputs[0] : n.outputs[0];
+      return L;
+    }
     if (in4 || out4) {
       const auto& four = in4 ? in : out;
       const auto& other = in4 ? out : in;
@@ -1054,6 +1067,24 @@ std::optional<EltLayer> match_elementwise(const Graph& g, size_t ni, uint32_t ar
     if (in.empty()) return std::nullopt;
     L.kind = EltLayer::Kind::kTranspose;
     for (size_t d = 0; d < in.size(); ++d) L.perm.push_back(static_cast<int64_t>(d));
+    return L;
+  } else if (op == "Softmax") {
+    // The last axis (before opset 13 the axis flattens what follows it, the same thing only
+    // for the last one) of a dense value: 4-D ones only where dense_attention_values stores
+    // them dense (NHWC would put the axis across rows).
+    const auto& in = g.value(n.inputs[0]).shape;
+    const auto rank = static_cast<int64_t>(in.size());
+    int64_t axis = n.attr_int("axis", g.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (rank == 0 || axis != rank - 1) return std::nullopt;
+    if (rank == 4 && (!dense4 || !dense4->count(n.inputs[0]) || !dense4->count(n.outputs[0]))) return std::nullopt;
+    // An int8 grid coarser than 1 per code (a code step multiplies a probability by more than
+    // e) cannot resolve a softmax (ONNX's test_softmax_large_number: [1, 10003] is 39 per
+    // code); the host computes it in float then.
+    if (ranges)
+      if (auto r = ranges->find(n.inputs[0]); r != ranges->end() && !((r->second.second - r->second.first) / 255.0f <= 1.0f))
+        return std::nullopt;
+    L.kind = EltLayer::Kind::kSoftmax;
     return L;
   } else if (op == "Slice") {
     if (auto sliced = match_slice(g, n)) return sliced;
@@ -1229,18 +1260,19 @@ bool all_float(const Graph& g, const NpuLayer& layer) {
 std::vector<PartitionStep> partition(const Graph& g, uint32_t array_dim, const ValueRanges* ranges) {
   std::vector<PartitionStep> steps;
   std::set<size_t> used;
+  const std::set<int> dense4 = dense_attention_values(g);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     if (used.count(ni)) continue;
     const std::set<size_t> used_before = used;
     std::optional<NpuLayer> layer;
-    if (auto fc = match_fc(g, ni, used)) layer = std::move(*fc);
+    if (auto fc = match_fc(g, ni, used, dense4)) layer = std::move(*fc);
     else if (auto conv3 = match_conv_3d(g, ni)) layer = std::move(*conv3);
     else if (auto conv = match_conv(g, ni, used)) layer = std::move(*conv);
     else if (auto deconv = match_conv_transpose(g, ni, used)) layer = std::move(*deconv);
     else if (std::vector<size_t> members; auto chain = match_chain(g, ni, used, &members)) {
       layer = std::move(*chain);
       used.insert(members.begin(), members.end());
-    } else if (auto elt = match_elementwise(g, ni, array_dim, ranges)) layer = std::move(*elt);
+    } else if (auto elt = match_elementwise(g, ni, array_dim, ranges, &dense4)) layer = std::move(*elt);
     if (layer && g.value(npu_layer_output(*layer)).io_codes == DType::kI32) {
       // An int32 graph output (ConvInteger/MatMulInteger, qdq.h) leaves the device as the
       // layer's accumulators: regular convolutions and GEMMs without fused activations or a

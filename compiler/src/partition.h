@@ -97,8 +97,9 @@ struct EltLayer {
   // a scalar constant slope is a kLut.
   // kClip: Clip with a bound fed at run time (see lo_input).
   // kDiv: x / y for a run-time y of one sign: a reciprocal table, then VEC MUL.
+  // kSoftmax: Softmax over the last axis of a dense value, VEC SOFTMAX (lower_attention.h).
   enum class Kind { kLut, kAdd, kMul, kGlobalAvgPool, kMaxPool, kAvgPool, kView, kRepack, kTranspose, kConcat,
-                    kReshapeCopy, kResize, kPRelu, kClip, kDiv };
+                    kReshapeCopy, kResize, kPRelu, kClip, kDiv, kSoftmax };
   Kind kind = Kind::kLut;
   std::string name, op;
   std::vector<int> inputs;  // kLut/pools: 1; kAdd/kMul: 2 (b may broadcast per channel)

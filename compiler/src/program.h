@@ -107,6 +107,14 @@ class Program {
       const uint64_t acc_hi = acc + o1 * f(w[5], 16, 16) + i1 * f(w[6], 0, 16) + r1 * f(w[6], 16, 16) + 1;
       fp.read(2, acc, acc_hi);
       fp.write(2, acc, acc_hi);
+    } else if (op == static_cast<uint32_t>(hw::Opcode::kVec) &&
+               f(w[0], 16, 4) == static_cast<uint32_t>(hw::VecMode::kSoftmax)) {
+      // SOFTMAX: its segments in ACT, the int32 table in ACC (no window: w7 holds shift/tail).
+      const uint64_t o1 = f(w[3], 0, 16) - 1, r1 = f(w[2], 16, 16) - 1;
+      const uint64_t src = f(w[1], 0, 16), dst = f(w[1], 16, 16), par = f(w[2], 0, 16);
+      fp.read(0, src, src + o1 * f(w[4], 0, 16) + r1 * f(w[4], 16, 16) + 1);
+      fp.read(2, par, par + 256 / kMinN);
+      fp.write(0, dst, dst + o1 * f(w[5], 0, 16) + r1 * f(w[5], 16, 16) + 1);
     } else if (op == static_cast<uint32_t>(hw::Opcode::kVec)) {
       const uint32_t mode = f(w[0], 16, 4);
       const bool window = mode >= static_cast<uint32_t>(hw::VecMode::kMaxpool);

@@ -186,6 +186,9 @@ public:
       case 0: return cost(3 + rows);
       case 1: return cost(1 + 256 / n_ + rows);
       case 2: case 3: return cost(2 + 2 * rows);
+      // SOFTMAX: its 256/N table rows, then per segment three passes of R rows and the
+      // 63-step division between the second and the third.
+      case static_cast<uint32_t>(hw::VecMode::kSoftmax): return cost(1 + 256 / n_ + uint64_t{o} * (3 * uint64_t{r} + 63));
       default: return cost(3 + rows * window);
     }
   }

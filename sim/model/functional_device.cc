@@ -361,6 +361,8 @@ class FunctionalDevice final : public Device {
         return uint64_t{field(w[3], 0, 16)} * field(w[3], 16, 16) *
                std::max<uint64_t>(field(w[2], 16, 16), n_);
       case hw::Opcode::kVec:
+        if (field(w[0], 16, 4) == static_cast<uint32_t>(hw::VecMode::kSoftmax))  // three passes
+          return 3 * uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16);
         return uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16) *
                (field(w[0], 16, 4) >= 4 ? uint64_t{field(w[7], 0, 8)} * field(w[7], 8, 8) : 1);
       default:
@@ -820,12 +822,13 @@ class FunctionalDevice final : public Device {
 
   // --- VEC ---------------------------------------------------------------------------------
   // Which optional fields each mode may use (architecture.md 1.4, VEC modes).
-  static bool vec_fields_legal(const isa::Words& w) {
+  bool vec_fields_legal(const isa::Words& w) const {
     const uint32_t mode = field(w[0], 16, 4);
     const bool bias = w[0] & (1u << 20);
     const uint32_t aux = field(w[6], 16, 16), param = field(w[2], 0, 16);
     const uint32_t kw = field(w[7], 0, 8), kh = field(w[7], 8, 8);
     const bool window = mode == 4 || mode == 5 || mode == 6;
+    if (mode == static_cast<uint32_t>(hw::VecMode::kSoftmax)) return vec_softmax_fields_legal(w);
     if (mode > 6) return false;
     // wrap (ISA 1.2): REQUANT, ADD and MUL only, with clamp low = high = 0.
     if ((w[0] & isa::kVecWrapBit) && ((mode != 0 && mode != 2 && mode != 3) || field(w[6], 0, 16) != 0)) return false;
@@ -840,8 +843,62 @@ class FunctionalDevice final : public Device {
     }
   }
 
+  // SOFTMAX (ISA 1.3, architecture.md 1.4.1): no bias, wrap or aux; w7 holds the shift
+  // (bits 5:0) and the tail lane count (15:8, at most N), nothing else.
+  bool vec_softmax_fields_legal(const isa::Words& w) const {
+    return !(w[0] & (3u << 20)) && field(w[6], 16, 16) == 0 && (w[7] & 0xFFFF00C0u) == 0 && field(w[7], 8, 8) <= n_;
+  }
+
+  // SOFTMAX runs each segment in three passes over its rows, as the RTL does: the maximum, the
+  // sum of the table's exponentials, then (after the one division per segment) the output
+  // rows, each read before it is written, so outputs that overwrite later source rows are
+  // read back as the RTL reads them.
+  std::optional<Fault> do_vec_softmax(const isa::Words& w) {
+    const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);
+    const uint32_t param = field(w[2], 0, 16), R = field(w[2], 16, 16);
+    const uint32_t O = field(w[3], 0, 16);
+    const auto zp = static_cast<int8_t>(field(w[3], 16, 8));
+    const uint32_t sso = field(w[4], 0, 16), ssr = field(w[4], 16, 16);
+    const uint32_t dso = field(w[5], 0, 16), dsr = field(w[5], 16, 16);
+    const auto lo = static_cast<int8_t>(field(w[6], 0, 8));
+    const auto hi = static_cast<int8_t>(field(w[6], 8, 8));
+    const uint32_t shift = field(w[7], 0, 6);
+    const uint32_t tail = field(w[7], 8, 8) == 0 ? n_ : field(w[7], 8, 8);
+    if (auto f = check_range(src + uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr, act_rows_)) return f;
+    if (auto f = check_range(dst + uint64_t{O - 1} * dso + uint64_t{R - 1} * dsr, act_rows_)) return f;
+    if (auto f = check_range(uint64_t{param} + 256 / n_ - 1, acc_rows_)) return f;
+    if (checking_only_) return std::nullopt;
+    int32_t table[256];  // latched before the first segment, as the RTL does
+    std::memcpy(table, acc_.data() + static_cast<size_t>(param) * n_, sizeof(table));
+    auto row = [&](uint32_t index) { return act_.data() + static_cast<size_t>(index) * n_; };
+    for (uint32_t o = 0; o < O; ++o) {
+      const uint32_t base = src + o * sso;
+      auto lanes = [&](uint32_t r) { return r + 1 == R ? tail : n_; };
+      int32_t m = -128;
+      for (uint32_t r = 0; r < R; ++r)
+        for (uint32_t c = 0; c < lanes(r); ++c) m = std::max<int32_t>(m, row(base + r * ssr)[c]);
+      int64_t sum = 0;
+      for (uint32_t r = 0; r < R; ++r)
+        for (uint32_t c = 0; c < lanes(r); ++c) sum += table[row(base + r * ssr)[c] - m + 255];
+      const uint64_t q = sum > 0 ? (uint64_t{1} << 62) / static_cast<uint64_t>(sum) : 0;
+      for (uint32_t r = 0; r < R; ++r) {
+        int8_t x[32];
+        std::memcpy(x, row(base + r * ssr), n_);
+        int8_t* y = row(dst + o * dso + r * dsr);
+        for (uint32_t c = 0; c < n_; ++c) {
+          const int64_t e = c < lanes(r) ? table[x[c] - m + 255] : 0;
+          const auto t = static_cast<int64_t>(static_cast<uint64_t>(e) * q);  // 64-bit, wrapping
+          y[c] = vec_clamp(static_cast<int64_t>(static_cast<uint64_t>(vec_round_shift(t, shift)) + static_cast<uint64_t>(int64_t{zp})), lo, hi);
+        }
+      }
+    }
+    job_cycles_ += timing_.vec(static_cast<uint32_t>(hw::VecMode::kSoftmax), O, R, 1);
+    return std::nullopt;
+  }
+
   std::optional<Fault> do_vec(const isa::Words& w) {
     const uint32_t mode = field(w[0], 16, 4);
+    if (mode == static_cast<uint32_t>(hw::VecMode::kSoftmax)) return do_vec_softmax(w);
     const bool bias = w[0] & (1u << 20);
     const bool wrap = w[0] & isa::kVecWrapBit;
     const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);

@@ -1,5 +1,6 @@
 #include "npu/sim/program_generator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -21,7 +22,7 @@ class Generator {
     GeneratedProgram out;
     const uint32_t length = pick(4, 40);
     // One program in four aims at an error path, placed at a random point.
-    const int error_kind = pick(0, 3) == 0 ? static_cast<int>(pick(1, 8)) : 0;
+    const int error_kind = pick(0, 3) == 0 ? static_cast<int>(pick(1, 9)) : 0;
     const uint32_t error_at = pick(0, length - 1);
     for (uint32_t i = 0; i < length; ++i) {
       if (error_kind != 0 && i == error_at) {
@@ -113,9 +114,11 @@ class Generator {
 
   // REQUANT (ACC source) half of the time, else ADD or MUL (ACT sources a at src, b at aux);
   // one in three with the wrap bit (ISA 1.2), whose clamp bounds must be 0. One in seven is
-  // a LUT instead, its table at low ACT rows or at the top of ACT (beyond the ACC rows).
+  // a LUT instead, its table at low ACT rows or at the top of ACT (beyond the ACC rows), and
+  // one in six of the rest a SOFTMAX (ISA 1.3).
   isa::Words random_vec() {
     if (chance(7)) return random_lut();
+    if (chance(6)) return random_softmax();
     const uint32_t kind = pick(0, 3);
     const auto mode = kind <= 1 ? hw::VecMode::kRequant : kind == 2 ? hw::VecMode::kAdd : hw::VecMode::kMul;
     isa::VecRequant v;
@@ -159,6 +162,28 @@ class Generator {
     isa::Words w = isa::encode(v);
     w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16);
     return w;
+  }
+
+  // SOFTMAX over whatever the ACC rows of its table hold (random int32 entries: segment sums
+  // of either sign, so both the division and its q = 0 case run, and products that wrap),
+  // segments of 1..6 rows with any tail, sometimes in place (dst = src).
+  isa::Words random_softmax() {
+    isa::VecSoftmax v;
+    v.src = static_cast<uint16_t>(pick(0, 100));
+    v.dst = chance(4) ? v.src : static_cast<uint16_t>(pick(0, 200));
+    v.table = static_cast<uint16_t>(chance(4) ? acc_rows_ - 256 / n_ - pick(0, 8) : pick(0, 120));
+    v.r = static_cast<uint16_t>(pick(1, 6));
+    v.o = static_cast<uint16_t>(pick(1, 3));
+    v.zero_point = static_cast<int8_t>(pick(0, 255));
+    v.src_sr = static_cast<uint16_t>(pick(0, 2));
+    v.src_so = static_cast<uint16_t>(pick(0, 8));
+    v.dst_sr = v.dst == v.src && chance(2) ? v.src_sr : static_cast<uint16_t>(pick(0, 2));
+    v.dst_so = v.dst == v.src && chance(2) ? v.src_so : static_cast<uint16_t>(pick(0, 8));
+    v.clamp_lo = chance(2) ? -128 : static_cast<int8_t>(pick(0, 255));
+    v.clamp_hi = chance(2) ? 127 : static_cast<int8_t>(pick(0, 255));
+    v.shift = static_cast<uint8_t>(chance(2) ? pick(40, 63) : pick(0, 63));
+    v.tail = static_cast<uint8_t>(pick(0, n_));
+    return isa::encode(v);
   }
 
   void fix_sync_engine() {
@@ -255,6 +280,18 @@ class Generator {
         } else {
           w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kAvgpool) << 16);
           w[7] = 1u | (1u << 8);  // a legal 1x1 window
+        }
+        words_.push_back(w);
+        break;
+      }
+      case 9: {  // SOFTMAX with a field it may not use: tail > N, aux, bias, or w7 bit 6
+        out->expected_error = "ILLEGAL_INSTRUCTION";
+        isa::Words w = isa::encode(isa::VecSoftmax{});
+        switch (pick(0, 3)) {
+          case 0: w[7] |= std::min<uint32_t>(pick(n_ + 1, 255), 255) << 8; break;
+          case 1: w[6] |= pick(1, 0xFFFF) << 16; break;
+          case 2: w[0] |= 1u << 20; break;
+          default: w[7] |= 1u << 6; break;
         }
         words_.push_back(w);
         break;

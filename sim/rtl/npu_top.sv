@@ -207,6 +207,15 @@ module npu_top
   logic [N*32-1:0] v_bias_q, v_mul_q, v_shift_q;   // REQUANT / DWCONV per-lane parameters
   logic [159:0]    v_par_q;          // scalars of ACC row P (lanes 0..4) for the other modes
   logic [2047:0]   v_table_q;        // LUT table, entry e at bits 8e+7:8e
+  // SOFTMAX (ISA 1.3): int32 table (entry e at bits 32e+31:32e), pass, segment max and sum,
+  // and the sequential divider (remainder, quotient, step).
+  logic [8191:0]      v_tbl32_q;
+  logic [1:0]         v_sm_ph_q;     // 0 max, 1 sum, 2 divide, 3 output rows
+  logic signed [7:0]  v_max_q;
+  logic signed [63:0] v_sum_q;
+  logic [62:0]        v_rem_q;       // < S < 2^63
+  logic [63:0]        v_quo_q;
+  logic [5:0]         v_div_q;
   logic [N*32-1:0] v_accum_q;        // window accumulators
   logic [N*8-1:0]  v_a_q;            // ADD/MUL: operand a of the current row
   logic            v_ph_q;           // ADD/MUL: reading operand b
@@ -489,18 +498,21 @@ module npu_top
         logic [3:0] md;
         md = w[0][19:16];
         bad |= (w[0][31:22] != 0) || (w[3][31:24] != 0) || (w[2][31:16] == 0) ||
-               (w[3][15:0] == 0) || (md > VEC_DWCONV[3:0]);
+               (w[3][15:0] == 0) || (md > VEC_DWCONV[3:0] && md != VEC_SOFTMAX[3:0]);
         // wrap (ISA 1.2): REQUANT, ADD and MUL only, with clamp low = high = 0.
         if (w[0][21])
           bad |= !(md == VEC_REQUANT[3:0] || md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) ||
                  (w[6][15:0] != 0);
-        bad |= vec_window(md) ? (w[7][7:0] == 0 || w[7][15:8] == 0) : (w[7] != 0);
+        // SOFTMAX's w7: shift in 5:0, tail lanes (at most N) in 15:8.
+        if (md == VEC_SOFTMAX[3:0]) bad |= ((w[7] & 32'hFFFF00C0) != 0) || (32'(w[7][15:8]) > N);
+        else bad |= vec_window(md) ? (w[7][7:0] == 0 || w[7][15:8] == 0) : (w[7] != 0);
         unique case (md)
           VEC_REQUANT[3:0]: bad |= (w[6][31:16] != 0);
           VEC_LUT[3:0]:     bad |= (w[6][31:16] != 0) || w[0][20];
           VEC_ADD[3:0], VEC_MUL[3:0]: bad |= w[0][20];
           VEC_MAXPOOL[3:0]: bad |= (w[6][31:16] != 0) || w[0][20] || (w[2][15:0] != 0);
           VEC_AVGPOOL[3:0]: bad |= (w[6][31:16] != 0) || w[0][20];
+          VEC_SOFTMAX[3:0]: bad |= (w[6][31:16] != 0) || w[0][20];
           default: ;
         endcase
       end
@@ -537,7 +549,7 @@ module npu_top
 
   // Setup cycles of a VEC mode before its first row (parameter / table reads).
   function automatic logic [15:0] vec_setup(input logic [3:0] md);
-    if (md == VEC_LUT[3:0]) return 16'(1 + LUT_ROWS);
+    if (md == VEC_LUT[3:0] || md == VEC_SOFTMAX[3:0]) return 16'(1 + LUT_ROWS);
     if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) return 16'd2;
     return 16'd3;
   endfunction
@@ -568,6 +580,45 @@ module npu_top
       logic [7:0] e;
       e = x[n*8 +: 8] ^ 8'h80;
       out[n*8 +: 8] = vec_clamp(64'($signed(tbl[e*8 +: 8])), lo, hi);
+    end
+    return out;
+  endfunction
+
+  // SOFTMAX (ISA 1.3): the first `lanes` lanes of a row are the segment's elements.
+  function automatic logic signed [7:0] sm_row_max(input logic [N*8-1:0] x, input logic [7:0] lanes,
+                                                   input logic signed [7:0] m0);
+    logic signed [7:0] m;
+    m = m0;
+    for (int n = 0; n < N; n++)
+      if (8'(n) < lanes && $signed(x[n*8 +: 8]) > m) m = $signed(x[n*8 +: 8]);
+    return m;
+  endfunction
+  // Table entry x - m + 255 (0..255 for an element of a segment whose maximum is m).
+  function automatic logic signed [31:0] sm_exp(input logic [7:0] x, input logic signed [7:0] m,
+                                                input logic [8191:0] tbl);
+    logic [7:0] e;
+    e = x - m + 8'd255;  // modulo 256: x - m + 255 itself for x <= m
+    return $signed(tbl[32'(e) * 32 +: 32]);
+  endfunction
+  function automatic logic signed [63:0] sm_row_sum(input logic [N*8-1:0] x, input logic [8191:0] tbl,
+                                                    input logic signed [7:0] m, input logic [7:0] lanes);
+    logic signed [63:0] s;
+    s = '0;
+    for (int n = 0; n < N; n++)
+      if (8'(n) < lanes) s = s + 64'(sm_exp(x[n*8 +: 8], m, tbl));
+    return s;
+  endfunction
+  function automatic logic [N*8-1:0] sm_row_out(input logic [N*8-1:0] x, input logic [8191:0] tbl,
+                                                input logic signed [7:0] m, input logic [63:0] q,
+                                                input logic [7:0] lanes, input logic [5:0] sh,
+                                                input logic [7:0] zp, input logic [7:0] lo,
+                                                input logic [7:0] hi);
+    logic [N*8-1:0] out;
+    for (int n = 0; n < N; n++) begin
+      logic signed [63:0] e, t;
+      e = (8'(n) < lanes) ? 64'(sm_exp(x[n*8 +: 8], m, tbl)) : 64'sd0;
+      t = e * $signed(q);
+      out[n*8 +: 8] = vec_clamp(vec_rq(t, sh) + 64'($signed(zp)), lo, hi);
     end
     return out;
   endfunction
@@ -1111,6 +1162,9 @@ module npu_top
                 end else if (md == VEC_LUT[3:0]) begin
                   m3 = 64'(dw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
                   lim3 = 64'(ACT_ROWS);
+                end else if (md == VEC_SOFTMAX[3:0]) begin  // the int32 table in ACC
+                  m3 = 64'(dw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
+                  lim3 = 64'(ACC_ROWS);
                 end else if (md != VEC_MAXPOOL[3:0]) begin
                   m3 = 64'(dw[2][15:0]);
                   lim3 = 64'(ACC_ROWS);
@@ -1511,6 +1565,12 @@ module npu_top
                 v_table_q <= {act_rd, v_table_q[2047:N*8]};
                 act_ra_q <= act_ra_q + 1'b1;
               end
+            end else if (md == VEC_SOFTMAX[3:0]) begin
+              if (k_q < 16'(LUT_ROWS)) begin
+                v_tbl32_q <= {acc_rd, v_tbl32_q[8191:N*32]};
+                acc_ra_q <= acc_ra_q + 1'b1;
+              end
+              v_sm_ph_q <= 2'd0;
             end else if (k_q == 16'd0) begin
               v_par_q <= acc_rd[159:0];
             end
@@ -1560,6 +1620,64 @@ module npu_top
                                       iw[0][21], iw[6][7:0], iw[6][15:8]);
                   v_ph_q <= 1'b0;
                   row_done = 1'b1;
+                end
+              end
+              VEC_SOFTMAX[3:0]: begin
+                // Three passes over the segment's R rows (max, sum, output), the division
+                // between the second and the third; one row or one quotient bit per cycle.
+                logic [7:0]  lanes;
+                logic        last;
+                logic [31:0] nb;
+                lanes = (lx_q + 16'd1 == iw[2][31:16] && iw[7][15:8] != 0) ? iw[7][15:8] : 8'(N);
+                last = lx_q + 16'd1 == iw[2][31:16];
+                nb = last ? v_so_q : v_base_q + 32'(iw[4][31:16]);
+                unique case (v_sm_ph_q)
+                  2'd0: v_max_q <= sm_row_max(act_rd, lanes, (lx_q == 0) ? -8'sd128 : v_max_q);
+                  2'd1: v_sum_q <= ((lx_q == 0) ? 64'sd0 : v_sum_q) + sm_row_sum(act_rd, v_tbl32_q, v_max_q, lanes);
+                  2'd2: begin
+                    logic [63:0] r2;
+                    r2 = {v_rem_q[62:0], v_div_q == 6'd0};
+                    if (v_sum_q > 0 && r2 >= 64'(v_sum_q)) begin
+                      v_rem_q <= 63'(r2 - 64'(v_sum_q));
+                      v_quo_q <= {v_quo_q[62:0], 1'b1};
+                    end else begin
+                      v_rem_q <= r2[62:0];
+                      v_quo_q <= {v_quo_q[62:0], 1'b0};
+                    end
+                    v_div_q <= v_div_q + 6'd1;
+                    if (v_div_q == 6'd62) v_sm_ph_q <= 2'd3;
+                  end
+                  default: begin
+                    act_mem[v_dst_q] <= sm_row_out(act_rd, v_tbl32_q, v_max_q, v_quo_q, lanes,
+                                                   iw[7][5:0], iw[3][23:16], iw[6][7:0], iw[6][15:8]);
+                    act_tag[v_dst_q] <= epoch_q;
+                    v_dst_q <= v_dst_q + AAW'(iw[5][31:16]);
+                  end
+                endcase
+                if (v_sm_ph_q != 2'd2) begin
+                  v_base_q <= nb;
+                  act_ra_q <= AAW'(nb);
+                  lx_q <= last ? 16'd0 : lx_q + 16'd1;
+                  if (last && v_sm_ph_q == 2'd1) begin
+                    v_rem_q <= '0;
+                    v_quo_q <= '0;
+                    v_div_q <= '0;
+                  end
+                  if (last) v_sm_ph_q <= v_sm_ph_q + 2'd1;
+                  if (last && v_sm_ph_q == 2'd3) begin
+                    // Next segment.
+                    logic [31:0]    so;
+                    logic [AAW-1:0] nd;
+                    so = v_so_q + 32'(iw[4][15:0]);
+                    nd = v_dst_o_q + AAW'(iw[5][15:0]);
+                    v_so_q <= so;
+                    v_base_q <= so;
+                    act_ra_q <= AAW'(so);
+                    v_dst_o_q <= nd;
+                    v_dst_q <= nd;
+                    lz_q <= lz_q + 16'd1;
+                    if (lz_q + 16'd1 == iw[3][15:0]) cs_q <= C_DONE;
+                  end
                 end
               end
               default: begin

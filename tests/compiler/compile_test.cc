@@ -165,7 +165,7 @@ TEST_P(CompileAndRun, NpuSetModelsReach30dB) {
                             "matmul_shared_b.onnx", "pool3d_max.onnx", "pool3d_avg.onnx", "pool3d_avg_ceil.onnx",
                             "deconv3d.onnx", "deconv3d_dynamic.onnx", "conv3d.onnx", "conv3d_dynamic.onnx",
                             "exporter_patterns.onnx", "deconv_head.onnx", "layernorm_block.onnx",
-                            "slice_channels.onnx"})
+                            "slice_channels.onnx", "attention_block.onnx"})
     EXPECT_GE(all_npu_model_sqnr(model, GetParam()), 30.0) << model;
 }
 

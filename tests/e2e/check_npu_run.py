@@ -177,6 +177,12 @@ def numpy_reference(model_path, inputs):
             y = ins[0][tuple(idx)]
         elif node.op_type == "Reshape":
             y = ins[0].reshape([int(d) for d in ins[1]])
+        elif node.op_type == "Squeeze":  # axes as an input (opset 13)
+            y = np.squeeze(ins[0], axis=tuple(int(a) for a in ins[1]))
+        elif node.op_type == "Softmax":  # opset 13: one axis
+            z = ins[0].astype(np.float64)
+            z = np.exp(z - z.max(axis=attrs.get("axis", -1), keepdims=True))
+            y = z / z.sum(axis=attrs.get("axis", -1), keepdims=True)
         else:
             raise SystemExit(f"reference does not know {node.op_type}")
         env[node.output[0]] = y.astype(np.float32)

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "npu/hw/isa.h"
 #include "npu/sim/rtl_device.h"
 #include "rtl_test_util.h"
 
@@ -317,6 +318,15 @@ TEST_P(RtlTiming, VecModes) {
     }
     SCOPED_TRACE(mode);
     EXPECT_EQ(run_job({v}), t.job({expect}));
+  }
+  // SOFTMAX (ISA 1.3): 1 + 256/N table rows, then 3R + 63 per segment.
+  for (uint32_t r : {1u, 4u}) {
+    Instr v;
+    v.w = npu::isa::encode(npu::isa::VecSoftmax{.src = 0, .dst = 100, .table = 40, .r = static_cast<uint16_t>(r), .o = 3,
+                                      .src_so = static_cast<uint16_t>(r), .dst_so = static_cast<uint16_t>(r),
+                                      .shift = 54, .tail = 3});
+    SCOPED_TRACE(r);
+    EXPECT_EQ(run_job({v}), t.job({1 + 256 / n + 3 * (3 * r + 63)}));
   }
 }
 

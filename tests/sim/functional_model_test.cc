@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -125,6 +126,60 @@ TEST_F(FunctionalModel, VecWrapWritesTheLowByteAndIsIllegalWhereTheSpecSaysSo) {
     bad[6] = w6;
     bad[7] = w7;
     const auto res = run({p[0], bad});
+    EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
+    EXPECT_EQ(res.error_instr, 32u);
+  }
+}
+
+// VEC SOFTMAX (ISA 1.3, architecture.md 1.4.1) against the documented formula: two segments
+// of 3 rows with a tail of 5 lanes, in place, the table of exp at scale 0.1 (2^30 peak), the
+// output at scale 2^-8 with zero point -128; lanes beyond the tail write clamp(zp). Then the
+// fields it may not use.
+TEST_F(FunctionalModel, VecSoftmaxMatchesItsDefinition) {
+  constexpr uint32_t R = 3, O = 2, tail = 5;
+  for (uint32_t i = 0; i < O * R * N; ++i) *bytes(i) = static_cast<int8_t>(static_cast<int>(i * 53 % 255) - 127);
+  int32_t table[256];
+  for (int i = 0; i < 256; ++i) {
+    table[i] = static_cast<int32_t>(std::llround(1073741824.0 * std::exp(0.1 * (i - 255))));
+    *words(0x1000 + 4 * static_cast<uint32_t>(i)) = table[i];
+  }
+  isa::VecSoftmax v{.src = 0, .dst = 0, .table = 7, .r = R, .o = O, .zero_point = -128, .src_so = R, .src_sr = 1,
+                    .dst_so = R, .dst_sr = 1, .shift = 54, .tail = tail, .tokens = {.pop_prev = true, .push_next = true}};
+  std::vector<isa::Words> p = {
+      isa::encode(isa::Load{.sp = hw::Scratchpad::kAct, .va = data_, .x = O * R, .x_stride = N}),
+      isa::encode(isa::Load{.sp = hw::Scratchpad::kAcc, .va = data_ + 0x1000, .sp_base = 7, .x = 256 / N,
+                            .x_stride = 4 * N, .tokens = {.push_next = true}}),
+      isa::encode(v),
+      isa::encode(isa::Store{.sp = hw::Scratchpad::kAct, .va = data_ + 0x800, .x = O * R, .x_stride = N,
+                             .tokens = {.pop_prev = true}})};
+  ASSERT_TRUE(run(p).completed);
+  for (uint32_t o = 0; o < O; ++o) {
+    auto valid = [&](uint32_t r, uint32_t c) { return r + 1 < R || c < tail; };
+    auto x = [&](uint32_t r, uint32_t c) { return int{*bytes((o * R + r) * N + c)}; };
+    int m = -128;
+    int64_t sum = 0;
+    for (uint32_t r = 0; r < R; ++r)
+      for (uint32_t c = 0; c < N; ++c)
+        if (valid(r, c)) m = std::max(m, x(r, c));
+    for (uint32_t r = 0; r < R; ++r)
+      for (uint32_t c = 0; c < N; ++c)
+        if (valid(r, c)) sum += table[x(r, c) - m + 255];
+    const uint64_t q = (uint64_t{1} << 62) / static_cast<uint64_t>(sum);
+    for (uint32_t r = 0; r < R; ++r)
+      for (uint32_t c = 0; c < N; ++c) {
+        const int64_t e = valid(r, c) ? table[x(r, c) - m + 255] : 0;
+        const int64_t t = ((e * static_cast<int64_t>(q)) + (int64_t{1} << 53)) >> 54;
+        EXPECT_EQ(*bytes(0x800 + (o * R + r) * N + c), std::clamp<int64_t>(t - 128, -128, 127))
+            << "segment " << o << " row " << r << " lane " << c;
+      }
+  }
+  for (auto [w0, w6, w7] : {std::tuple{1u << 20, 0u, 0u}, std::tuple{0u, 5u << 16, 0u}, std::tuple{0u, 0u, 1u << 6},
+                            std::tuple{0u, 0u, (N + 1) << 8}, std::tuple{isa::kVecWrapBit, 0u, 0u}}) {
+    isa::Words bad = p[2];
+    bad[0] |= w0;
+    bad[6] |= w6;
+    bad[7] |= w7;
+    const auto res = run({p[1], bad});
     EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
     EXPECT_EQ(res.error_instr, 32u);
   }

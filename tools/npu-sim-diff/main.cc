@@ -168,7 +168,8 @@ int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json
       if ((ev.words[0] & 0xFF) != static_cast<uint32_t>(hw::Opcode::kVec)) continue;
       static const char* modes[] = {"REQUANT", "LUT", "ADD", "MUL", "MAXPOOL", "AVGPOOL", "DWCONV"};
       const uint32_t mode = (ev.words[0] >> 16) & 0xF;
-      ++vec_completed[std::string(mode < 7 ? modes[mode] : "?") + ((ev.words[0] & isa::kVecWrapBit) ? "+wrap" : "")];
+      const char* name = mode < 7 ? modes[mode] : mode == static_cast<uint32_t>(hw::VecMode::kSoftmax) ? "SOFTMAX" : "?";
+      ++vec_completed[std::string(name) + ((ev.words[0] & isa::kVecWrapBit) ? "+wrap" : "")];
     }
     if (f.result.error_code) {
       ++errors_seen;

@@ -68,6 +68,21 @@ struct VecRequant {
   Tokens tokens;
 };
 
+// VEC SOFTMAX (ISA 1.3, architecture.md 1.4.1): O segments of R ACT rows each, a segment
+// being one vector of ·N + tail int8 elements (tail lanes of its last row; 0 = N). Per
+// segment: m = max, e = table[x - m + 255] (256 int32 entries in ACC rows P .. P + 256/N - 1),
+// S = Σ e (int64), q = S > 0 ? floor(2^62 / S) : 0, y = clamp(rq(e·q, shift) + zp).
+struct VecSoftmax {
+  uint16_t src = 0, dst = 0, table = 0;
+  uint16_t r = 1, o = 1;
+  int8_t zero_point = 0;
+  uint16_t src_so = 0, src_sr = 1, dst_so = 0, dst_sr = 1;
+  int8_t clamp_lo = -128, clamp_hi = 127;
+  uint8_t shift = 0;  // 0..63
+  uint8_t tail = 0;   // valid lanes of a segment's last row, 1..N; 0 means N
+  Tokens tokens;
+};
+
 struct Sync {
   Engine engine = Engine::kCompute;
   Tokens tokens;
@@ -128,6 +143,18 @@ constexpr Words encode(const VecRequant& in) {
           static_cast<uint32_t>(static_cast<uint8_t>(in.clamp_lo)) |
               (static_cast<uint32_t>(static_cast<uint8_t>(in.clamp_hi)) << 8),
           0};
+}
+
+constexpr Words encode(const VecSoftmax& in) {
+  return {op(hw::Opcode::kVec) | token_bits(in.tokens) | (static_cast<uint32_t>(hw::VecMode::kSoftmax) << 16),
+          pack16(in.src, in.dst),
+          pack16(in.table, in.r),
+          pack16(in.o, static_cast<uint8_t>(in.zero_point)),
+          pack16(in.src_so, in.src_sr),
+          pack16(in.dst_so, in.dst_sr),
+          static_cast<uint32_t>(static_cast<uint8_t>(in.clamp_lo)) |
+              (static_cast<uint32_t>(static_cast<uint8_t>(in.clamp_hi)) << 8),
+          (in.shift & 63u) | (static_cast<uint32_t>(in.tail) << 8)};
 }
 
 constexpr Words encode(const Sync& in) {
