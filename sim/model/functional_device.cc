@@ -915,7 +915,7 @@ class FunctionalDevice final : public Device {
         }
         break;
     }
-    job_cycles_ += timing_.vec(mode, O, R, kh * kw);
+    job_cycles_ += timing_.vec(mode, O, R, kh, kw);
     return std::nullopt;
   }
 
