@@ -353,7 +353,7 @@ class FunctionalDevice final : public Device {
   }
 
   // Engine cycles a GEMM or VEC takes at least, from its words alone: O·I·max(R, N) and
-  // O·R·kh·kw, below their costs in docs/rtl-timing.md (LOAD and STORE are bounded by the
+  // O·R·kh·⌈kw/W⌉ (ISA 1.3), below their costs in docs/rtl-timing.md (LOAD and STORE are bounded by the
   // scratchpads they fill or drain); 0 for the others.
   uint64_t work_bound(const isa::Words& w) const {
     switch (static_cast<hw::Opcode>(w[0] & 0xFF)) {
@@ -362,7 +362,7 @@ class FunctionalDevice final : public Device {
                std::max<uint64_t>(field(w[2], 16, 16), n_);
       case hw::Opcode::kVec:
         return uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16) *
-               (field(w[0], 16, 4) >= 4 ? uint64_t{field(w[7], 0, 8)} * field(w[7], 8, 8) : 1);
+               (field(w[0], 16, 4) >= 4 ? CycleModel::window_cycles(field(w[7], 8, 8), field(w[7], 0, 8)) : 1);
       default:
         return 0;
     }

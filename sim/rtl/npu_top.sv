@@ -1527,7 +1527,7 @@ module npu_top
           // Setup: REQUANT/DWCONV read the bias, multiplier and shift rows P..P+2; ADD, MUL,
           // AVGPOOL read the scalars of row P; LUT reads its 256/N table rows. Then one source
           // element per cycle: REQUANT and LUT one row per output row, ADD/MUL rows a and b,
-          // window modes kh*kw rows. lz_q = o, lx_q = r.
+          // window modes kh*kw rows in groups of up to WIN (1.3). lz_q = o, lx_q = r.
           V_SETUP: begin
             logic [3:0] md;
             md = iw[0][19:16];
