@@ -1757,6 +1757,23 @@ struct TapBand {
   int64_t oy0 = 0, oy1 = 0, iy0 = 0, iy1 = 0;
 };
 
+// Whether the taps of a ConvTranspose hit every output coordinate of one axis exactly once
+// (o = i·stride + t·dil − pad over inputs i and taps t): kernel = stride with dilation 1 and
+// no output padding beyond the end padding, as in PP-OCRv4 det's 2×2 stride-2 upsampling
+// head. Then every accumulator row receives one tap's products, so that tap's GEMM can clear
+// it and the stride-0 LOAD that zeroes the accumulators (4 beats per row at N = 16, more
+// LOAD cycles than the GEMMs take) is not needed; the int32 sums are the same.
+bool taps_cover_once(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dil, int64_t pad) {
+  if (out <= 0 || out > (int64_t{1} << 20)) return false;
+  std::vector<uint8_t> hits(static_cast<size_t>(out), 0);
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t o = i * stride + t * dil - pad;
+      if (o >= 0 && o < out && ++hits[static_cast<size_t>(o)] > 1) return false;
+    }
+  return std::all_of(hits.begin(), hits.end(), [](uint8_t h) { return h == 1; });
+}
+
 // How lower_tap_gemm_conv cuts a layer into output-row bands: every band's input rows
 // (CB blocks) and output rows fit one ACT set, its accumulators one ACC set; two sets each
 // when they fit (double buffering). A 3-D layer is one band (its depth taps read every slice).
@@ -1915,6 +1932,9 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
     load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, NB);
+  const bool clear_by_tap = L.transposed && !L.three_d &&
+                            taps_cover_once(L.H, L.OH, L.KH, L.stride_h, L.dil_h, L.pad_t) &&
+                            taps_cover_once(L.W, L.OW, L.KW, L.stride_w, L.dil_w, L.pad_l);
   LayerFacts facts;
   for (int64_t b = 0; b < L.batch; ++b)
     for (size_t k = 0; k < plan.bands.size(); ++k) {
@@ -1942,7 +1962,8 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
         const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
         for (int64_t od = 0; od < L.OD; ++od) {
           const int64_t band_out_rows = band_h * L.OW;
-          repeat_acc_row(prog, C_out, band_out_rows, static_cast<uint32_t>(zero_off));  // accumulators start at zero
+          // Accumulators start at zero: a stride-0 LOAD of a zero row, or each row's one tap clears it.
+          if (!clear_by_tap) repeat_acc_row(prog, C_out, band_out_rows, static_cast<uint32_t>(zero_off));
           for (int64_t t = 0; t < taps; ++t) {
             const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
             // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.
@@ -1962,7 +1983,7 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
             const int64_t partner = (y0 * L.stride_h + y_off) * (L.transposed ? L.OW : L.W) + x0 * L.stride_w + x_off;
             const int64_t walked = y0 * (L.transposed ? L.W : L.OW) + x0;
             isa::Gemm gm;
-            gm.clear = false;
+            gm.clear = clear_by_tap;
             gm.act = static_cast<uint16_t>(A_in + id * band_in_h * L.W + (L.transposed ? walked : partner));
             gm.wgt = static_cast<uint16_t>(wbase + t * CB);
             gm.acc = static_cast<uint16_t>(C_out + (L.transposed ? partner : walked));
