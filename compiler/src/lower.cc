@@ -712,27 +712,31 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
       const int64_t ptile = iy0 - first, pbtile = last - iy1;
       const int64_t Hp = ptile + (iy1 - iy0 + 1) + pbtile;
       const uint32_t A = static_cast<uint32_t>((tile_index % copies) * in_tile_rows), C0 = Cacc;
-      {
+      // Input blocks [z0, z0 + zc) of the tile: one LOAD, then (fill_padding) their padding
+      // rows at the zero point. A depthwise conv loads each block just before its DWCONV
+      // (below): its blocks are independent, so the DWCONV of block nb waits only for that
+      // block's LOAD while the LOAD engine runs ahead with the next ones.
+      auto load_blocks = [&](int64_t z0, int64_t zc) {
+        const uint32_t base = static_cast<uint32_t>(A + z0 * Hp * Wp);
         isa::Load ld;
         ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = A;
+        ld.sp_base = base;
         ld.x = static_cast<uint16_t>(L.W);
         ld.x_stride = static_cast<uint32_t>(Cp);
         ld.y = static_cast<uint16_t>(iy1 - iy0 + 1);
         ld.y_stride = static_cast<uint32_t>(L.W * Cp);
-        ld.z = static_cast<uint16_t>(CB);
+        ld.z = static_cast<uint16_t>(zc);
         ld.z_stride = N;
         ld.pad_l = static_cast<uint8_t>(L.pad_l);
         ld.pad_r = static_cast<uint8_t>(L.pad_r);
         ld.pad_t = static_cast<uint8_t>(ptile);
         ld.pad_b = static_cast<uint8_t>(pbtile);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp));
-      }
-      if (fill_padding) {
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp + z0 * N));
+        if (!fill_padding) return;
         // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
         // are both zx writes zx whatever it computes (it reads parameter row P, with zero
-        // strides). The tile is CB·Hp lines of Wp rows: the left and right padding columns of
-        // every line, then the top and bottom padding lines of every channel plane.
+        // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
+        // of every line, then the top and bottom padding lines of every channel plane.
         auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
           if (o == 0 || r == 0) return;
           isa::VecRequant vq;
@@ -746,16 +750,18 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
           vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
           prog.vec(vq);
         };
-        fill(A, CB * Hp, Wp, L.pad_l);
-        fill(static_cast<uint32_t>(A + L.pad_l + L.W), CB * Hp, Wp, L.pad_r);
-        fill(A, CB, Hp * Wp, ptile * Wp);
-        fill(static_cast<uint32_t>(A + (Hp - pbtile) * Wp), CB, Hp * Wp, pbtile * Wp);
-      }
+        fill(base, zc * Hp, Wp, L.pad_l);
+        fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
+        fill(base, zc, Hp * Wp, ptile * Wp);
+        fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
+      };
+      if (!L.depthwise) load_blocks(0, CB);
       for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
         const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
         const auto B = static_cast<uint32_t>(copies * in_tile_rows + (block_index % copies) * OHt * L.OW);
         uint32_t vec_src = C0;
         if (L.depthwise) {
+          load_blocks(nb, 1);
           // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
           // the padding at the zero point (or a zero point of 0) every output pixel has the
           // same bias: one instruction per tile and block.
