@@ -247,7 +247,12 @@ std::pair<float, float> lut_live_interval(const std::function<float(float)>& f, 
 }
 
 ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<PartitionStep>& steps, ValueRanges& ranges) {
-  std::map<int, std::vector<const EltLayer*>> lut_readers;
+  // Per value: the functions of the tables that read it, with the value each writes.
+  struct LutReader {
+    const std::function<float(float)>* fn;
+    int output;
+  };
+  std::map<int, std::vector<LutReader>> lut_readers;
   std::set<int> other_readers(g.outputs.begin(), g.outputs.end());
   for (const PartitionStep& s : steps) {
     if (!s.on_npu) {
@@ -258,8 +263,12 @@ ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<Part
       const auto* e = std::get_if<EltLayer>(&op);
       const bool lut = e && e->kind == EltLayer::Kind::kLut && e->inputs.size() == 1 && e->fn;
       for (int v : npu_layer_inputs(op))
-        if (lut) lut_readers[v].push_back(e);
+        if (lut) lut_readers[v].push_back({&e->fn, e->output});
         else other_readers.insert(v);
+      // A table fused into a conv reads the conv's own output (never stored, read by nothing
+      // else): its grid is the conv's requantisation target, narrowed the same way.
+      if (const auto* c = std::get_if<ConvLayer>(&op); c && c->lut_input >= 0 && c->lut_fn)
+        lut_readers[c->lut_input].push_back({&c->lut_fn, c->output});
     }
   }
   ValueRanges narrowed;
@@ -268,14 +277,14 @@ ValueRanges narrow_ranges_for_lut_readers(const Graph& g, const std::vector<Part
     if (other_readers.count(v) || r == ranges.end() || g.value(v).quant || g.value(v).io_codes || g.is_constant(v)) continue;
     const auto [lo, hi] = r->second;
     float a = hi, b = lo;
-    for (const EltLayer* e : readers) {
-      auto out = ranges.find(e->output);
-      if (out == ranges.end() || g.value(e->output).quant) {
+    for (const LutReader& e : readers) {
+      auto out = ranges.find(e.output);
+      if (out == ranges.end() || g.value(e.output).quant) {
         a = lo, b = hi;  // a declared output grid: keep the input's range
         break;
       }
       const float step = (std::max(out->second.second, 0.0f) - std::min(out->second.first, 0.0f)) / 255.0f;
-      const auto [ra, rb] = lut_live_interval(e->fn, lo, hi, step / 4);
+      const auto [ra, rb] = lut_live_interval(*e.fn, lo, hi, step / 4);
       a = std::min(a, ra);
       b = std::max(b, rb);
     }

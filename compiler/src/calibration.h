@@ -66,7 +66,9 @@ std::pair<float, float> calibrated_range(const CalibrationMethod& method, float 
                                          const AbsHistogram* histogram);
 
 // Consumer-aware ranges: a value that only lookup-table layers read (Sigmoid, Tanh, a
-// hard-swish chain, ...) needs its int8 grid only where those functions still change. Each
+// hard-swish chain, ...), or a conv's output that only its fused table reads
+// (ConvLayer::lut_input, the conv's requantisation target), needs its int8 grid only where
+// those functions still change. Each
 // range is narrowed to [a, b], the smallest interval outside which every reader's function
 // stays within a quarter of its output step of f(a) (below a) or f(b) (above b); codes
 // beyond it saturate at a or b (the producer's requantisation clamps), which costs less

@@ -45,7 +45,7 @@ Status corrupt(const std::string& origin, const std::string& what) {
 // its dtype times its shape; else why not.
 std::string check_host_attribute(const image::HostAttribute& a) {
   if (!a.name()) return "without a name";
-  const std::string name = "'" + a.name()->str() + "'";
+  const std::string name = std::string("'").append(a.name()->str()).append("'");
   if (static_cast<uint8_t>(a.kind()) > static_cast<uint8_t>(image::AttributeKind::Other))
     return name + " of an unknown kind";
   if (a.kind() != image::AttributeKind::Tensor) return "";

@@ -85,7 +85,7 @@ Status check_node_attributes(const onnx::NodeProto& np, int index, const std::st
   const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
   if (!default_domain || !kWindowed.count(np.op_type())) return Status::ok();
   const std::string label = np.op_type() + " node '" +
-                            (np.name().empty() ? "#" + std::to_string(index) : np.name()) + "'";
+                            (np.name().empty() ? std::string("#").append(std::to_string(index)) : np.name()) + "'";
   auto bad = [&](const std::string& what) {
     return make_error(
         StatusCode::kInvalidArgument,
@@ -202,7 +202,7 @@ Status check_graph_references(const onnx::GraphProto& graph, const std::string& 
   for (const auto& t : graph.initializer()) defined.insert(t.name());
   for (int n = 0; n < graph.node_size(); ++n) {
     const auto& node = graph.node(n);
-    const std::string what = node.op_type() + " node '" + (node.name().empty() ? "#" + std::to_string(n) : node.name()) + "'";
+    const std::string what = node.op_type() + " node '" + (node.name().empty() ? std::string("#").append(std::to_string(n)) : node.name()) + "'";
     for (const auto& in : node.input())
       if (!in.empty() && !defined.count(in))
         return make_error(StatusCode::kInvalidArgument,

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "model_image_generated.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 
 namespace npu::compiler {
 

@@ -46,7 +46,7 @@ State& with_env() {
     if (env && !parse_categories(env, &m, &error)) {
       const std::string line = "NPU_LOG: " + error;
       std::lock_guard<std::mutex> lock(s.mu);
-      emit_locked(s, kUmd, line.c_str());
+      emit_locked(s, kUmd, line.c_str());  // a notice: whatever the mask
     }
     s.mask.store(m, std::memory_order_relaxed);
   });
@@ -111,17 +111,31 @@ uint32_t mask() {
 
 void set_mask(uint32_t m) { with_env().mask.store(m & kAll, std::memory_order_relaxed); }
 
-void write(Category c, const char* fmt, ...) {
-  if (!enabled(c)) return;
+namespace {
+// `forwarded` is the category as the host's host_emit receives it (with kNoticeBit for a notice).
+void emit(Category c, uint32_t forwarded, const char* fmt, va_list ap) {
   char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
   State& s = state();
-  if (HostEmit f = s.forward_emit.load(std::memory_order_acquire)) return f(c, buf);
+  if (HostEmit f = s.forward_emit.load(std::memory_order_acquire)) return f(forwarded, buf);
   std::lock_guard<std::mutex> lock(s.mu);
   emit_locked(s, c, buf);
+}
+}  // namespace
+
+void write(Category c, const char* fmt, ...) {
+  if (!enabled(c)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  emit(c, c, fmt, ap);
+  va_end(ap);
+}
+
+void notice(Category c, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit(c, c | kNoticeBit, fmt, ap);
+  va_end(ap);
 }
 
 void set_sink(Sink sink, void* user) {
@@ -141,8 +155,8 @@ uint32_t host_mask() { return with_env().mask.load(std::memory_order_relaxed); }
 
 void host_emit(uint32_t category, const char* message) {
   State& s = state();
-  const auto c = static_cast<Category>(category);
-  if ((host_mask() & category) == 0) return;
+  const auto c = static_cast<Category>(category & ~kNoticeBit);
+  if ((category & kNoticeBit) == 0 && (host_mask() & category) == 0) return;
   std::lock_guard<std::mutex> lock(s.mu);
   emit_locked(s, c, message);
 }

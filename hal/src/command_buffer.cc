@@ -23,10 +23,9 @@ Result<CommandBuffer> CommandBuffer::create(std::shared_ptr<Buffer> commands, ui
                         "command buffer uses a buffer of another device");
   }
   CommandBuffer cb;
-  cb.commands_ = std::move(commands);
+  cb.record_ = std::make_shared<const Record>(Record{std::move(commands), std::move(uses)});
   cb.offset_ = offset;
   cb.size_ = size;
-  cb.uses_ = std::move(uses);
   return cb;
 }
 

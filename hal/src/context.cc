@@ -38,11 +38,7 @@ Result<Fence> Context::submit(const CommandBuffer& commands, std::span<const Fen
   } else {
     NPU_ASSIGN_OR_RETURN(seq, submit_job_after(commands, wait));
   }
-  std::vector<std::shared_ptr<Buffer>> keep;
-  keep.reserve(commands.uses().size() + 1);
-  keep.assign(commands.uses().begin(), commands.uses().end());
-  keep.push_back(commands.commands());
-  return Fence(shared_from_this(), seq, std::move(keep));
+  return Fence(shared_from_this(), seq, commands.keep_alive());
 }
 
 Status Context::execute(std::span<const Fence> wait, std::span<const CommandBuffer> commands,

@@ -119,6 +119,17 @@ Result<std::unique_ptr<ExecutableInstance>> Executable::instantiate() {
     }
   }
   NPU_RETURN_IF_ERROR(inst->commands_->sync_to_device(0, command_bytes_));
+  // Record every NPU step's job once; submissions share these.
+  std::vector<std::shared_ptr<Buffer>> uses{inst->activations_};
+  if (weights_) uses.push_back(weights_);
+  inst->recorded_.resize(steps_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (steps_[s].kind != StepKind::kNpu) continue;
+    NPU_ASSIGN_OR_RETURN(CommandBuffer cb,
+                         CommandBuffer::create(inst->commands_, steps_[s].command_offset,
+                                               steps_[s].command_bytes, uses));
+    inst->recorded_[s] = std::move(cb);
+  }
   return inst;
 }
 
@@ -130,9 +141,10 @@ Result<CommandBuffer> ExecutableInstance::command_buffer(size_t step) const {
   if (si.kind != StepKind::kNpu)
     return make_error(StatusCode::kInvalidArgument,
                       "step " + std::to_string(step) + " is a host step (" + si.op_type + ")");
-  std::vector<std::shared_ptr<Buffer>> uses{activations_};
-  if (executable_->weights()) uses.push_back(executable_->weights());
-  return CommandBuffer::create(commands_, si.command_offset, si.command_bytes, std::move(uses));
+  if (step >= recorded_.size() || !recorded_[step])
+    return make_error(StatusCode::kInvalidArgument,
+                      "step " + std::to_string(step) + " has an empty command stream");
+  return *recorded_[step];
 }
 
 }  // namespace npu::hal

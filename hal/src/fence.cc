@@ -65,7 +65,7 @@ struct Fence::State {
   std::shared_ptr<Context> context;
   uint64_t sequence = 0;
   std::mutex mu;
-  std::vector<std::shared_ptr<Buffer>> keep_alive;  // guarded by mu; cleared at the end
+  std::shared_ptr<const void> keep_alive;  // guarded by mu; cleared at the end
   bool ended = false;                               // guarded by mu
   Status status;                                    // valid when ended
   JobInfo info;
@@ -73,6 +73,11 @@ struct Fence::State {
 
 Fence::Fence(std::shared_ptr<Context> context, uint64_t sequence,
              std::vector<std::shared_ptr<Buffer>> keep_alive)
+    : Fence(std::move(context), sequence,
+            std::make_shared<const std::vector<std::shared_ptr<Buffer>>>(std::move(keep_alive))) {}
+
+Fence::Fence(std::shared_ptr<Context> context, uint64_t sequence,
+             std::shared_ptr<const void> keep_alive)
     : state_(std::make_shared<State>()) {
   state_->context = std::move(context);
   state_->sequence = sequence;
@@ -97,7 +102,7 @@ Result<JobInfo> Fence::wait(Deadline deadline) const {
     if (r.status().code() == StatusCode::kDeadlineExceeded) return r.status();
     // A failed wait (device lost, ...) ends the job for us too.
   }
-  std::vector<std::shared_ptr<Buffer>> release;
+  std::shared_ptr<const void> release;
   std::lock_guard lock(state_->mu);
   if (!state_->ended) {
     state_->ended = true;

@@ -19,9 +19,24 @@ int64_t us_since(const Runtime& rt, Clock::time_point t) {
 }
 
 
-// The host values of one request (images with value maps).
+// The host values of one request (images with value maps). A value is either computed by the
+// request (owned) or read in place (borrowed): the model's constants, and the caller's inputs
+// while a blocking run() holds them; no copy of either per request.
 struct ValueEnv {
-  std::vector<std::optional<Tensor>> values;
+  std::vector<std::optional<Tensor>> owned;
+  std::vector<const Tensor*> borrowed;
+
+  explicit ValueEnv(size_t n) : owned(n), borrowed(n, nullptr) {}
+  const Tensor* get(uint32_t v) const { return owned[v] ? &*owned[v] : borrowed[v]; }
+  void set(uint32_t v, Tensor t) {
+    owned[v] = std::move(t);
+    borrowed[v] = nullptr;
+  }
+  // The value as an output: moved out when owned, else copied.
+  Tensor take(uint32_t v) {
+    if (owned[v]) return std::move(*owned[v]);
+    return *borrowed[v];
+  }
 };
 
 std::string value_name(const Model& model, uint32_t v) {
@@ -38,11 +53,13 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
     hal::Buffer& act = inst->activations();
     if (phase == scheduler::StepPhase::kHost) {
       const image::HostSegment* host = st->segment_as_HostSegment();
-      const std::string op = host->op_type()->str();
-      const std::string what = "host operator " + op + " (node '" +
-                               (host->node_name() ? host->node_name()->str() : "?") + "')";
-      HostKernel kernel = find_host_kernel(op);
-      if (!kernel) return make_error(StatusCode::kUnsupported, what + " has no host kernel");
+      // Named only in errors: built on failure, not per step.
+      auto what = [host] {
+        return "host operator " + host->op_type()->str() + " (node '" +
+               (host->node_name() ? host->node_name()->str() : "?") + "')";
+      };
+      HostKernel kernel = find_host_kernel(host->op_type()->str());
+      if (!kernel) return make_error(StatusCode::kUnsupported, what() + " has no host kernel");
       std::vector<Tensor> outputs;
       HostOpContext ctx{model->image(), *host, step, {}, &outputs};
       for (uint32_t v : *host->inputs()) {
@@ -50,19 +67,20 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
           ctx.inputs.push_back(nullptr);
           continue;
         }
-        if (!env->values[v])
+        const Tensor* value = env->get(v);
+        if (!value)
           return make_error(StatusCode::kInternal,
-                            what + " reads value " + value_name(*model, v) + " before it is computed");
-        ctx.inputs.push_back(&*env->values[v]);
+                            what() + " reads value " + value_name(*model, v) + " before it is computed");
+        ctx.inputs.push_back(value);
       }
       for (uint32_t v : *host->outputs())
         outputs.push_back(Tensor::zeros(model->values()[v].dtype, model->values()[v].shape));
       Status s = kernel(ctx);
-      if (!s.is_ok()) return Status(s.code(), what + ": " + s.message());
+      if (!s.is_ok()) return Status(s.code(), what() + ": " + s.message());
       if (outputs.size() != host->outputs()->size())
-        return make_error(StatusCode::kInternal, what + " returned the wrong number of outputs");
+        return make_error(StatusCode::kInternal, what() + " returned the wrong number of outputs");
       for (uint32_t k = 0; k < host->outputs()->size(); ++k)
-        env->values[host->outputs()->Get(k)] = std::move(outputs[k]);
+        env->set(host->outputs()->Get(k), std::move(outputs[k]));
       return Status::ok();
     }
     const image::NpuSegment* npu = st->segment_as_NpuSegment();
@@ -70,12 +88,13 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
       if (!npu->inputs()) return Status::ok();
       for (uint32_t v : *npu->inputs()) {
         const TensorInfo& info = model->values()[v];
-        if (!env->values[v])
+        const Tensor* value = env->get(v);
+        if (!value)
           return make_error(StatusCode::kInternal, "NPU step " + std::to_string(step) +
                                                        " reads value " + value_name(*model, v) +
                                                        " before it is computed");
-        Status s = check_input(*env->values[v], info, v);
-        if (s.is_ok()) s = quantize_into(*env->values[v], info, act.host());
+        // quantize_into checks the value against its view (shape, dtype, size).
+        Status s = quantize_into(*value, info, act.host());
         if (s.is_ok()) {
           const auto [b, e] = view_extent(info);
           s = act.sync_to_device(b, e - b);
@@ -91,7 +110,7 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
       const auto [b, e] = view_extent(info);
       NPU_RETURN_IF_ERROR(act.sync_from_device(b, e - b));
       NPU_ASSIGN_OR_RETURN(Tensor t, dequantize_from(info, act.host()));
-      env->values[v] = std::move(t);
+      env->set(v, std::move(t));
     }
     return Status::ok();
   };
@@ -206,7 +225,8 @@ struct Engine::Request {
   scheduler::JobSpec spec;  // without on_complete
 };
 
-Result<Engine::Request> Engine::prepare(std::span<const Tensor> inputs, uint64_t request_id,
+Result<Engine::Request> Engine::prepare(std::span<const Tensor> inputs,
+                                        std::vector<Tensor>* owned_inputs, uint64_t request_id,
                                         Deadline deadline) {
   const Clock::time_point t0 = Clock::now();
   const auto& infos = model_->inputs();
@@ -251,10 +271,18 @@ Result<Engine::Request> Engine::prepare(std::span<const Tensor> inputs, uint64_t
   std::shared_ptr<ValueEnv> env;
   if (model_->mapped()) {
     // Values move through a per-request environment; segments quantise what they read.
-    env = std::make_shared<ValueEnv>();
-    env->values.resize(model_->values().size());
-    for (const auto& [v, t] : model_->constants()) env->values[v] = t;
-    for (size_t i = 0; i < inputs.size(); ++i) env->values[model_->input_values()[i]] = inputs[i];
+    env = std::make_shared<ValueEnv>(model_->values().size());
+    // The model outlives the request (the hook holds it); the inputs are the caller's while
+    // run() blocks, and moved in for an asynchronous request.
+    for (const auto& [v, t] : model_->constants()) env->borrowed[v] = &t;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const uint32_t v = model_->input_values()[i];
+      if (owned_inputs) {
+        env->set(v, std::move((*owned_inputs)[i]));
+      } else {
+        env->borrowed[v] = &inputs[i];
+      }
+    }
   } else {
     for (size_t i = 0; i < inputs.size(); ++i) {
       Status st = quantize_into(inputs[i], infos[i], act.host());
@@ -299,11 +327,11 @@ Result<Outputs> Engine::finish(Request& req, scheduler::JobOutcome&& o) {
     if (req.env) {
       for (size_t k = 0; k < model_->outputs().size() && st.is_ok(); ++k) {
         const uint32_t v = model_->output_values()[k];
-        if (!req.env->values[v]) {
+        if (!req.env->get(v)) {
           st = make_error(StatusCode::kInternal,
                           "output '" + model_->outputs()[k].name + "' was never computed");
         } else {
-          out.tensors.push_back(std::move(*req.env->values[v]));
+          out.tensors.push_back(req.env->take(v));
         }
       }
     } else {
@@ -350,9 +378,9 @@ Result<Outputs> Engine::finish(Request& req, scheduler::JobOutcome&& o) {
   return result;
 }
 
-Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint64_t request_id,
+Result<scheduler::JobHandle> Engine::start(std::vector<Tensor> inputs, uint64_t request_id,
                                            Deadline deadline, DoneFn done) {
-  NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, request_id, deadline));
+  NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, &inputs, request_id, deadline));
   scheduler::JobSpec spec = std::move(req.spec);
   InstancePool* pool = req.backend->pool.get();
   std::shared_ptr<hal::ExecutableInstance> inst = req.inst;
@@ -378,7 +406,7 @@ Result<scheduler::JobHandle> Engine::start(std::span<const Tensor> inputs, uint6
 
 Result<Outputs> Engine::run(std::span<const Tensor> inputs, uint64_t request_id,
                             Deadline deadline) {
-  NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, request_id, deadline));
+  NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, nullptr, request_id, deadline));
   scheduler::Scheduler& sched = runtime_->scheduler(req.backend->index);
   Result<scheduler::JobOutcome> outcome = sched.run(std::move(req.spec), deadline);
   if (!outcome.is_ok()) {

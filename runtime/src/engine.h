@@ -46,9 +46,10 @@ class Engine final : public std::enable_shared_from_this<Engine> {
   static Result<std::shared_ptr<Engine>> create(std::shared_ptr<Runtime> runtime,
                                                 std::shared_ptr<const Model> model,
                                                 SessionOptions options);
-  // Validates and queues one request. When accepted, `done` runs exactly once on a
-  // completion thread; when not, the error is returned and `done` is never called.
-  Result<scheduler::JobHandle> start(std::span<const Tensor> inputs, uint64_t request_id,
+  // Validates and queues one request (its inputs are moved into it). When accepted, `done`
+  // runs exactly once on a completion thread; when not, the error is returned and `done` is
+  // never called.
+  Result<scheduler::JobHandle> start(std::vector<Tensor> inputs, uint64_t request_id,
                                      Deadline deadline, DoneFn done);
   // Runs one request to its end on the calling thread's behalf (Scheduler::run: on this
   // thread when a lane is idle) and returns its outputs; no completion-thread hop.
@@ -64,7 +65,11 @@ class Engine final : public std::enable_shared_from_this<Engine> {
     std::unique_ptr<InstancePool> pool;
   };
   struct Request;  // one request between prepare() and finish()
-  Result<Request> prepare(std::span<const Tensor> inputs, uint64_t request_id, Deadline deadline);
+  // Validates `inputs` and readies a request. With `owned_inputs` (the same tensors, which the
+  // request may move from) the request keeps the inputs it needs; without, it reads `inputs`
+  // in place, which must then outlive the request (a blocking run()).
+  Result<Request> prepare(std::span<const Tensor> inputs, std::vector<Tensor>* owned_inputs,
+                          uint64_t request_id, Deadline deadline);
   Result<Outputs> finish(Request& request, scheduler::JobOutcome&& outcome);
   Engine() = default;
   // Per step, which hooks an NPU step needs (scheduler::kHookBefore/kHookAfter): mapped

@@ -1,11 +1,12 @@
 #include "npu/runtime/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 
-#include "json.h"
+#include <nlohmann/json.hpp>
 
 namespace npu::runtime {
 namespace {
@@ -60,23 +61,23 @@ std::string quant_text(const QuantInfo& q) {
   return os.str();
 }
 
-std::string tensor_json(const TensorInfo& t) {
-  std::string s = "{\"name\":" + json::quote(t.name) +
-                  ",\"dtype\":" + json::quote(dtype_name(t.dtype)) + ",\"shape\":";
-  s += json::array(t.shape, [](int64_t d) { return std::to_string(d); });
-  s += ",\"layout\":" + json::quote(t.layout);
-  if (!t.on_device) return s + ",\"device\":null}";
-  s += ",\"device\":{\"dtype\":" +
-       json::quote(dtype_name(t.device_dtype)) + ",\"offset\":" + std::to_string(t.device_offset) +
-       ",\"strides\":";
-  const auto decimal = [](auto v) { return std::to_string(v); };
-  s += json::array(t.device_strides, decimal);
-  s += ",\"scale\":";
-  s += json::array(t.device_quant.scale, [](double v) { return json::number(v); });
-  s += ",\"zero_point\":";
-  s += json::array(t.device_quant.zero_point, decimal);
-  s += ",\"axis\":" + std::to_string(t.device_quant.axis) + "}}";
-  return s;
+nlohmann::json tensor_json(const TensorInfo& t) {
+  nlohmann::json j = {{"name", t.name},
+                      {"dtype", dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"layout", t.layout},
+                      {"device", nullptr}};
+  if (!t.on_device) return j;
+  // A non-finite scale (never produced by the compiler) is written as null, as JSON requires.
+  nlohmann::json scales = nlohmann::json::array();
+  for (double v : t.device_quant.scale) scales.push_back(std::isfinite(v) ? nlohmann::json(v) : nullptr);
+  j["device"] = {{"dtype", dtype_name(t.device_dtype)},
+                 {"offset", t.device_offset},
+                 {"strides", t.device_strides},
+                 {"scale", std::move(scales)},
+                 {"zero_point", t.device_quant.zero_point},
+                 {"axis", t.device_quant.axis}};
+  return j;
 }
 
 std::string hex(uint64_t v) {
@@ -197,35 +198,33 @@ std::string Model::summary() const {
 
 std::string Model::summary_json() const {
   const image::Model& m = image_->model();
-  std::string s = "{\"origin\":" + json::quote(origin()) +
-                  ",\"producer\":" + json::quote(m.producer() ? m.producer()->str() : "") +
-                  ",\"source\":" + json::quote(m.source() ? m.source()->str() : "") +
-                  ",\"array_dim\":" + std::to_string(array_dim()) +
-                  ",\"hw_fingerprint\":" + json::quote(hex(hw_fingerprint())) +
-                  ",\"npu_steps\":" + std::to_string(npu_steps_) +
-                  ",\"host_steps\":" + std::to_string(host_steps_) +
-                  ",\"activation_bytes\":" + std::to_string(m.activation_bytes()) +
-                  ",\"weight_bytes\":" + std::to_string(m.weights() ? m.weights()->size() : 0) +
-                  ",\"macs\":" + std::to_string(macs_) +
-                  ",\"predicted_cycles\":" + std::to_string(predicted_cycles_) + ",\"inputs\":";
-  s += json::array(inputs_, tensor_json);
-  s += ",\"outputs\":";
-  s += json::array(outputs_, tensor_json);
-  s += ",\"layers\":[";
-  bool first = true;
+  nlohmann::json j = {{"origin", origin()},
+                      {"producer", m.producer() ? m.producer()->str() : ""},
+                      {"source", m.source() ? m.source()->str() : ""},
+                      {"array_dim", array_dim()},
+                      {"hw_fingerprint", hex(hw_fingerprint())},
+                      {"npu_steps", npu_steps_},
+                      {"host_steps", host_steps_},
+                      {"activation_bytes", m.activation_bytes()},
+                      {"weight_bytes", m.weights() ? m.weights()->size() : 0},
+                      {"macs", macs_},
+                      {"predicted_cycles", predicted_cycles_},
+                      {"inputs", nlohmann::json::array()},
+                      {"outputs", nlohmann::json::array()},
+                      {"layers", nlohmann::json::array()}};
+  for (const TensorInfo& t : inputs_) j["inputs"].push_back(tensor_json(t));
+  for (const TensorInfo& t : outputs_) j["outputs"].push_back(tensor_json(t));
   for (const image::Step* step : *m.steps()) {
     const auto* npu = step->segment_as_NpuSegment();
     if (!npu || !npu->layers()) continue;
     for (const image::LayerInfo* l : *npu->layers()) {
-      s += std::string(first ? "" : ",") + "{\"name\":" +
-           json::quote(l->name() ? l->name()->str() : "") +
-           ",\"op_type\":" + json::quote(l->op_type() ? l->op_type()->str() : "") +
-           ",\"macs\":" + std::to_string(l->macs()) +
-           ",\"predicted_cycles\":" + std::to_string(l->predicted_cycles()) + "}";
-      first = false;
+      j["layers"].push_back({{"name", l->name() ? l->name()->str() : ""},
+                             {"op_type", l->op_type() ? l->op_type()->str() : ""},
+                             {"macs", l->macs()},
+                             {"predicted_cycles", l->predicted_cycles()}});
     }
   }
-  return s + "]}";
+  return j.dump();
 }
 
 }  // namespace npu::runtime

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "quantize_kernels.h"
@@ -11,7 +12,7 @@
 namespace npu::runtime {
 namespace {
 
-size_t scale_index(const QuantInfo& q, const std::vector<int64_t>& coord) {
+size_t scale_index(const QuantInfo& q, std::span<const int64_t> coord) {
   if (q.axis < 0 || q.scale.size() <= 1) return 0;
   const auto axis = static_cast<size_t>(q.axis);
   if (axis >= coord.size()) return 0;
@@ -24,11 +25,27 @@ int32_t zp_at(const QuantInfo& q, size_t i) {
   return q.zero_point[std::min(i, q.zero_point.size() - 1)];
 }
 
+// An element coordinate, zeroed: inline up to rank 8 (no allocation per request).
+class Coord {
+ public:
+  explicit Coord(size_t rank) : rank_(rank) {
+    if (rank > kInline) heap_.assign(rank, 0);
+  }
+  std::span<int64_t> span() { return {rank_ > kInline ? heap_.data() : inline_, rank_}; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  size_t rank_;
+  int64_t inline_[kInline] = {};
+  std::vector<int64_t> heap_;
+};
+
 // Calls fn(linear_index, byte_offset, coord) for every element in row-major order.
 template <typename Fn>
 void walk(const TensorInfo& info, Fn&& fn) {
   const size_t rank = info.shape.size();
-  std::vector<int64_t> coord(rank, 0);
+  Coord storage(rank);
+  const std::span<int64_t> coord = storage.span();
   const int64_t n = info.element_count();
   uint64_t offset = info.device_offset;
   for (int64_t i = 0; i < n; ++i) {
@@ -53,7 +70,8 @@ void walk_rows(const TensorInfo& info, Fn&& fn) {
   const size_t rank = info.shape.size();
   const int64_t n = info.element_count();
   if (n == 0) return;
-  std::vector<int64_t> coord(rank, 0);
+  Coord storage(rank);
+  const std::span<int64_t> coord = storage.span();
   if (rank == 0) {
     fn(0, info.device_offset, coord, 1, 0);
     return;
@@ -126,24 +144,25 @@ std::pair<uint64_t, uint64_t> view_extent(const TensorInfo& info) {
 }
 
 Status check_input(const Tensor& t, const TensorInfo& info, size_t index) {
-  const std::string who = "input " + std::to_string(index) + " ('" + info.name + "')";
-  const std::string want = std::string(dtype_name(info.dtype)) + shape_to_string(info.shape);
+  // The messages are built only on failure: this runs on every request's hot path.
+  auto who = [&] { return "input " + std::to_string(index) + " ('" + info.name + "')"; };
+  auto want = [&] { return std::string(dtype_name(info.dtype)) + shape_to_string(info.shape); };
   if (t.shape != info.shape)
     return make_error(StatusCode::kInvalidArgument,
-                      who + " has shape " + shape_to_string(t.shape) + " but the model expects " +
-                          want + "; reshape the array or recompile with --input-shape");
+                      who() + " has shape " + shape_to_string(t.shape) + " but the model expects " +
+                          want() + "; reshape the array or recompile with --input-shape");
   const bool ok_dtype = is_float(info.dtype)
                             ? t.dtype == DType::kF32
                             : (t.dtype == info.dtype && (!info.on_device || t.dtype == info.device_dtype ||
                                                          uint8_codes_on_int8(info)));
   if (!ok_dtype)
     return make_error(StatusCode::kInvalidArgument,
-                      who + " has dtype " + std::string(dtype_name(t.dtype)) +
-                          " but the model expects " + want + "; convert it (e.g. numpy astype(" +
+                      who() + " has dtype " + std::string(dtype_name(t.dtype)) +
+                          " but the model expects " + want() + "; convert it (e.g. numpy astype(" +
                           std::string(dtype_name(info.dtype)) + "))");
   if (t.data.size() != static_cast<size_t>(t.element_count()) * dtype_size(t.dtype))
     return make_error(StatusCode::kInvalidArgument,
-                      who + " holds " + std::to_string(t.data.size()) + " bytes, not the " +
+                      who() + " holds " + std::to_string(t.data.size()) + " bytes, not the " +
                           std::to_string(static_cast<size_t>(t.element_count()) *
                                          dtype_size(t.dtype)) +
                           " its shape and dtype need");
@@ -168,7 +187,7 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
       // Row by row: the scale changes along the rows only when the axis is the innermost one.
       const bool per_element_scale = q.axis >= 0 && q.scale.size() > 1 &&
                                      static_cast<size_t>(q.axis) + 1 == info.shape.size();
-      walk_rows(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c, int64_t count, int64_t stride) {
+      walk_rows(info, [&](int64_t i, uint64_t off, std::span<const int64_t> c, int64_t count, int64_t stride) {
         const float* x = src + i;
         std::byte* y = base + off;
         if (per_element_scale) {
@@ -192,7 +211,7 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
         }
       });
     } else if (info.device_dtype == DType::kI32) {
-      walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
+      walk(info, [&](int64_t i, uint64_t off, std::span<const int64_t> c) {
         const size_t si = scale_index(q, c);
         const int32_t v = quantize_int32(src[i], scale_at(q, si), zp_at(q, si));
         std::memcpy(base + off, &v, 4);
@@ -203,12 +222,12 @@ Status quantize_into(const Tensor& t, const TensorInfo& info, std::span<std::byt
                                                       " is not supported");
     }
   } else if (uint8_codes_on_int8(info)) {
-    walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
+    walk(info, [&](int64_t i, uint64_t off, std::span<const int64_t>) {
       base[off] = static_cast<std::byte>(static_cast<int8_t>(static_cast<int32_t>(t.data[static_cast<size_t>(i)]) - 128));
     });
   } else {
     const size_t es = dtype_size(info.device_dtype);
-    walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
+    walk(info, [&](int64_t i, uint64_t off, std::span<const int64_t>) {
       std::memcpy(base + off, t.data.data() + static_cast<size_t>(i) * es, es);
     });
   }
@@ -248,14 +267,14 @@ Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte
     const int32_t zp0 = zp_at(q, 0);
     if (info.device_dtype == DType::kI8 && per_tensor && zp0 >= -(1 << 20) && zp0 <= (1 << 20)) {
       // One scale and zero point: each contiguous innermost row is one run of the Highway kernel.
-      walk_rows(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&, int64_t count, int64_t stride) {
+      walk_rows(info, [&](int64_t i, uint64_t off, std::span<const int64_t>, int64_t count, int64_t stride) {
         const auto* src = reinterpret_cast<const int8_t*>(base + off);
         if (stride == 1) return dequantize_int8_run_simd(src, count, scale_at(q, 0), zp0, dst + i);
         for (int64_t k = 0; k < count; ++k) dst[i + k] = dequantize(src[k * stride], scale_at(q, 0), zp0);
       });
       return out;
     }
-    walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>& c) {
+    walk(info, [&](int64_t i, uint64_t off, std::span<const int64_t> c) {
       const size_t si = scale_index(q, c);
       dst[i] = dequantize(read(off), scale_at(q, si), zp_at(q, si));
     });
@@ -263,7 +282,7 @@ Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte
   }
   Tensor out = Tensor::zeros(info.dtype, info.shape);
   const int64_t shift = uint8_codes_on_int8(info) ? 128 : 0;
-  walk(info, [&](int64_t i, uint64_t off, const std::vector<int64_t>&) {
+  walk(info, [&](int64_t i, uint64_t off, std::span<const int64_t>) {
     const int64_t v = read(off) + shift;
     switch (info.dtype) {
       case DType::kI8: out.as<int8_t>()[static_cast<size_t>(i)] = static_cast<int8_t>(v); break;

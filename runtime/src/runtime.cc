@@ -3,7 +3,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "json.h"
+#include <nlohmann/json.hpp>
 
 namespace npu::runtime {
 
@@ -67,21 +67,27 @@ std::string Runtime::end_profiling() {
     trace_->enabled.store(false);
     events.swap(trace_->events);
   }
-  std::string s = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  // Chrome trace-event format: one process per device, one complete ("X") event per request.
+  nlohmann::json trace_events = nlohmann::json::array();
   for (size_t d = 0; d < devices_.size(); ++d) {
-    if (d) s += ',';
-    s += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(d) +
-         ",\"args\":{\"name\":" + json::quote("npu " + devices_[d]->info().spec) + "}}";
+    trace_events.push_back({{"name", "process_name"},
+                            {"ph", "M"},
+                            {"pid", d},
+                            {"args", {{"name", "npu " + devices_[d]->info().spec}}}});
   }
   for (const TraceEvent& e : events) {
-    s += ",{\"name\":" + json::quote(e.name) + ",\"cat\":\"request\",\"ph\":\"X\",\"ts\":" +
-         std::to_string(e.begin_us) + ",\"dur\":" + std::to_string(e.duration_us) +
-         ",\"pid\":" + std::to_string(e.device_index) + ",\"tid\":" +
-         std::to_string(e.request_id) + ",\"args\":{\"request\":" + std::to_string(e.request_id);
-    if (e.device_cycles) s += ",\"device_cycles\":" + std::to_string(e.device_cycles);
-    s += "}}";
+    nlohmann::json args = {{"request", e.request_id}};
+    if (e.device_cycles) args["device_cycles"] = e.device_cycles;
+    trace_events.push_back({{"name", e.name},
+                            {"cat", "request"},
+                            {"ph", "X"},
+                            {"ts", e.begin_us},
+                            {"dur", e.duration_us},
+                            {"pid", e.device_index},
+                            {"tid", e.request_id},
+                            {"args", std::move(args)}});
   }
-  return s + "]}";
+  return nlohmann::json{{"displayTimeUnit", "ms"}, {"traceEvents", std::move(trace_events)}}.dump();
 }
 
 }  // namespace npu::runtime

@@ -34,7 +34,7 @@ Status Session::run_async(std::vector<Tensor> inputs,
                           std::function<void(Result<Outputs>)> callback, Deadline deadline) {
   if (!callback) return make_error(StatusCode::kInvalidArgument, "run_async needs a callback");
   Result<scheduler::JobHandle> accepted = engine_->start(
-      inputs, internal::Engine::next_request_id(), deadline, std::move(callback));
+      std::move(inputs), internal::Engine::next_request_id(), deadline, std::move(callback));
   return accepted.is_ok() ? Status::ok() : accepted.status();
 }
 
@@ -135,7 +135,7 @@ Result<uint64_t> AsyncSession::submit(std::vector<Tensor> inputs, std::any user_
     state->ready.push_back(std::move(c));
     state->ready_cv.notify_all();
   };
-  Result<scheduler::JobHandle> handle = engine_->start(inputs, id, deadline, std::move(done));
+  Result<scheduler::JobHandle> handle = engine_->start(std::move(inputs), id, deadline, std::move(done));
   bool cancel_now = false;
   {
     std::lock_guard lock(state_->mu);

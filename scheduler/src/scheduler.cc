@@ -146,12 +146,36 @@ struct Core : std::enable_shared_from_this<Core> {
       return;
     }
     boost::asio::post(io, [self = shared_from_this(), job, outcome = std::move(outcome)]() mutable {
-      CompletionFn fn = std::move(job->spec.on_complete);
-      job->spec = JobSpec{};  // drop the instance and host hook before reporting
-      job->core.reset();
-      fn(std::move(outcome));
-      self->finished_one();
+      self->deliver(*job, std::move(outcome));
     });
+  }
+
+  // Completes several jobs (each won by the caller), in order: outcomes for run() callers are
+  // handed over at once, the rest reach the completion thread in one hand-over.
+  void complete_all(std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>>& done) {
+    std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>> posted;
+    for (auto& [job, outcome] : done) {
+      if (job->waiter) {
+        complete(job, std::move(outcome));
+        continue;
+      }
+      finalize(*job, outcome);
+      posted.emplace_back(std::move(job), std::move(outcome));
+    }
+    done.clear();
+    if (posted.empty()) return;
+    boost::asio::post(io, [self = shared_from_this(), posted = std::move(posted)]() mutable {
+      for (auto& [job, outcome] : posted) self->deliver(*job, std::move(outcome));
+    });
+  }
+
+  // Runs a posted job's on_complete (completion thread).
+  void deliver(Job& job, JobOutcome&& outcome) {
+    CompletionFn fn = std::move(job.spec.on_complete);
+    job.spec = JobSpec{};  // drop the instance and host hook before reporting
+    job.core.reset();
+    fn(std::move(outcome));
+    finished_one();
   }
 
   JobOutcome cancelled_outcome(const Job& job) const {
@@ -457,8 +481,9 @@ class Lane {
   }
 
   // Runs single-chain jobs (single_chain() holds for each) pipelined: every job's chain is
-  // queued first, then the lane waits for each in order and completes it, so one device
-  // wake-up and one host sleep can serve several jobs. The outcomes are those of run().
+  // queued first, then the lane sleeps once, until the last of them has ended (one context
+  // runs them in order), and completes each in order: one host sleep and one hand-over to
+  // the completion thread serve the whole batch. The outcomes are those of run().
   void run_batch(const std::vector<std::shared_ptr<Job>>& jobs) {
     if (batch_.size() < jobs.size()) batch_.resize(jobs.size());
     for (size_t k = 0; k < jobs.size(); ++k) {
@@ -471,6 +496,8 @@ class Lane {
       p.replaced_banned = false;
       p.status = start(job, p);
     }
+    sleep_until_batch_ends(jobs.size());
+    done_.clear();
     for (size_t k = 0; k < jobs.size(); ++k) {
       Job& job = *jobs[k];
       Pending& p = batch_[k];
@@ -482,9 +509,10 @@ class Lane {
           p.status = hook(job, p.out, last, StepPhase::kAfterDevice);
       }
       conclude(job, p.out, std::move(p.status));
-      core_.complete(jobs[k], std::move(p.out));
+      done_.emplace_back(jobs[k], std::move(p.out));
       p.cmds.clear();
     }
+    core_.complete_all(done_);
   }
 
  private:
@@ -497,6 +525,19 @@ class Lane {
     std::vector<hal::CommandBuffer> cmds;
     std::vector<hal::Fence> fences;
   };
+
+  // One sleep for the batch: on the last fence queued. The jobs' own waits (finish_chain) then
+  // find them ended. Only a hint: should it time out (a hang, whose job's own wait reports
+  // it), the jobs are waited for one by one as without it.
+  void sleep_until_batch_ends(size_t n) {
+    for (size_t k = n; k-- > 0;) {
+      const Pending& p = batch_[k];
+      if (!p.submitted || p.fences.empty()) continue;
+      if (k == 0) return;  // a batch of one: its own wait is the only one
+      (void)p.fences.back().wait(Clock::now() + core_.options.step_timeout);
+      return;
+    }
+  }
 
   // The first half of a pipelined job: its before-hook and its chain's submission.
   Status start(Job& job, Pending& p) {
@@ -522,6 +563,7 @@ class Lane {
   std::vector<hal::CommandBuffer> commands_;
   std::vector<hal::Fence> fences_;
   std::vector<Pending> batch_;
+  std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>> done_;
 };
 
 void Core::worker_main() {
@@ -593,8 +635,10 @@ void Core::worker_main() {
     }
     lock.lock();
     idle_lanes.push_back(lane);
-    // Another worker may sleep while jobs wait (this one took the only idle lane).
-    if (queued_jobs > 0 || lanes_stopping) work_cv.notify_one();
+    // Another worker may sleep while jobs wait (this one took the only idle lane). This one
+    // takes the next job itself (the lock is held until its wait re-checks), so one job alone
+    // wakes no one: a woken worker would find the queue empty and sleep again.
+    if (queued_jobs > 1 || lanes_stopping) work_cv.notify_one();
   }
 }
 

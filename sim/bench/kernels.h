@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "npu/sim/bare_metal.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 
 namespace npu::sim::bench {
 

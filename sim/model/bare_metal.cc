@@ -3,7 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 
 namespace npu::sim {
 namespace {

@@ -15,7 +15,7 @@
 #include "simd_kernels.h"
 #include "vec_kernels.h"
 #include "npu/sim/device.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 
 namespace npu::sim {
 namespace {

@@ -28,6 +28,44 @@ AbsHistogram histogram_of(const std::vector<float>& v) {
   return h;
 }
 
+// x -> Conv -> c -> Sigmoid -> y: the sigmoid joins the conv as its fused table, and c (the
+// conv's requantisation target, read by that table alone) narrows like a value a separate
+// table reads.
+TEST(Calibration, RangesNarrowForAConvOutputOnlyItsFusedTableReads) {
+  Graph g;
+  const int x = g.add_value({"x", DType::kF32, {1, 16, 4, 4}});
+  Tensor w = Tensor::zeros(DType::kF32, {16, 16, 1, 1});
+  for (size_t k = 0; k < 16; ++k) w.as<float>()[k * 16 + k] = 1.0f;
+  const int wv = g.add_value({"w", DType::kF32, {16, 16, 1, 1}, w});
+  const int c = g.add_value({"c", DType::kF32, {1, 16, 4, 4}});
+  const int y = g.add_value({"y", DType::kF32, {1, 16, 4, 4}});
+  g.inputs = {x};
+  g.outputs = {y};
+  Node conv;
+  conv.name = "conv";
+  conv.op = "Conv";
+  conv.inputs = {x, wv};
+  conv.outputs = {c};
+  g.nodes.push_back(conv);
+  Node sig;
+  sig.name = "sig";
+  sig.op = "Sigmoid";
+  sig.inputs = {c};
+  sig.outputs = {y};
+  g.nodes.push_back(sig);
+  ValueRanges ranges{{x, {-60.0f, 40.0f}}, {c, {-60.0f, 40.0f}}, {y, {0.0f, 1.0f}}};
+  const auto steps = partition(g, 16, &ranges);
+  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_EQ(steps[0].ops.size(), 1u);
+  const auto* layer = std::get_if<ConvLayer>(&steps[0].ops[0]);
+  ASSERT_NE(layer, nullptr);
+  ASSERT_EQ(layer->lut_input, c);
+  narrow_ranges_for_lut_readers(g, steps, ranges);
+  EXPECT_NEAR(ranges[c].first, -6.9f, 0.3f);
+  EXPECT_NEAR(ranges[c].second, 6.9f, 0.3f);
+  EXPECT_EQ(ranges[x], std::make_pair(-60.0f, 40.0f));  // the conv's input: not table-read
+}
+
 }  // namespace
 
 TEST(Calibration, ParsesMethods) {

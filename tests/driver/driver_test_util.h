@@ -14,7 +14,7 @@
 #include "npu/driver/kmd.h"
 #include "npu/driver/os.h"
 #include "npu/driver/umd.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 #include "uapi/drm/npu_accel.h"
 
 namespace npu::driver::test {

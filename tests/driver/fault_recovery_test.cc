@@ -201,7 +201,7 @@ TEST_F(Faults, IsaMismatchIsRefusedAtOpenWithBothVersions) {
   EXPECT_EQ(UmdDevice::open(kDev, &err), nullptr);
   EXPECT_NE(err.find("ISA version mismatch"), std::string::npos) << err;
   // The injected device reports the next major version.
-  const std::string minor = "." + std::to_string(hw::kIsaVersionMinor);
+  const std::string minor = std::string(".").append(std::to_string(hw::kIsaVersionMinor));
   const std::string found = std::to_string(hw::kIsaVersionMajor + 1) + minor;
   const std::string expected = std::to_string(hw::kIsaVersionMajor) + minor;
   EXPECT_NE(err.find(found), std::string::npos) << err;

@@ -115,11 +115,13 @@ static int close_cancel(npu_runtime_t* rt, npu_model_t* model, const npu_tensor_
 }
 
 /* Logging through the application's sink: counts "device" lines that name sim. */
-static int device_lines = 0, other_lines = 0;
+static int device_lines = 0, fault_notices = 0, other_lines = 0;
 static void on_log(void* user, const char* category, const char* message) {
   if (user != &device_lines) return;
   if (strcmp(category, "device") == 0 && strstr(message, "opened sim") != NULL)
     ++device_lines;
+  else if (strcmp(category, "fault") == 0 && strstr(message, "ignoring NPU_FAULT") != NULL)
+    ++fault_notices;
   else
     ++other_lines;
 }
@@ -146,10 +148,15 @@ int main(int argc, char** argv) {
    * application's to set. */
   npu_log_set_sink(on_log, &device_lines);
   CHECK(npu_log_set_categories("device") == NPU_OK);
+  /* A setting that cannot be honoured reaches the sink whatever the categories: a malformed
+   * NPU_FAULT, read once by the kernel-driver model (inside the plugin) as it creates sim. */
+  setenv("NPU_FAULT", "no-such-fault", 1);
   npu_runtime_t* logged = NULL;
   CHECK(npu_runtime_open("sim", &logged) == NPU_OK);
   npu_runtime_destroy(logged);
+  unsetenv("NPU_FAULT");
   CHECK(device_lines == 1);
+  CHECK(fault_notices == 1);
   CHECK(other_lines == 0);
   CHECK(npu_log_set_categories("device,bogus") == NPU_INVALID_ARGUMENT);
   CHECK(strstr(npu_last_error_message(), "unknown category 'bogus'") != NULL);

@@ -12,7 +12,7 @@
 #include "model_image_generated.h"
 #include "npu/compiler/image.h"
 #include "npu/hw/config.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 
 namespace npu::test {
 

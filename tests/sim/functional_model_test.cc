@@ -10,7 +10,7 @@
 
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/device.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 #include "npu/sim/program_generator.h"
 
 namespace npu::sim {

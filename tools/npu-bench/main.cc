@@ -1,12 +1,14 @@
 // npu-bench model IMAGE_OR_ONNX ...: see model_bench.h.
 // npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise] [--seed S]
 //               [--trace FILE.fst] [--itrace FILE]
+// Arguments by CLI11 and --json by nlohmann::json (npu/tools/cli.h).
 // Runs the benchmark kernels of sim/bench on the functional model and on the RTL through
 // npu::sim::BareMetal, verifies them (model against a scalar C++ reference, RTL against the
 // model, bit for bit) and reports cycles, the model's cycle prediction, MAC utilisation and
 // simulation speed. With --json the last stdout line is one JSON object.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +26,7 @@
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/program_generator.h"
 #include "npu/sim/rtl_device.h"
+#include "npu/tools/cli.h"
 
 namespace {
 
@@ -85,21 +88,17 @@ struct Options {
   std::string itrace_path;
 };
 
-constexpr const char* kUsage =
+constexpr const char* kSynopsis =
     "usage: npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise]\n"
     "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n"
     "       npu-bench model IMAGE_OR_ONNX [--device D] [--input FILE.npy]...\n"
     "                     [--input-shape NAME=D0,D1,...]... [--iterations N] [--warmup N] [--rounds N]\n"
-    "                     [--concurrency N] [--json] [--compare-ort [--ort-model FILE.onnx]]\n"
-    "  sim: kernels on the functional model and the RTL (verified; cycles, MAC utilisation, speed).\n"
-    "  model: latency percentiles, throughput, device cycles and host-time split of a model\n"
-    "  (--compare-ort: against onnxruntime-node in the same run). Exit 0 ok, 1 failure, 2 usage.\n";
-
-int usage(const char* why) {
-  if (why != nullptr) std::fprintf(stderr, "npu-bench: error: %s\n", why);
-  std::fputs(kUsage, stderr);
-  return 2;
-}
+    "                     [--concurrency N] [--json] [--compare-ort [--ort-model FILE.onnx]]\n";
+constexpr const char* kDescription =
+    "sim: kernels on the functional model and the RTL (verified; cycles, MAC utilisation, speed).\n"
+    "model: latency percentiles, throughput, device cycles and host-time split of a model\n"
+    "(--compare-ort: against onnxruntime-node in the same run). Exit 0 ok, 1 failure, 2 usage.\n"
+    "`npu-bench sim --help`, `npu-bench model --help`: the options of each.\n";
 
 struct Row {
   std::string name;
@@ -154,72 +153,74 @@ std::string fmt_count(uint64_t v) {
   return buf;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
+// Checks the values of `npu-bench sim` (a UsageError names a bad one).
+Options checked(const std::string& array, const std::string& seed, const std::string& kernels,
+                const std::string& fst, const std::string& itrace, bool json) {
+  Options opt;
+  opt.json = json;
+  if (!array.empty()) {
+    const auto n = npu::parse_uint(array, 32);
+    if (!n || (*n != 8 && *n != 16 && *n != 32)) throw tools::UsageError("--array must be 8, 16 or 32");
+    opt.dim = static_cast<uint32_t>(*n);
   }
-  return o;
+  if (!seed.empty()) opt.seed = tools::parse_count("--seed", seed, 0, UINT64_MAX);
+  if (!kernels.empty()) {
+    opt.kernels.clear();
+    std::stringstream ss(kernels);
+    const auto names = sim::bench::kernel_short_names();
+    for (std::string k; std::getline(ss, k, ',');) {
+      if (std::find(names.begin(), names.end(), k) == names.end())
+        throw tools::UsageError("unknown kernel '" + k + "': use conv, matmul or depthwise");
+      opt.kernels.push_back(k);
+    }
+  }
+  opt.fst_path = fst;
+  opt.itrace_path = itrace;
+  return opt;
 }
+
+int sim_main(const Options& opt);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  if (argc >= 2 && std::string(argv[1]) == "model") return npu::tools::model_main(argc, argv);
-  if (argc < 2 || std::string(argv[1]) != "sim")
-    return usage(argc < 2 ? nullptr : "the modes are 'sim' and 'model'");
-  Options opt;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= argc) return std::nullopt;
-      return std::string(argv[++i]);
-    };
-    if (a == "--json") {
-      opt.json = true;
-    } else if (a == "--array" || a == "--seed") {
-      const auto v = value();
-      const auto parsed = v ? npu::parse_uint(*v) : std::nullopt;
-      if (!parsed) return usage((a + " needs a number from 0 to 2^64-1").c_str());
-      const uint64_t n = *parsed;
-      if (a == "--array") {
-        if (n != 8 && n != 16 && n != 32) return usage("--array must be 8, 16 or 32");
-        opt.dim = static_cast<uint32_t>(n);
-      } else {
-        opt.seed = n;
-      }
-    } else if (a == "--kernels") {
-      const auto v = value();
-      if (!v || v->empty()) return usage("--kernels needs a list, e.g. conv,matmul,depthwise");
-      opt.kernels.clear();
-      std::stringstream ss(*v);
-      std::string k;
-      while (std::getline(ss, k, ',')) {
-        const auto names = sim::bench::kernel_short_names();
-        if (std::find(names.begin(), names.end(), k) == names.end())
-          return usage(("unknown kernel '" + k + "': use conv, matmul or depthwise").c_str());
-        opt.kernels.push_back(k);
-      }
-    } else if (a == "--trace") {
-      const auto v = value();
-      if (!v || v->empty()) return usage("--trace needs a file name (FILE.fst)");
-      opt.fst_path = *v;
-    } else if (a == "--itrace") {
-      const auto v = value();
-      if (!v || v->empty()) return usage("--itrace needs a file name");
-      opt.itrace_path = *v;
-    } else {
-      return usage(("unknown option '" + a + "'").c_str());
-    }
-  }
+  tools::Cli cli("npu-bench", kSynopsis, kDescription);
+  CLI::App* sim = cli.add_subcommand(
+      "sim",
+      "usage: npu-bench sim [--json] [--array 8|16|32] [--kernels conv,matmul,depthwise]\n"
+      "                     [--seed S] [--trace FILE.fst] [--itrace FILE]\n",
+      "conv 3x3, matmul and depthwise kernels on the functional model and the RTL, verified");
+  std::string array, seed, kernels, fst, itrace;
+  bool json = false;
+  cli.add_json(&json, "array size, RTL speed and one entry per kernel", sim);
+  sim->add_option("--array", array, "MAC-array size: 8, 16 or 32 (default 16)")->type_name("N");
+  sim->add_option("--kernels", kernels, "the kernels to run (default: all)")->type_name("conv,matmul,depthwise");
+  sim->add_option("--seed", seed, "seed of the kernels' data (default 1)")->type_name("S");
+  sim->add_option("--trace", fst, "write the RTL's waveform (FST)")->type_name("FILE.fst");
+  sim->add_option("--itrace", itrace, "write the instruction trace of both models")->type_name("FILE");
+  CLI::App* model = cli.add_subcommand(
+      "model",
+      "usage: npu-bench model IMAGE_OR_ONNX [--device D] [--input FILE.npy]...\n"
+      "                     [--input-shape NAME=D0,D1,...]... [--iterations N] [--warmup N] [--rounds N]\n"
+      "                     [--concurrency N] [--json] [--compare-ort [--ort-model FILE.onnx]]\n",
+      "a model of your own through the runtime: latency, throughput, device cycles, host split");
+  tools::ModelBenchArgs model_args;
+  tools::add_model_bench_options(cli, model, &model_args);
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  return tools::run_guarded(cli, [&] {
+    if (model->parsed()) return tools::model_main(cli, model_args);
+    if (!sim->parsed()) throw tools::UsageError("name a mode: npu-bench sim or npu-bench model; see npu-bench --help");
+    if (sim->count("--trace") && fst.empty()) throw tools::UsageError("--trace needs a file name (FILE.fst)");
+    if (sim->count("--itrace") && itrace.empty()) throw tools::UsageError("--itrace needs a file name");
+    if (sim->count("--kernels") && kernels.empty())
+      throw tools::UsageError("--kernels needs a list, e.g. conv,matmul,depthwise");
+    return sim_main(checked(array, seed, kernels, fst, itrace, json));
+  });
+}
 
+namespace {
+
+int sim_main(const Options& opt) {
   std::vector<sim::bench::Kernel> kernels;
   uint64_t dram_bytes = 0;
   for (const auto& name : opt.kernels) {
@@ -262,8 +263,9 @@ int main(int argc, char** argv) {
     rdev = sim::make_rtl_device(dc, bm_r.dram(), ro);
     dwconv_unsupported = rtl_dwconv_unsupported(dc);
   } catch (const std::exception& e) {
+    // The RTL of this array size is not in this build: the argument does not fit the build.
     std::fprintf(stderr, "npu-bench: error: %s\n", e.what());
-    return 2;
+    return tools::kExitUsage;
   }
   ProgressDevice rtl(*rdev, "rtl");
   std::string trace_label;
@@ -425,31 +427,30 @@ int main(int argc, char** argv) {
   if (!opt.fst_path.empty()) std::printf("waveform: %s\n", opt.fst_path.c_str());
   if (!opt.itrace_path.empty()) std::printf("instruction trace: %s\n", opt.itrace_path.c_str());
   if (opt.json) {
-    std::string j = "{\"array_dim\":" + std::to_string(opt.dim);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.0f", rtl_rate);
-    j += ",\"rtl_cycles_per_s\":" + std::string(buf);
-    std::snprintf(buf, sizeof buf, "%.0f", rtl_cpu_rate);
-    j += ",\"rtl_cycles_per_cpu_s\":" + std::string(buf) + ",\"kernels\":[";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      j += i ? "," : "";
-      j += "{\"name\":\"" + r.name + "\"";
+    nlohmann::json list = nlohmann::json::array();
+    for (const Row& r : rows) {
       const bool have_rtl = r.rtl_supported && r.rtl_cycles > 0;
-      j += ",\"rtl_cycles\":" + (have_rtl ? fmt_count(r.rtl_cycles) : std::string("null"));
-      j += ",\"model_cycles\":" + fmt_count(r.model_cycles);
-      std::snprintf(buf, sizeof buf, "%.4f", have_rtl ? static_cast<double>(r.macs) / (static_cast<double>(r.rtl_cycles) * n2) : 0.0);
-      j += ",\"mac_utilization\":" + (have_rtl ? std::string(buf) : std::string("null"));
-      std::snprintf(buf, sizeof buf, "%.0f", r.model_seconds > 0 ? static_cast<double>(r.macs) / r.model_seconds : 0.0);
-      j += ",\"model_macs_per_s\":" + std::string(buf);
-      j += ",\"macs\":" + fmt_count(r.macs);
-      j += std::string(",\"rtl_supported\":") + (r.rtl_supported ? "true" : "false");
-      j += ",\"rtl_status\":\"" + json_escape(r.rtl_status) + "\"";
-      j += std::string(",\"verified\":") + (r.model_ok && (!r.rtl_supported || r.rtl_ok) ? "true" : "false");
-      j += "}";
+      list.push_back(
+          {{"name", r.name},
+           {"rtl_cycles", have_rtl ? nlohmann::json(r.rtl_cycles) : nlohmann::json(nullptr)},
+           {"model_cycles", r.model_cycles},
+           {"mac_utilization",
+            have_rtl ? tools::json_number(static_cast<double>(r.macs) / (static_cast<double>(r.rtl_cycles) * n2))
+                     : nlohmann::json(nullptr)},
+           {"model_macs_per_s",
+            std::round(r.model_seconds > 0 ? static_cast<double>(r.macs) / r.model_seconds : 0.0)},
+           {"macs", r.macs},
+           {"rtl_supported", r.rtl_supported},
+           {"rtl_status", r.rtl_status},
+           {"verified", r.model_ok && (!r.rtl_supported || r.rtl_ok)}});
     }
-    j += "]}";
-    std::printf("%s\n", j.c_str());
+    const nlohmann::json j = {{"array_dim", opt.dim},
+                              {"rtl_cycles_per_s", std::round(rtl_rate)},
+                              {"rtl_cycles_per_cpu_s", std::round(rtl_cpu_rate)},
+                              {"kernels", list}};
+    std::printf("%s\n", tools::json_line(j).c_str());
   }
   return all_ok ? 0 : 1;
 }
+
+}  // namespace

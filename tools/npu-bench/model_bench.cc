@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "npu/compiler/compiler.h"
-#include "npu/hal/number.h"
 #include "npu/runtime/api.h"
 
 namespace npu::tools {
@@ -32,12 +31,6 @@ namespace {
 
 namespace rt = npu::runtime;
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kUsage =
-    "usage: npu-bench model IMAGE_OR_ONNX [--device sim|rtl|accel:N] [--input FILE.npy]...\n"
-    "                       [--iterations N] [--warmup N] [--rounds N] [--concurrency N]\n"
-    "                       [--input-shape NAME=D0,D1,...]... [--json]\n"
-    "                       [--compare-ort [--ort-model FILE.onnx]]\n";
 
 struct Args {
   std::string model;
@@ -53,34 +46,9 @@ struct Args {
   std::map<std::string, std::vector<int64_t>> input_shapes;  // --input-shape, for .onnx
 };
 
-// NAME=D0,D1,... into `shapes`; the error names the fix.
-std::optional<std::string> parse_shape(const std::string& spec,
-                                       std::map<std::string, std::vector<int64_t>>* shapes) {
-  const size_t eq = spec.find('=');
-  const std::string bad = "--input-shape expects NAME=D0,D1,... with positive dimensions (got '" +
-                          spec + "')";
-  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return bad;
-  std::vector<int64_t> dims;
-  std::stringstream ss(spec.substr(eq + 1));
-  std::string d;
-  while (std::getline(ss, d, ',')) {
-    const auto n = npu::parse_uint(d, 1u << 30);
-    if (!n || *n == 0) return bad;
-    dims.push_back(static_cast<int64_t>(*n));
-  }
-  (*shapes)[spec.substr(0, eq)] = std::move(dims);
-  return std::nullopt;
-}
+const Cli* g_cli = nullptr;
 
-int usage(const std::string& why) {
-  std::fprintf(stderr, "npu-bench: error: %s\n%s", why.c_str(), kUsage);
-  return 2;
-}
-
-int fail(const std::string& why) {
-  std::fprintf(stderr, "npu-bench: error: %s\n", why.c_str());
-  return 1;
-}
+int fail(const std::string& why) { return g_cli->error(why); }
 
 bool ends_with(const std::string& s, const char* suffix) {
   const std::string x(suffix);
@@ -98,13 +66,6 @@ double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
   return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
 }
 
 // A progress line on stderr every two seconds while a phase runs (silent for short runs).
@@ -190,7 +151,8 @@ class OrtProcess {
     p->in_ = fdopen(to_child[1], "w");
     p->out_ = fdopen(from_child[0], "r");
     const std::string ready = p->read_line();
-    if (ready.find("\"ready\":true") == std::string::npos) {
+    const auto reply = nlohmann::json::parse(ready, nullptr, /*allow_exceptions=*/false);
+    if (!reply.is_object() || reply.value("ready", false) != true) {
       *error = "onnxruntime-node did not start: " +
                (ready.empty() ? std::string("no answer (is scripts/ort/node_modules installed? "
                                             "run scripts/install-deps)")
@@ -209,20 +171,13 @@ class OrtProcess {
     std::fflush(in_);
     const std::string line = read_line();
     std::vector<double> us;
-    const size_t at = line.find('[');
-    if (line.find("\"latency_ms\"") == std::string::npos || at == std::string::npos) {
+    const auto reply = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!reply.is_object() || !reply.contains("latency_ms") || !reply["latency_ms"].is_array()) {
       *error = "onnxruntime-node failed: " + (line.empty() ? std::string("no answer") : line);
       return us;
     }
-    const char* p = line.c_str() + at + 1;
-    while (*p && *p != ']') {
-      char* end = nullptr;
-      const double ms = std::strtod(p, &end);
-      if (end == p) break;
-      us.push_back(ms * 1000.0);
-      p = end;
-      while (*p == ',' || *p == ' ') ++p;
-    }
+    for (const auto& ms : reply["latency_ms"])
+      if (ms.is_number()) us.push_back(ms.get<double>() * 1000.0);
     return us;
   }
 
@@ -249,61 +204,33 @@ class OrtProcess {
   FILE* out_ = nullptr;
 };
 
-std::optional<std::string> parse(int argc, char** argv, Args* a) {
-  for (int i = 2; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= argc) return std::nullopt;
-      return std::string(argv[++i]);
-    };
-    auto count = [&](uint64_t* out, uint64_t min) -> std::optional<std::string> {
-      const auto v = value();
-      const auto n = v ? npu::parse_uint(*v) : std::nullopt;
-      if (!n || *n < min || *n > 100000000)
-        return s + " needs a number from " + std::to_string(min) + " to 100000000";
-      *out = *n;
-      return std::nullopt;
-    };
-    std::optional<std::string> err;
-    if (s == "--json") {
-      a->json = true;
-    } else if (s == "--compare-ort") {
-      a->compare_ort = true;
-    } else if (s == "--device" || s == "--input" || s == "--ort-model") {
-      const auto v = value();
-      if (!v || v->empty()) return s + " needs a value";
-      if (s == "--device") a->device = *v;
-      if (s == "--input") a->inputs.push_back(*v);
-      if (s == "--ort-model") a->ort_model = *v;
-    } else if (s == "--input-shape") {
-      const auto v = value();
-      err = parse_shape(v ? *v : "", &a->input_shapes);
-    } else if (s == "--iterations") {
-      err = count(&a->iterations, 1);
-    } else if (s == "--warmup") {
-      err = count(&a->warmup, 0);
-    } else if (s == "--rounds") {
-      err = count(&a->rounds, 1);
-    } else if (s == "--concurrency") {
-      err = count(&a->concurrency, 1);
-      if (!err && a->concurrency > 1024) err = "--concurrency must be 1..1024";
-    } else if (!s.empty() && s[0] == '-') {
-      return "unknown option '" + s + "'";
-    } else if (a->model.empty()) {
-      a->model = s;
-    } else {
-      return "more than one model given ('" + a->model + "' and '" + s + "')";
-    }
-    if (err) return err;
+// The checked arguments; a bad value throws UsageError.
+Args checked(const ModelBenchArgs& in) {
+  Args a;
+  a.model = in.model;
+  a.device = in.device;
+  a.inputs = in.inputs;
+  for (const auto& i : a.inputs)
+    if (i.empty()) throw UsageError("--input needs a .npy file");
+  a.iterations = parse_count("--iterations", in.iterations, 1, 100000000);
+  a.warmup = parse_count("--warmup", in.warmup, 0, 100000000);
+  if (!in.rounds.empty()) a.rounds = parse_count("--rounds", in.rounds, 1, 100000000);
+  a.concurrency = parse_count("--concurrency", in.concurrency, 1, 1024);
+  a.json = in.json;
+  a.compare_ort = in.compare_ort;
+  a.ort_model = in.ort_model;
+  a.input_shapes = parse_input_shapes(in.input_shapes);
+  if (a.compare_ort && a.ort_model.empty()) {
+    if (!ends_with(a.model, ".onnx"))
+      throw UsageError("--compare-ort needs the ONNX model: give the .onnx, or --ort-model FILE.onnx");
+    a.ort_model = a.model;
   }
-  if (a->model.empty()) return "no model given: name an .onnx model or a model image";
-  if (a->compare_ort && a->ort_model.empty()) {
-    if (!ends_with(a->model, ".onnx"))
-      return "--compare-ort needs the ONNX model: give the .onnx, or --ort-model FILE.onnx";
-    a->ort_model = a->model;
-  }
-  if (a->rounds == 0) a->rounds = a->compare_ort ? 3 : 1;
-  return std::nullopt;
+  if (!a.input_shapes.empty() && !ends_with(a.model, ".onnx"))
+    throw UsageError("--input-shape is for an .onnx model compiled on the fly, and " + a.model +
+                     " is a model image; give --input-shape to npu-compile instead");
+  if (!a.compare_ort && !a.ort_model.empty()) throw UsageError("--ort-model is for --compare-ort; add --compare-ort");
+  if (a.rounds == 0) a.rounds = a.compare_ort ? 3 : 1;
+  return a;
 }
 
 // Deterministic inputs in [-1, 1) (a 64-bit LCG), the same on every platform.
@@ -353,9 +280,32 @@ double sqnr_db(const Tensor& ref, const Tensor& got) {
 
 }  // namespace
 
-int model_main(int argc, char** argv) {
-  Args args;
-  if (auto err = parse(argc, argv, &args)) return usage(*err);
+void add_model_bench_options(Cli& cli, CLI::App* sub, ModelBenchArgs* a) {
+  sub->add_option("IMAGE_OR_ONNX", a->model, "a model image, or an .onnx model (compiled on the fly)")
+      ->required();
+  cli.add_device(&a->device, sub);
+  sub->add_option("--input", a->inputs,
+                  "one .npy per model input, in order; without any, deterministic uniform [-1, 1) inputs")
+      ->allow_extra_args(false)->type_name("FILE.npy");
+  sub->add_option("--input-shape", a->input_shapes, "fix a dynamic dimension of an .onnx model's input, repeatable")
+      ->allow_extra_args(false)->type_name("NAME=D0,D1,...");
+  sub->add_option("--iterations", a->iterations, "timed Session::run calls per round (default 100)")->type_name("N");
+  sub->add_option("--warmup", a->warmup, "untimed runs before each round (default 10)")->type_name("N");
+  sub->add_option("--rounds", a->rounds, "latency rounds (default 1; 3 with --compare-ort)")->type_name("N");
+  sub->add_option("--concurrency", a->concurrency,
+                  "requests in flight through an AsyncSession for the throughput figure (1..1024, default 1)")
+      ->type_name("N");
+  cli.add_json(&a->json, "latency, throughput, device cycles, host split (and the onnxruntime comparison)", sub);
+  sub->add_flag("--compare-ort", a->compare_ort,
+                "also run onnxruntime-node (CPU, one thread) on the same ONNX model and inputs, alternating "
+                "rounds with the NPU: each round's ratio, their median and the SQNR of output 0");
+  sub->add_option("--ort-model", a->ort_model, "the ONNX model onnxruntime runs (default: the model itself)")
+      ->type_name("FILE.onnx");
+}
+
+int model_main(const Cli& cli, const ModelBenchArgs& in) {
+  g_cli = &cli;
+  const Args args = checked(in);
   setenv("NPU_LOG", "quiet", 0);
   std::vector<Tensor> inputs;
   for (const std::string& p : args.inputs) {
@@ -529,31 +479,42 @@ int model_main(int argc, char** argv) {
                 ratio, ratios.size(), sqnr);
   }
   if (args.json) {
-    std::string j = "{\"model\":\"" + args.model + "\",\"device\":\"" + dev.spec +
-                    "\",\"platform\":\"" + dev.platform + "\",\"array_dim\":" +
-                    std::to_string(dev.array_dim) + ",\"iterations\":" +
-                    std::to_string(split.total.size()) + ",\"warmup\":" + std::to_string(args.warmup) +
-                    ",\"rounds\":" + std::to_string(args.rounds) + ",\"latency_us\":{\"p50\":" +
-                    num(pct(split.total, 50)) + ",\"p90\":" + num(pct(split.total, 90)) +
-                    ",\"p99\":" + num(pct(split.total, 99)) + ",\"mean\":" + num(mean(split.total)) +
-                    "},\"throughput\":{\"concurrency\":" + std::to_string(args.concurrency) +
-                    ",\"requests\":" + std::to_string(requests) + ",\"per_s\":" + num(throughput) +
-                    "},\"device_cycles\":" + num(cycles) + ",\"predicted_cycles\":" +
-                    std::to_string(model->predicted_cycles()) + ",\"macs\":" +
-                    std::to_string(model->macs()) + ",\"mac_utilization\":" + num(util) +
-                    ",\"host_us\":{\"copy_in\":" + num(mean(split.copy_in)) + ",\"queue\":" +
-                    num(mean(split.queue)) + ",\"device\":" + num(mean(split.device)) +
-                    ",\"host_steps\":" + num(mean(split.host_steps)) + ",\"copy_out\":" +
-                    num(mean(split.copy_out)) + "}";
+    using J = nlohmann::json;
+    J j = {{"model", args.model},
+           {"device", dev.spec},
+           {"platform", dev.platform},
+           {"array_dim", dev.array_dim},
+           {"iterations", split.total.size()},
+           {"warmup", args.warmup},
+           {"rounds", args.rounds},
+           {"latency_us",
+            {{"p50", json_number(pct(split.total, 50))},
+             {"p90", json_number(pct(split.total, 90))},
+             {"p99", json_number(pct(split.total, 99))},
+             {"mean", json_number(mean(split.total))}}},
+           {"throughput",
+            {{"concurrency", args.concurrency}, {"requests", requests}, {"per_s", json_number(throughput)}}},
+           {"device_cycles", json_number(cycles)},
+           {"predicted_cycles", model->predicted_cycles()},
+           {"macs", model->macs()},
+           {"mac_utilization", json_number(util)},
+           {"host_us",
+            {{"copy_in", json_number(mean(split.copy_in))},
+             {"queue", json_number(mean(split.queue))},
+             {"device", json_number(mean(split.device))},
+             {"host_steps", json_number(mean(split.host_steps))},
+             {"copy_out", json_number(mean(split.copy_out))}}}};
     if (!ratios.empty()) {
-      j += ",\"ort\":{\"p50_us\":" + num(ort_p50) + ",\"round_p50_us\":[";
-      for (size_t r = 0; r < round_ort_p50.size(); ++r) j += (r ? "," : "") + num(round_ort_p50[r]);
-      j += "],\"npu_round_p50_us\":[";
-      for (size_t r = 0; r < round_npu_p50.size(); ++r) j += (r ? "," : "") + num(round_npu_p50[r]);
-      j += "],\"ratio_median\":" + num(ratio) + ",\"sqnr_db\":" + num(sqnr) + "}";
+      J ort_rounds = J::array(), npu_rounds = J::array();
+      for (double v : round_ort_p50) ort_rounds.push_back(json_number(v));
+      for (double v : round_npu_p50) npu_rounds.push_back(json_number(v));
+      j["ort"] = {{"p50_us", json_number(ort_p50)},
+                  {"round_p50_us", ort_rounds},
+                  {"npu_round_p50_us", npu_rounds},
+                  {"ratio_median", json_number(ratio)},
+                  {"sqnr_db", json_number(sqnr)}};
     }
-    j += "}";
-    std::printf("%s\n", j.c_str());
+    std::printf("%s\n", json_line(j).c_str());
   }
   return 0;
 }

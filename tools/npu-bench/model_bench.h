@@ -14,8 +14,30 @@
 // Exit status 0, 1 (the model, a file or a run failed) or 2 (usage).
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "npu/tools/cli.h"
+
 namespace npu::tools {
 
-int model_main(int argc, char** argv);
+struct ModelBenchArgs {
+  std::string model;
+  std::string device;
+  std::vector<std::string> inputs;
+  std::string iterations = "100", warmup = "10", rounds, concurrency = "1";  // parsed by model_main
+  std::vector<std::string> input_shapes;
+  bool json = false;
+  bool compare_ort = false;
+  std::string ort_model;
+};
+
+// Declares the options of `npu-bench model` on `sub` (a subcommand of `cli`).
+void add_model_bench_options(Cli& cli, CLI::App* sub, ModelBenchArgs* args);
+
+// Checks the values (a UsageError names a bad one) and runs the benchmark.
+int model_main(const Cli& cli, const ModelBenchArgs& args);
 
 }  // namespace npu::tools

@@ -1,6 +1,5 @@
-// npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD] [--export-qdq FILE]
-//             [--input-shape NAME=D0,D1,...]... [--array 8|16|32] [--report]
-//             [--accuracy-report [--accuracy-inputs DIR | --accuracy-inputs FILE.npy...]]
+// npu-compile MODEL.onnx -o IMAGE [options]: ONNX to a verified model image (the options: see
+// kSynopsis and the README). Arguments by CLI11 and --json by nlohmann::json (npu/tools/cli.h).
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,43 +16,23 @@
 #include "npu/accuracy/accuracy.h"
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/image.h"
-#include "npu/hal/number.h"
+#include "npu/tools/cli.h"
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kSynopsis =
     "usage: npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD]\n"
     "                   [--export-qdq FILE.onnx] [--input-shape NAME=D0,D1,...]...\n"
-    "                   [--array 8|16|32] [--report]\n"
-    "                   [--accuracy-report [--accuracy-inputs DIR|FILE.npy]... [--accuracy-dump D]]\n"
-    "  -o IMAGE          where to write the model image\n"
-    "  --calib DIR       calibration samples: DIR/<sample>/input_<k>.npy\n"
-    "  --calibration M   activation ranges: minmax (default), percentile[=P] (clip |x| at\n"
-    "                    the P% point, default 99.99), entropy (KL-divergence threshold,\n"
-    "                    2048-bin histogram, 128 levels) or mse (the clip with the least\n"
-    "                    squared quantisation error). Scales a QDQ model declares with\n"
-    "                    QuantizeLinear/DequantizeLinear are always used as they are\n"
-    "  --export-qdq FILE also write the quantised graph as a QDQ ONNX model (uint8\n"
-    "                    activations and int8 per-channel weights with the compiler's\n"
-    "                    scales, int32 conv biases) that another runtime can run to check\n"
-    "                    the quantisation\n"
-    "  --input-shape     fix an input's shape (dynamic dimensions), repeatable\n"
-    "  --array N         target MAC-array size (default 16)\n"
-    "  --report          print per-layer MACs, predicted cycles, utilisation, scratchpad use\n"
-    "  --accuracy-report run the float model and the image (on $NPU_DEVICE, default sim) on\n"
-    "                    the same inputs and print, per value a layer computes, the SQNR of\n"
-    "                    the NPU's value against the float one, marking the layers where\n"
-    "                    accuracy is lost, and the worst layers with their likely cause\n"
-    "  --accuracy-inputs the report's inputs: a directory laid out like --calib's, or .npy\n"
-    "                    files, one per model input (one sample); default: the --calib samples\n"
-    "  --accuracy-dump D also write the first sample's values to directory D, each as\n"
-    "                    <row>_<value>.npu.npy and <row>_<value>.float.npy\n";
+    "                   [--array 8|16|32] [--report] [--json]\n"
+    "                   [--accuracy-report [--accuracy-inputs DIR|FILE.npy]... [--accuracy-dump D]\n"
+    "                    [--device SPEC]]\n";
+constexpr const char* kDescription =
+    "Quantises an ONNX model to int8, lowers it to the NPU's command stream and writes a\n"
+    "verified model image. Exit 0 written, 1 the compilation or a file failed, 2 a usage error.\n";
 
-// Exit status: 0 written, 1 the compilation or a file failed, 2 a usage error.
-int fail(const std::string& message, int code = 1) {
-  std::fprintf(stderr, "npu-compile: error: %s\n", message.c_str());
-  return code;
-}
+npu::tools::Cli* g_cli = nullptr;
+
+int fail(const std::string& message, int code = 1) { return g_cli->error(message, code); }
 
 int usage_error(const std::string& message) { return fail(message, 2); }
 
@@ -133,7 +112,7 @@ npu::Result<std::vector<std::vector<npu::Tensor>>> accuracy_samples(const std::v
 
 int accuracy_report(const std::string& model, npu::compiler::CompileOptions options,
                     const std::vector<std::string>& inputs, const std::vector<uint8_t>& image_bytes,
-                    const std::string& dump_dir) {
+                    const std::string& dump_dir, const std::string& device) {
   auto image = npu::compiler::ModelImage::from_bytes(image_bytes, model);
   if (!image) return fail(image.status().message());
   const size_t num_inputs = (*image)->model().inputs() ? (*image)->model().inputs()->size() : 0;
@@ -141,93 +120,56 @@ int accuracy_report(const std::string& model, npu::compiler::CompileOptions opti
   if (!samples) return fail(samples.status().message());
   options.progress("accuracy report: compiling with every value exposed, running " +
                    std::to_string(samples->size()) + " sample(s) on the image and the float model");
-  auto report = npu::accuracy::accuracy_report(model, options, *samples, &image_bytes, "", dump_dir);
+  auto report = npu::accuracy::accuracy_report(model, options, *samples, &image_bytes, device, dump_dir);
   if (!report) return fail(report.status().message());
   std::fputs(npu::accuracy::format_report(*report).c_str(), stdout);
   return report->image_outputs_identical ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string model, output;
-  npu::compiler::CompileOptions options;
-  bool report = false, accuracy = false;
-  std::vector<std::string> accuracy_inputs;
-  std::string accuracy_dump;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) return nullptr;
-      (void)flag;
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "-o") {
-      const char* v = value("-o");
-      if (!v || !*v) return usage_error("-o needs a file name");
-      output = v;
-    } else if (arg == "--calib") {
-      const char* v = value("--calib");
-      if (!v || !*v) return usage_error("--calib needs a directory");
-      options.calibration_dir = v;
-    } else if (arg == "--calibration") {
-      const char* v = value("--calibration");
-      if (!v) return usage_error("--calibration needs minmax, percentile[=P], entropy or mse");
-      auto method = npu::compiler::parse_calibration_method(v);
-      if (!method) return usage_error(method.status().message());
-      options.calibration_method = *method;
-    } else if (arg == "--export-qdq") {
-      const char* v = value("--export-qdq");
-      if (!v || !*v) return usage_error("--export-qdq needs an output file name (FILE.onnx)");
-      options.export_qdq_path = v;
-    } else if (arg == "--input-shape") {
-      const char* v = value("--input-shape");
-      const std::string spec = v ? v : "";
-      const auto eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return usage_error("input shape: --input-shape expects NAME=D0,D1,... (got '" + spec +
-                           "')");
-      std::vector<int64_t> dims;
-      size_t pos = eq + 1;
-      while (pos <= spec.size()) {
-        const size_t comma = std::min(spec.find(',', pos), spec.size());
-        // Bounded here only against overflow; the compiler checks them against the image.
-        const auto d = npu::parse_uint(std::string_view(spec).substr(pos, comma - pos), INT64_MAX);
-        if (!d || *d == 0)
-          return usage_error("input shape: --input-shape " + spec +
-                             ": dimensions must be positive integers");
-        dims.push_back(static_cast<int64_t>(*d));
-        pos = comma + 1;
-      }
-      options.input_shapes[spec.substr(0, eq)] = dims;
-    } else if (arg == "--array") {
-      const char* v = value("--array");
-      const std::string s = v ? v : "";
-      if (s != "8" && s != "16" && s != "32") return usage_error("--array must be 8, 16 or 32");
-      options.array_dim = static_cast<uint32_t>(std::stoul(s));
-    } else if (arg == "--report") {
-      report = true;
-    } else if (arg == "--accuracy-report") {
-      accuracy = true;
-    } else if (arg == "--accuracy-dump") {
-      const char* v = value("--accuracy-dump");
-      if (!v || !*v) return usage_error("--accuracy-dump needs a directory");
-      accuracy_dump = v;
-    } else if (arg == "--accuracy-inputs") {
-      const char* v = value("--accuracy-inputs");
-      if (!v || !*v) return usage_error("--accuracy-inputs needs a directory of samples or a FILE.npy");
-      accuracy_inputs.push_back(v);
-    } else if (!arg.empty() && arg[0] == '-') {
-      return usage_error("unknown option '" + arg + "'; see npu-compile --help");
-    } else if (model.empty()) {
-      model = arg;
-    } else {
-      return usage_error("more than one model given ('" + model + "' and '" + arg + "')");
+// The --json object: what was written, its interface and where each layer runs.
+nlohmann::json summary_json(const npu::image::Model& m, const std::string& model,
+                            const std::string& output, size_t bytes) {
+  auto tensors = [](const auto* list) {
+    nlohmann::json a = nlohmann::json::array();
+    if (list == nullptr) return a;
+    for (const auto* b : *list) {
+      const auto* d = b->desc();
+      nlohmann::json shape = nlohmann::json::array();
+      if (d && d->shape())
+        for (int64_t x : *d->shape()) shape.push_back(x);
+      a.push_back({{"name", d && d->name() ? d->name()->str() : ""},
+                   {"dtype", d ? npu::image::EnumNameDType(d->dtype()) : ""},
+                   {"shape", shape}});
+    }
+    return a;
+  };
+  nlohmann::json layers = nlohmann::json::array();
+  uint64_t macs = 0, cycles = 0, npu_steps = 0, host_steps = 0;
+  for (const auto* step : *m.steps()) {
+    if (const auto* seg = step->segment_as_NpuSegment()) {
+      ++npu_steps;
+      macs += seg->macs();
+      cycles += seg->predicted_cycles();
+      if (!seg->layers()) continue;
+      for (const auto* l : *seg->layers())
+        layers.push_back({{"name", l->name()->str()}, {"op", l->op_type()->str()}, {"on", "npu"},
+                          {"macs", l->macs()}, {"predicted_cycles", l->predicted_cycles()},
+                          {"scratchpad_bytes", l->scratchpad_bytes()}});
+    } else if (const auto* host = step->segment_as_HostSegment()) {
+      ++host_steps;
+      layers.push_back({{"name", host->node_name()->str()}, {"op", host->op_type()->str()}, {"on", "host"}});
     }
   }
+  return {{"model", model},       {"image", output},         {"bytes", bytes},
+          {"array_dim", m.array_dim()}, {"inputs", tensors(m.inputs())}, {"outputs", tensors(m.outputs())},
+          {"npu_steps", npu_steps}, {"host_steps", host_steps}, {"macs", macs},
+          {"predicted_cycles", cycles}, {"layers", layers}};
+}
+
+// Checks what parsing could not (files, combinations), compiles and writes the image.
+int compile(const std::string& model, const std::string& output, npu::compiler::CompileOptions options,
+            bool report, bool json, bool accuracy, const std::vector<std::string>& accuracy_inputs,
+            const std::string& accuracy_dump, const std::string& device) {
   if ((!accuracy_inputs.empty() || !accuracy_dump.empty()) && !accuracy)
     return usage_error("--accuracy-inputs and --accuracy-dump are for --accuracy-report; add --accuracy-report");
   if (!accuracy_dump.empty()) {
@@ -237,10 +179,6 @@ int main(int argc, char** argv) {
   }
   if (accuracy && accuracy_inputs.empty() && options.calibration_dir.empty())
     return usage_error("--accuracy-report needs inputs: --accuracy-inputs DIR (or FILE.npy per input), or --calib DIR");
-  if (model.empty() || output.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
   // Never write over the model (or the other output), also through another path or a link.
   if (same_file(model, output) || model == output)
     return usage_error("-o " + output + " is the input model " + model +
@@ -261,11 +199,84 @@ int main(int argc, char** argv) {
   if (!bytes) return fail(bytes.status().message());
   if (npu::Status st = write_atomically(output, *bytes); !st.is_ok()) return fail(st.message());
   std::printf("wrote %s (%zu bytes)\n", output.c_str(), bytes->size());
-  if (report) {
-    auto image = npu::compiler::ModelImage::from_bytes(std::move(bytes.value()), output);
-    if (!image) return fail(image.status().message());
-    print_report((*image)->model());
+  auto image = npu::compiler::ModelImage::from_bytes(*bytes, output);
+  if (!image) return fail(image.status().message());
+  if (report) print_report((*image)->model());
+  const int rc =
+      accuracy ? accuracy_report(model, options, accuracy_inputs, *bytes, accuracy_dump, device) : 0;
+  if (json) {
+    nlohmann::json j = summary_json((*image)->model(), model, output, bytes->size());
+    if (accuracy) j["accuracy_report"] = {{"image_outputs_identical", rc == 0}};
+    std::printf("%s\n", npu::tools::json_line(j).c_str());
   }
-  if (accuracy) return accuracy_report(model, options, accuracy_inputs, *bytes, accuracy_dump);
-  return 0;
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  npu::tools::Cli cli("npu-compile", kSynopsis, kDescription);
+  g_cli = &cli;
+  CLI::App& app = cli.app();
+  std::string model, output, calibration, array;
+  npu::compiler::CompileOptions options;
+  bool report = false, accuracy = false, json = false;
+  std::vector<std::string> accuracy_inputs, input_shapes;
+  std::string accuracy_dump, device;
+  app.add_option("MODEL.onnx", model, "the ONNX model")->required();
+  app.add_option("-o", output, "where to write the model image")->required()->type_name("IMAGE");
+  app.add_option("--calib", options.calibration_dir,
+                 "calibration samples: DIR/<sample>/input_<k>.npy")->type_name("DIR");
+  app.add_option("--calibration", calibration,
+                 "activation ranges: minmax (default), percentile[=P] (clip |x| at the P% point, "
+                 "default 99.99), entropy (KL-divergence threshold, 2048-bin histogram, 128 levels) "
+                 "or mse (the clip with the least squared quantisation error). Scales a QDQ model "
+                 "declares with QuantizeLinear/DequantizeLinear are always used as they are")
+      ->type_name("METHOD");
+  app.add_option("--export-qdq", options.export_qdq_path,
+                 "also write the quantised graph as a QDQ ONNX model (uint8 activations and int8 "
+                 "per-channel weights with the compiler's scales, int32 conv biases) that another "
+                 "runtime can run to check the quantisation")->type_name("FILE.onnx");
+  app.add_option("--input-shape", input_shapes, "fix an input's shape (dynamic dimensions), repeatable")
+      ->allow_extra_args(false)->type_name("NAME=D0,D1,...");
+  app.add_option("--array", array, "target MAC-array size: 8, 16 or 32 (default 16)")->type_name("N");
+  app.add_flag("--report", report, "print per-layer MACs, predicted cycles, utilisation, scratchpad use");
+  cli.add_json(&json, "the image written, its inputs, outputs and per-layer figures");
+  app.add_flag("--accuracy-report", accuracy,
+               "run the float model and the image on the same inputs and print, per value a layer "
+               "computes, the SQNR of the NPU's value against the float one, marking the layers "
+               "where accuracy is lost, and the worst layers with their likely cause");
+  app.add_option("--accuracy-inputs", accuracy_inputs,
+                 "the report's inputs: a directory laid out like --calib's, or .npy files, one per "
+                 "model input (one sample); default: the --calib samples")
+      ->allow_extra_args(false)->type_name("DIR|FILE.npy");
+  app.add_option("--accuracy-dump", accuracy_dump,
+                 "also write the first sample's values to directory D, each as "
+                 "<row>_<value>.npu.npy and <row>_<value>.float.npy")->type_name("D");
+  cli.add_device(&device, nullptr, "$NPU_DEVICE, else sim (where --accuracy-report runs the image)");
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  return npu::tools::run_guarded(cli, [&] {
+    if (output.empty()) return usage_error("-o needs a file name");
+    if (app.count("--calib") && options.calibration_dir.empty()) return usage_error("--calib needs a directory");
+    if (app.count("--calibration")) {
+      auto method = npu::compiler::parse_calibration_method(calibration);
+      if (!method) return usage_error(method.status().message());
+      options.calibration_method = *method;
+    }
+    if (app.count("--export-qdq") && options.export_qdq_path.empty())
+      return usage_error("--export-qdq needs an output file name (FILE.onnx)");
+    options.input_shapes = npu::tools::parse_input_shapes(input_shapes);
+    if (app.count("--array")) {
+      if (array != "8" && array != "16" && array != "32") return usage_error("--array must be 8, 16 or 32");
+      options.array_dim = static_cast<uint32_t>(std::stoul(array));
+    }
+    for (const auto& in : accuracy_inputs)
+      if (in.empty()) return usage_error("--accuracy-inputs needs a directory of samples or a FILE.npy");
+    if (app.count("--accuracy-dump") && accuracy_dump.empty())
+      return usage_error("--accuracy-dump needs a directory");
+    if (app.count("--device") && !accuracy)
+      return usage_error("--device is where --accuracy-report runs the image; add --accuracy-report");
+    return compile(model, output, options, report, json, accuracy, accuracy_inputs, accuracy_dump,
+                   npu::tools::device_spec(device));
+  });
 }

@@ -1,9 +1,10 @@
-// npu-replay TRACE [--device sim|rtl] [--trace FILE.fst] [--itrace FILE] [--verbose]
+// npu-replay TRACE [--device SPEC] [--trace FILE.fst] [--itrace FILE] [--verbose] [--json]
 // Replays a register/memory trace (docs/replay.md) on a device through the user-mode driver,
 // the interface npu-smi uses: registers on the privileged REG_READ/REG_WRITE path, memory in
 // buffer objects, jobs through SUBMIT/WAIT. Exit 0 when every check passed, 1 on the first
 // failed check or bad trace line (named as TRACE:LINE) or a trace that cannot be read or has
-// no commands, 2 on a usage or device error.
+// no commands, or a device that cannot be opened, 2 on a usage error. Arguments by CLI11,
+// --json by nlohmann::json (npu/tools/cli.h).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -19,8 +20,9 @@
 #include "npu/hal/file.h"
 #include "npu/hw/config.h"
 #include "npu/sim/device.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 #include "npu/sim/program_generator.h"
+#include "npu/tools/cli.h"
 #include "replay.h"
 #include "uapi/drm/npu_accel.h"
 #if NPU_REPLAY_HAVE_RTL
@@ -76,63 +78,56 @@ class ClosableDevice final : public sim::Device {
 
 ClosableDevice* g_observed = nullptr;  // owned by the driver model's device instance
 
-constexpr const char* kUsage =
-    "usage: npu-replay TRACE [--device sim|rtl] [--trace FILE.fst] [--itrace FILE] [--verbose]\n"
-    "  Replays a register/memory trace (format: docs/replay.md) through the user-mode driver.\n"
-    "  Exit 0 when every check passed, 1 on a failed check or bad trace line, 2 on a usage error.\n";
+constexpr const char* kSynopsis =
+    "usage: npu-replay TRACE [--device sim|rtl|accel:N|/dev/accel/accelN] [--trace FILE.fst]\n"
+    "                  [--itrace FILE] [--verbose] [--json]\n";
+constexpr const char* kDescription =
+    "Replays a register/memory trace (format: docs/replay.md) through the user-mode driver.\n"
+    "Exit 0 when every check passed, 1 on a failed check, a bad trace line or a device that\n"
+    "cannot be opened, 2 on a usage error.\n";
 
-int usage(const std::string& why) {
-  if (!why.empty()) std::fprintf(stderr, "npu-replay: error: %s\n", why.c_str());
-  std::fputs(kUsage, stderr);
-  return 2;
-}
+struct Args {
+  std::string trace_path, device, fst, itrace_path;
+  bool verbose = false, json = false;
+};
+
+int replay(const npu::tools::Cli& cli, const Args& args);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string trace_path, device = "sim", fst, itrace_path;
-  bool verbose = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* what) -> std::string {
-      if (i + 1 >= argc || argv[i + 1][0] == '\0') return {};
-      (void)what;
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--device") {
-      device = value("device");
-      if (device != "sim" && device != "rtl") return usage("--device must be sim or rtl");
-    } else if (a == "--trace") {
-      fst = value("FILE.fst");
-      if (fst.empty()) return usage("--trace needs a file name (FILE.fst)");
-    } else if (a == "--itrace") {
-      itrace_path = value("FILE");
-      if (itrace_path.empty()) return usage("--itrace needs a file name");
-    } else if (a == "--verbose") {
-      verbose = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage("unknown option '" + a + "'");
-    } else if (trace_path.empty()) {
-      trace_path = a;
-    } else {
-      return usage("one trace file at a time ('" + trace_path + "' and '" + a + "' given)");
-    }
-  }
-  if (trace_path.empty()) return usage("no trace file given");
+  npu::tools::Cli cli("npu-replay", kSynopsis, kDescription);
+  CLI::App& app = cli.app();
+  Args args;
+  app.add_option("TRACE", args.trace_path, "the trace file")->required();
+  cli.add_device(&args.device);
+  app.add_option("--trace", args.fst, "write the RTL's waveform (FST; needs --device rtl)")->type_name("FILE.fst");
+  app.add_option("--itrace", args.itrace_path, "write the instruction trace (sim or rtl)")->type_name("FILE");
+  app.add_flag("--verbose", args.verbose, "echo every line, every BO's address and every job result");
+  cli.add_json(&args.json, "trace, device, commands, passed, failure, device cycles");
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  return npu::tools::run_guarded(cli, [&] { return replay(cli, args); });
+}
+
+namespace {
+
+int replay(const npu::tools::Cli& cli, const Args& args) {
+  if (args.trace_path.empty()) return cli.usage_error("no trace file given");
+  const std::string& trace_path = args.trace_path;
+  const std::string& fst = args.fst;
+  const std::string& itrace_path = args.itrace_path;
+  const std::string device = npu::tools::device_spec(args.device);
+  const bool in_process = device == "sim" || device == "rtl";
+  if (device == "rtl" && !npu::driver::kmd::device_available("rtl"))
+    return cli.usage_error("the rtl device is not built here (configure with -DNPU_BUILD_RTL=ON), use --device sim");
+  if (!fst.empty() && device != "rtl") return cli.usage_error("--trace (FST waveform) needs --device rtl");
+  if (!itrace_path.empty() && !in_process)
+    return cli.usage_error("--itrace needs an in-process device: --device sim or --device rtl");
   // Read whole and bounded: a device or a runaway file (/dev/zero) is refused, not buffered.
   auto trace_bytes =
       npu::read_file(trace_path, npu::kMaxTextFileBytes, "replay trace (docs/replay.md)");
-  if (!trace_bytes.is_ok()) {
-    std::fprintf(stderr, "npu-replay: error: %s\n", trace_bytes.status().message().c_str());
-    return 1;
-  }
+  if (!trace_bytes.is_ok()) return cli.error(trace_bytes.status().message());
   const std::string in_text(trace_bytes->begin(), trace_bytes->end());
-  if (device == "rtl" && !npu::driver::kmd::device_available("rtl"))
-    return usage("the rtl device is not built here (configure with -DNPU_BUILD_RTL=ON), use --device sim");
-  if (!fst.empty() && device != "rtl") return usage("--trace (FST waveform) needs --device rtl");
 
   // Observability: an in-process device of the same kind, with the waveform and the
   // instruction trace switched on, registered under its own name and opened the same way.
@@ -141,7 +136,7 @@ int main(int argc, char** argv) {
   if (!fst.empty() || !itrace_path.empty()) {
     if (!itrace_path.empty()) {
       itrace = std::fopen(itrace_path.c_str(), "w");
-      if (itrace == nullptr) return usage("cannot write '" + itrace_path + "': " + std::strerror(errno));
+      if (itrace == nullptr) return cli.error("cannot write '" + itrace_path + "': " + std::strerror(errno));
     }
     spec = "replay-" + device;
     const bool rtl = device == "rtl";
@@ -172,14 +167,14 @@ int main(int argc, char** argv) {
   }
   std::string err;
   auto dev = UmdDevice::open(spec, &err);
-  if (!dev) return usage("cannot open device '" + device + "': " + err);
+  if (!dev) return cli.error("cannot open device '" + device + "': " + err);
   uint32_t id = 0;
   if (int e = dev->reg_read(hw::reg::ID, &id); e != 0)
-    return usage("the register path is refused (" + dev->describe_error(e) + "): run as root or with CAP_SYS_ADMIN");
+    return cli.error("the register path is refused (" + dev->describe_error(e) + "): run as root or with CAP_SYS_ADMIN");
 
   const auto start = Clock::now();
   npu::replay::Options options;
-  options.verbose = verbose;
+  options.verbose = args.verbose;
   const auto outcome = npu::replay::run_trace(*dev, in_text, trace_path, options);
   if (!outcome.passed()) std::fprintf(stderr, "npu-replay: FAIL %s\n", outcome.failure.c_str());
   const int rc = outcome.passed() ? 0 : 1;
@@ -196,5 +191,14 @@ int main(int argc, char** argv) {
   std::printf("npu-replay: %s on %s: %d commands, %s; %" PRIu64 " device cycles, %.0f cycles/s\n", trace_path.c_str(),
               device.c_str(), commands, rc == 0 ? "all checks passed" : "FAILED", cycles,
               secs > 0 ? static_cast<double>(cycles) / secs : 0.0);
+  if (args.json) {
+    const nlohmann::json j = {{"trace", trace_path},      {"device", device},
+                              {"commands", commands},     {"passed", rc == 0},
+                              {"failure", outcome.failure}, {"device_cycles", cycles},
+                              {"seconds", secs}};
+    std::printf("%s\n", npu::tools::json_line(j).c_str());
+  }
   return rc;
 }
+
+}  // namespace

@@ -1,5 +1,5 @@
-// npu-run MODEL_OR_IMAGE [--device sim|rtl|accel:N|/dev/accel/accelN] [--input FILE.npy]...
-//         [--output-dir DIR] [--iterations N] [--json] [--summary] [--trace FILE]
+// npu-run MODEL_OR_IMAGE [options] | npu-run --test-data DIR [options]: runs a model on a device
+// (the options: kSynopsis and the README). Arguments by CLI11, --json by nlohmann::json.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -19,30 +20,27 @@
 #include "npu/compiler/image.h"
 #include "npu/hal/file.h"
 #include "npu/runtime/api.h"
+#include "npu/tools/cli.h"
 #include "test_data.h"
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kSynopsis =
     "usage: npu-run MODEL_OR_IMAGE [--device sim|rtl|accel:N|/dev/accel/accelN]\n"
-    "               [--input FILE.npy]... [--output-dir DIR] [--iterations N] [--json]\n"
-    "               [--summary] [--trace FILE.json]\n"
-    "       npu-run --test-data DIR [--json] [--device ...]   (ONNX backend test; see --test-data --help)\n"
-    "  MODEL_OR_IMAGE   an npu-compile image, or an .onnx model (compiled on the fly,\n"
-    "                   calibrating on the inputs)\n"
-    "  --device         default: $NPU_DEVICE, else sim (the functional model)\n"
-    "  --input          one .npy per model input, in the model's input order; without any,\n"
-    "                   deterministic random inputs (normal(0,1), fixed seed) are used\n"
-    "  --output-dir     write output_<k>.npy there (float32 unless the output is integer)\n"
-    "  --iterations     run N times (default 1) for latency percentiles\n"
-    "  --json           the last line of stdout is one JSON object with the results\n"
-    "  --summary        print the model summary (inputs, outputs, layers)\n"
-    "  --trace          write a Chrome trace (chrome://tracing, Perfetto) of the runs\n";
+    "               [--input FILE.npy]... [--input-shape NAME=D0,D1,...]... [--output-dir DIR]\n"
+    "               [--iterations N] [--json] [--summary] [--trace FILE.json]\n"
+    "       npu-run --test-data DIR [--json] [--host] [--device SPEC]\n";
+constexpr const char* kDescription =
+    "Runs a model image, or an .onnx model compiled on the fly (calibrating on the inputs), and\n"
+    "prints its outputs, latency, device cycles and MAC utilisation. --test-data runs one ONNX\n"
+    "backend test directory (model.onnx and test_data_set_*/{input,output}_<k>.pb).\n"
+    "Exit 0 ok (test passed), 1 failure, 2 usage error, 4 a test the stack does not support.\n";
 
 struct Args {
   std::string model;
   std::string device;
   std::vector<std::string> inputs;
+  std::map<std::string, std::vector<int64_t>> input_shapes;  // --input-shape, for .onnx
   std::string output_dir;
   int64_t iterations = 1;
   bool json = false;
@@ -50,34 +48,9 @@ struct Args {
   std::string trace;
 };
 
-int fail(const std::string& message, int code = 1) {
-  std::fprintf(stderr, "npu-run: error: %s\n", message.c_str());
-  return code;
-}
+npu::tools::Cli* g_cli = nullptr;
 
-std::string jquote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+int fail(const std::string& message, int code = 1) { return g_cli->error(message, code); }
 
 // Deterministic normal(0,1) samples, identical on every platform (SplitMix64 + Box-Muller).
 class Normal {
@@ -129,51 +102,6 @@ std::string first_values(const npu::Tensor& t, size_t n) {
   return s;
 }
 
-int parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return -1;
-    } else if (arg == "--device") {
-      if (!value(&a->device)) return fail("--device needs a value: sim, rtl, accel:N or /dev/accel/accelN", 2);
-    } else if (arg == "--input") {
-      if (!value(&v)) return fail("--input needs a .npy file", 2);
-      a->inputs.push_back(v);
-    } else if (arg == "--output-dir") {
-      if (!value(&a->output_dir) || a->output_dir.empty())
-        return fail("--output-dir needs a directory name", 2);
-    } else if (arg == "--iterations") {
-      if (!value(&v)) return fail("--iterations needs a number", 2);
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (!end || *end || n < 1 || n > 100000000)
-        return fail("--iterations '" + v + "' is not a number from 1 to 100000000", 2);
-      a->iterations = n;
-    } else if (arg == "--json") {
-      a->json = true;
-    } else if (arg == "--summary") {
-      a->summary = true;
-    } else if (arg == "--trace") {
-      if (!value(&a->trace)) return fail("--trace needs a file name", 2);
-    } else if (!arg.empty() && arg[0] == '-') {
-      return fail("unknown option '" + arg + "'; see npu-run --help", 2);
-    } else if (a->model.empty()) {
-      a->model = arg;
-    } else {
-      return fail("unexpected argument '" + arg + "' (one model only; inputs go with --input)", 2);
-    }
-  }
-  if (a->model.empty()) return fail("no model given; usage: npu-run MODEL_OR_IMAGE [options], see --help", 2);
-  return 0;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -194,6 +122,10 @@ int run(const Args& args) {
   std::shared_ptr<const rt::Model> model;
   const bool is_image = npu::compiler::looks_like_image(bytes);
   if (is_image || !ends_with(args.model, ".onnx")) {
+    if (!args.input_shapes.empty())
+      return fail("--input-shape is for an .onnx model compiled on the fly, and " + args.model +
+                      " is a model image; give --input-shape to npu-compile instead",
+                  2);
     auto m = rt::Model::from_bytes(std::move(bytes), args.model);
     if (!m.is_ok()) return fail(m.status().to_string());
     model = std::move(m).value();
@@ -218,6 +150,7 @@ int run(const Args& args) {
   if (!model) {
     npu::compiler::CompileOptions copts;
     copts.array_dim = dev.array_dim;
+    copts.input_shapes = args.input_shapes;
     copts.progress = [](const std::string& m) { std::fprintf(stderr, "npu-run: %s\n", m.c_str()); };
     if (!inputs.empty()) {
       copts.calibration.push_back(inputs);
@@ -370,25 +303,31 @@ int run(const Args& args) {
               static_cast<unsigned long long>(model->predicted_cycles()), 100 * util);
 
   if (args.json) {
-    std::string j = "{\"model\":" + jquote(args.model) + ",\"device\":" + jquote(dev.spec) +
-                    ",\"platform\":" + jquote(dev.platform) +
-                    ",\"array_dim\":" + std::to_string(dev.array_dim) +
-                    ",\"iterations\":" + std::to_string(args.iterations) +
-                    ",\"random_inputs\":" + (random_inputs ? "true" : "false") + ",\"outputs\":[";
+    nlohmann::json outputs = nlohmann::json::array();
     for (size_t k = 0; k < last.tensors.size(); ++k) {
       const auto& t = last.tensors[k];
-      j += std::string(k ? "," : "") + "{\"name\":" + jquote(model->outputs()[k].name) + ",\"shape\":[";
-      for (size_t d = 0; d < t.shape.size(); ++d) j += (d ? "," : "") + std::to_string(t.shape[d]);
-      j += "],\"dtype\":" + jquote(std::string(npu::dtype_name(t.dtype)));
-      if (!files.empty()) j += ",\"file\":" + jquote(files[k]);
-      j += "}";
+      nlohmann::json o = {{"name", model->outputs()[k].name},
+                          {"shape", t.shape},
+                          {"dtype", std::string(npu::dtype_name(t.dtype))}};
+      if (!files.empty()) o["file"] = files[k];
+      outputs.push_back(std::move(o));
     }
-    j += "],\"latency_us\":{\"p50\":" + jnum(p50) + ",\"p90\":" + jnum(p90) + ",\"p99\":" +
-         jnum(p99) + "},\"device_cycles\":" + jnum(device_cycles) +
-         ",\"device_us\":" + jnum(device_us) +
-         ",\"predicted_cycles\":" + std::to_string(model->predicted_cycles()) +
-         ",\"macs\":" + std::to_string(model->macs()) + ",\"mac_utilization\":" + jnum(util) + "}";
-    std::printf("%s\n", j.c_str());
+    using npu::tools::json_number;
+    const nlohmann::json j = {
+        {"model", args.model},
+        {"device", dev.spec},
+        {"platform", dev.platform},
+        {"array_dim", dev.array_dim},
+        {"iterations", args.iterations},
+        {"random_inputs", random_inputs},
+        {"outputs", outputs},
+        {"latency_us", {{"p50", json_number(p50)}, {"p90", json_number(p90)}, {"p99", json_number(p99)}}},
+        {"device_cycles", json_number(device_cycles)},
+        {"device_us", json_number(device_us)},
+        {"predicted_cycles", model->predicted_cycles()},
+        {"macs", model->macs()},
+        {"mac_utilization", json_number(util)}};
+    std::printf("%s\n", npu::tools::json_line(j).c_str());
   }
   return 0;
 }
@@ -396,14 +335,54 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    if (npu_run::wants_test_data(argc, argv)) return npu_run::test_data_main(argc, argv);
-    Args args;
-    if (int rc = parse(argc, argv, &args)) return rc < 0 ? 0 : rc;
+  npu::tools::Cli cli("npu-run", kSynopsis, kDescription);
+  g_cli = &cli;
+  CLI::App& app = cli.app();
+  Args args;
+  npu_run::TestDataOptions test;
+  std::vector<std::string> shapes;
+  std::string iterations;
+  auto* model = app.add_option("MODEL_OR_IMAGE", args.model,
+                               "an npu-compile image, or an .onnx model (compiled on the fly, "
+                               "calibrating on the inputs)");
+  cli.add_device(&args.device);
+  auto* input = app.add_option("--input", args.inputs,
+                               "one .npy per model input, in the model's input order; without any, "
+                               "deterministic random inputs (normal(0,1), fixed seed) are used")
+                    ->allow_extra_args(false)->type_name("FILE.npy");
+  auto* shape = app.add_option("--input-shape", shapes,
+                               "fix a dynamic dimension of an .onnx model's input, repeatable")
+                    ->allow_extra_args(false)->type_name("NAME=D0,D1,...");
+  auto* outdir = app.add_option("--output-dir", args.output_dir,
+                                "write output_<k>.npy there (float32 unless the output is integer)")
+                     ->type_name("DIR");
+  auto* iters = app.add_option("--iterations", iterations, "run N times (default 1) for latency percentiles")
+                    ->type_name("N");
+  cli.add_json(&args.json, "the results (with --test-data: result, metric, placement)");
+  auto* summary = app.add_flag("--summary", args.summary, "print the model summary (inputs, outputs, layers)");
+  auto* trace = app.add_option("--trace", args.trace,
+                               "write a Chrome trace (chrome://tracing, Perfetto) of the runs")
+                    ->type_name("FILE.json");
+  auto* test_data = app.add_option("--test-data", test.dir, "run the ONNX backend test in DIR")->type_name("DIR");
+  auto* host = app.add_flag("--host", test.host, "with --test-data: skip the compiler, run every operator on the host fallback");
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  return npu::tools::run_guarded(cli, [&] {
+    if (*test_data) {
+      for (const CLI::Option* o : {model, input, shape, outdir, iters, summary, trace})
+        if (*o)
+          throw npu::tools::UsageError("'" + o->get_name() + "' does not go with --test-data; see npu-run --help");
+      if (test.dir.empty()) throw npu::tools::UsageError("--test-data needs a directory");
+      test.device = args.device;
+      test.json = args.json;
+      return npu_run::test_data_main(test);
+    }
+    if (*host) throw npu::tools::UsageError("--host is for --test-data DIR; see npu-run --help");
+    if (args.model.empty())
+      throw npu::tools::UsageError("no model given; usage: npu-run MODEL_OR_IMAGE [options], see --help");
+    if (*outdir && args.output_dir.empty()) throw npu::tools::UsageError("--output-dir needs a directory name");
+    if (*trace && args.trace.empty()) throw npu::tools::UsageError("--trace needs a file name");
+    if (*iters) args.iterations = static_cast<int64_t>(npu::tools::parse_count("--iterations", iterations, 1, 100000000));
+    args.input_shapes = npu::tools::parse_input_shapes(shapes);
     return run(args);
-  } catch (const std::exception& e) {
-    return fail(std::string("internal error: ") + e.what() + " (please report it)", 3);
-  } catch (...) {
-    return fail("internal error (please report it)", 3);
-  }
+  });
 }

@@ -11,6 +11,7 @@
 #include "npu/compiler/compiler.h"
 #include "npu/compiler/host_ops.h"
 #include "npu/runtime/api.h"
+#include "npu/tools/cli.h"
 
 namespace npu_run {
 namespace {
@@ -22,22 +23,7 @@ using npu::StatusCode;
 using npu::Tensor;
 
 constexpr double kRtol = 1e-3, kAtol = 1e-5, kMinSqnrDb = 30.0;
-constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitUnsupported = 4;
-
-constexpr const char* kUsage =
-    "usage: npu-run --test-data DIR [--json] [--host] [--device "
-    "sim|rtl|accel:N|/dev/accel/accelN]\n"
-    "  DIR      an ONNX backend test: model.onnx and test_data_set_*/{input,output}_<k>.pb\n"
-    "  --json   the last line of stdout is one JSON object (result, metric, placement)\n"
-    "  --host   skip the compiler: run every operator on the host fallback\n"
-    "  exit status: 0 pass, 1 fail, 2 usage error, 4 unsupported\n";
-
-struct Options {
-  std::string dir;
-  std::string device;
-  bool json = false;
-  bool host = false;  // skip the NPU path
-};
+constexpr int kExitPass = 0, kExitFail = 1, kExitUnsupported = 4;
 
 struct DataSet {
   std::string name;
@@ -53,43 +39,6 @@ struct Report {
   size_t npu_ops = 0, host_ops = 0;
   std::string message;
 };
-
-// A JSON string literal; invalid UTF-8 (names from a corrupt file) becomes U+FFFD.
-std::string jquote(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const auto ch = static_cast<unsigned char>(s[i]);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += static_cast<char>(ch);
-      ++i;
-    } else if (ch < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-      ++i;
-    } else if (ch < 0x80) {
-      out += static_cast<char>(ch);
-      ++i;
-    } else {
-      const size_t len = ch >= 0xf0 && ch < 0xf5   ? 4
-                         : ch >= 0xe0              ? 3
-                         : ch >= 0xc2 && ch < 0xe0 ? 2
-                                                   : 0;
-      bool valid = len > 0 && i + len <= s.size();
-      for (size_t k = 1; valid && k < len; ++k)
-        valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-      if (valid) {
-        out.append(s, i, len);
-        i += len;
-      } else {
-        out += "\\ufffd";
-        ++i;
-      }
-    }
-  }
-  return out + "\"";
-}
 
 std::string fmt(double v) {
   char buf[32];
@@ -242,7 +191,7 @@ Status run_on_device(const std::string& model_path, std::vector<uint8_t> image,
   return Status::ok();
 }
 
-Report run(const Options& o) {
+Report run(const TestDataOptions& o) {
   Report r;
   const fs::path dir(o.dir), model = dir / "model.onnx";
   std::error_code ec;
@@ -355,49 +304,9 @@ Report run(const Options& o) {
   return r;
 }
 
-int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return -1;
-    } else if (arg == "--test-data") {
-      if (!value(&o->dir)) return kExitUsage;
-    } else if (arg == "--device") {
-      if (!value(&o->device)) return kExitUsage;
-    } else if (arg == "--json") {
-      o->json = true;
-    } else if (arg == "--host") {
-      o->host = true;
-    } else {
-      std::fprintf(stderr, "npu-run: error: '%s' does not go with --test-data\n%s", arg.c_str(),
-                   kUsage);
-      return kExitUsage;
-    }
-  }
-  if (o->dir.empty()) {
-    std::fprintf(stderr, "npu-run: error: --test-data needs a directory\n%s", kUsage);
-    return kExitUsage;
-  }
-  return 0;
-}
-
 }  // namespace
 
-bool wants_test_data(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--test-data") return true;
-  return false;
-}
-
-int test_data_main(int argc, char** argv) {
-  Options o;
-  if (int rc = parse(argc, argv, &o)) return rc < 0 ? 0 : rc;
+int test_data_main(const TestDataOptions& o) {
   const Report r = run(o);
   const char* verdict = r.verdict == Verdict::kPass   ? "pass"
                         : r.verdict == Verdict::kFail ? "fail"
@@ -414,12 +323,13 @@ int test_data_main(int argc, char** argv) {
         fs::path(o.dir).lexically_normal().filename().string().empty()
             ? fs::path(o.dir).lexically_normal().parent_path().filename().string()
             : fs::path(o.dir).lexically_normal().filename().string();
-    std::printf(
-        "{\"test\":%s,\"result\":\"%s\",\"metric\":%s,\"placement\":{\"npu_ops\":%zu,\"host_ops\":%"
-        "zu},"
-        "\"path\":\"%s\",\"message\":%s}\n",
-        jquote(name).c_str(), verdict, jquote(metric).c_str(), r.npu_ops, r.host_ops,
-        r.path.c_str(), jquote(r.message).c_str());
+    const nlohmann::json j = {{"test", name},
+                              {"result", verdict},
+                              {"metric", metric},
+                              {"placement", {{"npu_ops", r.npu_ops}, {"host_ops", r.host_ops}}},
+                              {"path", r.path},
+                              {"message", r.message}};
+    std::printf("%s\n", npu::tools::json_line(j).c_str());
   }
   std::fflush(stdout);
   return r.verdict == Verdict::kPass   ? kExitPass

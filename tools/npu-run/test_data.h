@@ -13,13 +13,19 @@
 // --host skips the compiler and runs every operator on the host fallback.
 #pragma once
 
+#include <string>
+
 namespace npu_run {
 
-// True when the command line asks for the conformance runner (has --test-data).
-bool wants_test_data(int argc, char** argv);
+// The runner's options (npu-run parses them with the rest of its command line).
+struct TestDataOptions {
+  std::string dir;     // --test-data DIR
+  std::string device;  // --device ("" = $NPU_DEVICE, else sim)
+  bool json = false;   // --json
+  bool host = false;   // --host: skip the NPU path
+};
 
-// Parses the runner's options and runs it. Exit codes: 0 pass, 1 fail, 2 usage error,
-// 4 unsupported.
-int test_data_main(int argc, char** argv);
+// Runs the test. Exit codes: 0 pass, 1 fail, 4 unsupported (usage errors, 2, are npu-run's).
+int test_data_main(const TestDataOptions& options);
 
 }  // namespace npu_run

@@ -1,4 +1,4 @@
-// npu-sim-diff --programs N --seed S [--array 8|16|32] [--verbose]
+// npu-sim-diff --programs N --seed S [--array 8|16|32] [--verbose] [--json]
 // Runs constrained-random programs on the functional model and on the RTL and compares DRAM,
 // architectural registers and architectural counters bit-exactly. A program that ends in an
 // error is compared on what architecture.md 1.6 keeps precise (error registers, STATUS,
@@ -18,6 +18,7 @@
 #include "npu/sim/bare_metal.h"
 #include "npu/sim/program_generator.h"
 #include "npu/sim/rtl_device.h"
+#include "npu/tools/cli.h"
 
 namespace {
 
@@ -57,58 +58,48 @@ Outcome run_one(sim::Device& dev, sim::BareMetal& bm, const sim::ProgramMemory& 
   return o;
 }
 
-constexpr const char* kUsage =
-    "usage: npu-sim-diff --programs N --seed S [--array 8|16|32] [--verbose]\n"
-    "  Runs N random programs (seeded by S) on the functional model and the RTL and compares\n"
-    "  DRAM, registers and the architectural counters; prints the model/RTL cycle ratio.\n"
-    "  Exit 0 when every program matched, 1 on a mismatch, 2 on a usage error.\n";
-
-int usage(const std::string& why = {}) {
-  if (!why.empty()) std::fprintf(stderr, "npu-sim-diff: error: %s\n", why.c_str());
-  std::fputs(kUsage, stderr);
-  return 2;
-}
+constexpr const char* kSynopsis =
+    "usage: npu-sim-diff --programs N --seed S [--array 8|16|32] [--verbose] [--json]\n";
+constexpr const char* kDescription =
+    "Runs N random programs (seeded by S) on the functional model and the RTL and compares\n"
+    "DRAM, registers and the architectural counters; prints the model/RTL cycle ratio.\n"
+    "Exit 0 when every program matched, 1 on a mismatch, 2 on a usage error.\n";
 
 constexpr uint64_t kMaxPrograms = 1000000000;
+
+int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  uint64_t programs = 100, seed = 1;
-  uint32_t dim = hw::kDefaultArrayDim;
-  bool verbose = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--programs") {
-      const std::string v = next();
-      // 0 runs nothing: it checks that the array size has an RTL build (scripts/regress probes so).
-      const auto n = npu::parse_uint(v, kMaxPrograms);
-      if (!n)
-        return usage("--programs '" + v + "' is not a number from 0 to " +
-                     std::to_string(kMaxPrograms));
-      programs = *n;
-    } else if (a == "--seed") {
-      const std::string v = next();
-      const auto n = npu::parse_uint(v);
-      if (!n) return usage("--seed '" + v + "' is not a number from 0 to 2^64-1");
-      seed = *n;
-    } else if (a == "--array") {
-      const std::string v = next();
-      const auto n = npu::parse_uint(v, 32);
-      if (!n || (*n != 8 && *n != 16 && *n != 32)) return usage("--array must be 8, 16 or 32");
+  tools::Cli cli("npu-sim-diff", kSynopsis, kDescription);
+  CLI::App& app = cli.app();
+  std::string programs_text = "100", seed_text = "1", array_text;
+  bool verbose = false, json = false;
+  app.add_option("--programs", programs_text,
+                 "how many programs (default 100; 0 runs none and checks that this array size has an "
+                 "RTL build)")->type_name("N");
+  app.add_option("--seed", seed_text, "the seed of the first program (default 1)")->type_name("S");
+  app.add_option("--array", array_text, "MAC-array size: 8, 16 or 32 (default 16)")->type_name("N");
+  app.add_flag("--verbose", verbose, "print every program's outcome, not only a mismatch");
+  cli.add_json(&json, "programs, array size, errors by class, cycle ratio, RTL speed, mismatch");
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  return tools::run_guarded(cli, [&] {
+    const uint64_t programs = tools::parse_count("--programs", programs_text, 0, kMaxPrograms);
+    const uint64_t seed = tools::parse_count("--seed", seed_text, 0, UINT64_MAX);
+    uint32_t dim = hw::kDefaultArrayDim;
+    if (!array_text.empty()) {
+      const auto n = npu::parse_uint(array_text, 32);
+      if (!n || (*n != 8 && *n != 16 && *n != 32)) throw tools::UsageError("--array must be 8, 16 or 32");
       dim = static_cast<uint32_t>(*n);
-    } else if (a == "--verbose") {
-      verbose = true;
-    } else {
-      return usage("unknown option '" + a + "'");
     }
-  }
+    return diff(programs, seed, dim, verbose, json);
+  });
+}
+
+namespace {
+
+int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json) {
   sim::DeviceConfig dc;
   dc.array_dim = dim;
   const uint64_t dram_bytes = 2u << 20;
@@ -202,6 +193,10 @@ int main(int argc, char** argv) {
       std::printf("functional: error %u addr 0x%x instr 0x%x; rtl: error %u addr 0x%x instr 0x%x\n",
                   f.result.error_code, f.result.error_addr, f.result.error_instr, r.result.error_code,
                   r.result.error_addr, r.result.error_instr);
+      if (json)
+        std::printf("%s\n", tools::json_line({{"programs", p + 1}, {"array_dim", dim}, {"matched", false},
+                                                {"mismatch", {{"program", p}, {"seed", s}, {"what", mismatch}}}})
+                                  .c_str());
       return 1;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -222,5 +217,23 @@ int main(int argc, char** argv) {
   if (rtl_cycles_completed > 0)
     std::printf("cycle prediction on completed programs: model/RTL = %.4f overall, worst program off by %.2f%%\n",
                 static_cast<double>(model_cycles_completed) / static_cast<double>(rtl_cycles_completed), 100 * worst_cycle_error);
+  if (json) {
+    const nlohmann::json j = {
+        {"programs", programs},
+        {"array_dim", dim},
+        {"matched", true},
+        {"errors", error_classes},
+        {"vec_completed", vec_completed},
+        {"seconds", secs},
+        {"rtl_cycles_per_s", tools::json_number(static_cast<double>(rtl_cycles) / secs)},
+        {"model_rtl_cycle_ratio",
+         rtl_cycles_completed > 0
+             ? tools::json_number(static_cast<double>(model_cycles_completed) / static_cast<double>(rtl_cycles_completed))
+             : nlohmann::json(nullptr)},
+        {"worst_cycle_error", worst_cycle_error}};
+    std::printf("%s\n", tools::json_line(j).c_str());
+  }
   return 0;
 }
+
+}  // namespace

@@ -4,7 +4,9 @@
 //   npu-smi regs     [--device SPEC] [read REG | write REG VALUE]   (privileged)
 //   npu-smi reset    [--device SPEC]                                (privileged)
 //   npu-smi selftest [--device SPEC]
-// SPEC: sim, rtl, accel:N or /dev/accel/accelN (default: the first device `list` shows).
+// SPEC: sim, rtl, accel:N or /dev/accel/accelN (default: $NPU_DEVICE, else the first device
+// `list` shows). --json: one JSON object on the last stdout line. Arguments by CLI11, JSON by
+// nlohmann::json (npu/tools/cli.h).
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -18,8 +20,9 @@
 #include "npu/hal/number.h"
 #include "npu/hw/config.h"
 #include "npu/sim/device.h"
-#include "npu/sim/isa.h"
+#include "npu/hw/isa.h"
 #include "npu/sim/kernel_paths.h"
+#include "npu/tools/cli.h"
 #include "uapi/drm/npu_accel.h"
 
 namespace {
@@ -30,17 +33,26 @@ using npu::driver::UmdDevice;
 namespace hw = npu::hw;
 namespace isa = npu::isa;
 
-// The usage on stderr for a usage error (exit 2), on stdout for --help.
-int usage(FILE* to = stderr) {
-  std::fprintf(to,
-               "usage: npu-smi list\n"
-               "       npu-smi info     [--device SPEC]\n"
-               "       npu-smi regs     [--device SPEC] [read REG | write REG VALUE]\n"
-               "       npu-smi reset    [--device SPEC]\n"
-               "       npu-smi selftest [--device SPEC]\n"
-               "SPEC: sim, rtl, accel:N, /dev/accel/accelN (default: first of `npu-smi list`)\n"
-               "REG: a register name (npu-smi regs lists them) or a byte offset\n");
-  return 2;
+constexpr const char* kSynopsis =
+    "usage: npu-smi list     [--json]\n"
+    "       npu-smi info     [--device SPEC] [--json]\n"
+    "       npu-smi regs     [--device SPEC] [--json] [read REG | write REG VALUE]\n"
+    "       npu-smi reset    [--device SPEC] [--json]\n"
+    "       npu-smi selftest [--device SPEC] [--json]\n";
+constexpr const char* kDescription =
+    "SPEC: sim, rtl, accel:N, /dev/accel/accelN (default: $NPU_DEVICE, else the first of\n"
+    "`npu-smi list`). REG: a register name (npu-smi regs lists them) or a byte offset.\n"
+    "regs and reset are privileged. Exit 0 ok, 1 failure, 2 usage error.\n";
+
+npu::tools::Cli* g_cli = nullptr;
+
+// "npu-smi: error: MESSAGE" on stderr; returns `code`.
+int fail(const std::string& message, int code = 1) { return g_cli->error(message, code); }
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
 }
 
 struct Reg {
@@ -73,21 +85,22 @@ std::unique_ptr<UmdDevice> open_device(const std::string& spec) {
   if (s.empty()) {
     auto devs = npu::driver::list_devices();
     if (devs.empty()) {
-      std::fprintf(stderr, "npu-smi: no device found\n");
+      fail("no device found: give --device sim (the functional model) or load the npu kernel driver");
       return nullptr;
     }
     s = devs.front();
   }
   std::string err;
   auto dev = UmdDevice::open(s, &err);
-  if (!dev) std::fprintf(stderr, "npu-smi: %s\n", err.c_str());
+  if (!dev) fail(err);
   return dev;
 }
 
 std::string ver(uint32_t v) { return std::to_string(v >> 16) + "." + std::to_string(v & 0xFFFF); }
 
-int cmd_list() {
+int cmd_list(nlohmann::json* out) {
   auto devs = npu::driver::list_devices();
+  nlohmann::json list = nlohmann::json::array();
   std::printf("%-22s %-11s %-4s %-5s %-18s %s\n", "DEVICE", "PLATFORM", "DIM", "ISA",
               "FINGERPRINT", "STATUS");
   for (const auto& d : devs) {
@@ -95,19 +108,45 @@ int cmd_list() {
     auto dev = UmdDevice::open(d, &err);
     if (!dev) {
       std::printf("%-22s %-11s %-4s %-5s %-18s %s\n", d.c_str(), "-", "-", "-", "-", err.c_str());
+      list.push_back({{"device", d}, {"status", err}});
       continue;
     }
     const auto& i = dev->info();
+    list.push_back({{"device", d}, {"platform", i.platform}, {"array_dim", i.array_dim},
+                    {"isa_version", ver(i.isa_version)}, {"fingerprint", hex(i.fingerprint)},
+                    {"status", "ok"}});
     std::printf("%-22s %-11s %-4u %-5s 0x%016" PRIx64 " ok\n", d.c_str(), i.platform.c_str(),
                 i.array_dim, ver(i.isa_version).c_str(), i.fingerprint);
   }
+  *out = {{"devices", list}};
   return 0;
 }
 
-int cmd_info(UmdDevice& dev) {
+int cmd_info(UmdDevice& dev, nlohmann::json* out) {
   const auto& i = dev.info();
   uint64_t resets = 0;
   dev.reset_count(&resets);
+  nlohmann::json& j = *out;
+  j = {{"device", i.node},
+       {"driver", {{"name", i.driver_name},
+                   {"version", std::to_string(i.driver_major) + "." + std::to_string(i.driver_minor) +
+                                   "." + std::to_string(i.driver_patch)}}},
+       {"platform", i.platform},
+       {"device_id", hex(i.device_id)},
+       {"isa_version", ver(i.isa_version)},
+       {"fw_version", ver(i.fw_version)},
+       {"fingerprint", hex(i.fingerprint)},
+       {"array_dim", i.array_dim},
+       {"clock_mhz", i.clock_mhz},
+       {"scratchpads", {{"act_rows", i.act_sp_rows}, {"wgt_tiles", i.wgt_sp_tiles}, {"acc_rows", i.acc_sp_rows}}},
+       {"queues", i.num_queues},
+       {"queue_depth", i.queue_depth},
+       {"max_contexts", i.max_contexts},
+       {"memory", {{"dram_bytes", i.dram_size}, {"page_bytes", i.page_size}, {"max_bo_bytes", i.max_bo_size}}},
+       {"va_start", hex(i.va_start)},
+       {"va_size", hex(i.va_size)},
+       {"capabilities", hex(i.capabilities)},
+       {"resets", resets}};
   std::printf("device        %s\n", i.node.c_str());
   std::printf("driver        %s %u.%u.%u\n", i.driver_name.c_str(), i.driver_major, i.driver_minor,
               i.driver_patch);
@@ -119,6 +158,8 @@ int cmd_info(UmdDevice& dev) {
     dc.array_dim = i.array_dim;
     std::printf("host cpu      %s\n", npu::sim::host_cpu_feature_names().c_str());
     std::printf("host kernels  %s\n", npu::sim::describe_functional_kernels(dc).c_str());
+    j["host_cpu"] = npu::sim::host_cpu_feature_names();
+    j["host_kernels"] = npu::sim::describe_functional_kernels(dc);
   }
   std::printf("device id     0x%08x\n", i.device_id);
   std::printf("isa version   %s\n", ver(i.isa_version).c_str());
@@ -141,6 +182,7 @@ int cmd_info(UmdDevice& dev) {
   std::vector<uint64_t> counters;
   if (dev.read_counters(&counters) == 0) {
     for (size_t k = 0; k < counters.size(); ++k) {
+      j["counters"][std::string(hw::kCounterNames[k])] = counters[k];
       std::printf("counter       %-13s %" PRIu64 "%s\n", std::string(hw::kCounterNames[k]).c_str(),
                   counters[k], hw::kCounterArchitectural[k] ? "" : " (timing)");
     }
@@ -148,56 +190,49 @@ int cmd_info(UmdDevice& dev) {
   return 0;
 }
 
-int cmd_regs(UmdDevice& dev, const std::vector<std::string>& args) {
+int cmd_regs(UmdDevice& dev, const std::vector<std::string>& args, nlohmann::json* out) {
   if (args.empty()) {
+    nlohmann::json list = nlohmann::json::array();
     for (const auto& r : registers()) {
       uint32_t v = 0;
-      if (int e = dev.reg_read(r.offset, &v)) {
-        std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
-        return 1;
-      }
+      if (int e = dev.reg_read(r.offset, &v)) return fail(dev.describe_error(e));
       std::printf("0x%03x %-22s 0x%08x\n", r.offset, r.name.c_str(), v);
+      list.push_back({{"name", r.name}, {"offset", r.offset}, {"value", v}});
     }
+    *out = {{"registers", list}};
     return 0;
   }
   uint32_t off = 0;
   if (args[0] == "read" && args.size() == 2 && parse_reg(args[1], &off)) {
     uint32_t v = 0;
-    if (int e = dev.reg_read(off, &v)) {
-      std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
-      return 1;
-    }
+    if (int e = dev.reg_read(off, &v)) return fail(dev.describe_error(e));
     std::printf("0x%03x 0x%08x\n", off, v);
+    *out = {{"offset", off}, {"value", v}};
     return 0;
   }
   if (args[0] == "write" && args.size() == 3 && parse_reg(args[1], &off)) {
     const auto value = npu::parse_uint(args[2], UINT32_MAX);
-    if (!value) {
-      std::fprintf(stderr,
-                   "npu-smi: error: regs write: '%s' is not a number from 0 to 0xffffffff (decimal "
-                   "or 0x hex)\n",
-                   args[2].c_str());
-      return 2;
-    }
+    if (!value)
+      return fail("regs write: '" + args[2] + "' is not a number from 0 to 0xffffffff (decimal or 0x hex)", 2);
     const auto v = static_cast<uint32_t>(*value);
-    if (int e = dev.reg_write(off, v)) {
-      std::fprintf(stderr, "npu-smi: %s\n", dev.describe_error(e).c_str());
-      return 1;
-    }
+    if (int e = dev.reg_write(off, v)) return fail(dev.describe_error(e));
     std::printf("0x%03x <- 0x%08x\n", off, v);
+    *out = {{"offset", off}, {"written", v}};
     return 0;
   }
-  return usage();
+  if ((args[0] == "read" && args.size() == 2) || (args[0] == "write" && args.size() == 3))
+    return fail("regs " + args[0] + ": '" + args[1] +
+                    "' is not a register: give a name (npu-smi regs lists them) or a byte offset",
+                2);
+  return fail("regs takes nothing, read REG or write REG VALUE; see npu-smi --help", 2);
 }
 
-int cmd_reset(UmdDevice& dev) {
+int cmd_reset(UmdDevice& dev, nlohmann::json* out) {
   uint64_t before = 0, after = 0;
   dev.reset_count(&before);
-  if (int e = dev.reset()) {
-    std::fprintf(stderr, "npu-smi: reset failed: %s\n", dev.describe_error(e).c_str());
-    return 1;
-  }
+  if (int e = dev.reset()) return fail("reset failed: " + dev.describe_error(e));
   dev.reset_count(&after);
+  *out = {{"device", dev.info().node}, {"resets_before", before}, {"resets_after", after}};
   std::printf("%s: reset ok (reset count %" PRIu64 " -> %" PRIu64 ")\n", dev.info().node.c_str(),
               before, after);
   return 0;
@@ -420,7 +455,7 @@ class SelfTest {
   std::vector<uint32_t> bos_;
 };
 
-int cmd_selftest(UmdDevice& dev) {
+int cmd_selftest(UmdDevice& dev, nlohmann::json* out) {
   SelfTest t(dev);
   struct Case {
     const char* engine;
@@ -431,11 +466,14 @@ int cmd_selftest(UmdDevice& dev) {
                         {"GEMM", [&] { return t.gemm(); }},
                         {"VEC", [&] { return t.vec(); }}};
   int failed = 0;
+  nlohmann::json engines = nlohmann::json::array();
   std::printf("selftest on %s (%s, %ux%u)\n", dev.info().node.c_str(), dev.info().platform.c_str(),
               dev.info().array_dim, dev.info().array_dim);
   for (const auto& c : cases) {
     const std::string err = c.fn();
     t.cleanup();
+    engines.push_back({{"engine", c.engine}, {"passed", err.empty()}, {"error", err}});
+    if (err.empty()) engines.back()["cycles"] = t.cycles();
     if (err.empty()) {
       std::printf("  %-6s PASS  (%" PRIu64 " device cycles)\n", c.engine, t.cycles());
     } else {
@@ -444,37 +482,55 @@ int cmd_selftest(UmdDevice& dev) {
     }
   }
   std::printf("%s\n", failed == 0 ? "selftest: PASS" : "selftest: FAIL");
+  *out = {{"device", dev.info().node}, {"platform", dev.info().platform}, {"array_dim", dev.info().array_dim},
+          {"engines", engines}, {"passed", failed == 0}};
   return failed == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args;
+  npu::tools::Cli cli("npu-smi", kSynopsis, kDescription);
+  g_cli = &cli;
+  CLI::App& app = cli.app();
   std::string spec;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--device" || a == "-d") {
-      if (i + 1 >= argc) return usage();
-      spec = argv[++i];
-    } else if (a.rfind("--device=", 0) == 0) {
-      spec = a.substr(9);
-    } else if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
+  bool json = false;
+  std::vector<std::string> reg_args;
+  // --device and --json belong to npu-smi and may also follow the command (fallthrough).
+  cli.add_device(&spec, nullptr, "$NPU_DEVICE, else the first of `npu-smi list`");
+  cli.add_json(&json, "what the command printed");
+  app.fallthrough();
+  CLI::App* list = cli.add_subcommand("list", "usage: npu-smi list [--json]\n",
+                                      "the devices: node, platform, array size, ISA, fingerprint");
+  CLI::App* info = cli.add_subcommand("info", "usage: npu-smi info [--device SPEC] [--json]\n",
+                                      "one device's parameters, capabilities and counters");
+  CLI::App* regs =
+      cli.add_subcommand("regs", "usage: npu-smi regs [--device SPEC] [--json] [read REG | write REG VALUE]\n",
+                         "all registers, or read REG, or write REG VALUE (privileged)");
+  regs->add_option("ARGS", reg_args, "read REG | write REG VALUE");
+  CLI::App* reset = cli.add_subcommand("reset", "usage: npu-smi reset [--device SPEC] [--json]\n",
+                                       "reset the device (privileged)");
+  CLI::App* selftest = cli.add_subcommand("selftest", "usage: npu-smi selftest [--device SPEC] [--json]\n",
+                                          "one tiny job per engine, checked against a CPU reference");
+  for (CLI::App* sub : {list, info, regs, reset, selftest}) sub->fallthrough();
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  return npu::tools::run_guarded(cli, [&] {
+    nlohmann::json out;
+    int rc = 0;
+    if (list->parsed()) {
+      if (!spec.empty()) throw npu::tools::UsageError("list shows every device; --device is for the other commands");
+      rc = cmd_list(&out);
+    } else if (info->parsed() || regs->parsed() || reset->parsed() || selftest->parsed()) {
+      auto dev = open_device(npu::tools::device_spec(spec, ""));
+      if (!dev) return 1;
+      if (info->parsed()) rc = cmd_info(*dev, &out);
+      if (regs->parsed()) rc = cmd_regs(*dev, reg_args, &out);
+      if (reset->parsed()) rc = cmd_reset(*dev, &out);
+      if (selftest->parsed()) rc = cmd_selftest(*dev, &out);
     } else {
-      args.push_back(a);
+      throw npu::tools::UsageError("name a command: list, info, regs, reset or selftest; see npu-smi --help");
     }
-  }
-  if (args.empty()) return usage();
-  const std::string cmd = args.front();
-  args.erase(args.begin());
-  if (cmd == "list") return args.empty() ? cmd_list() : usage();
-  if (cmd != "info" && cmd != "regs" && cmd != "reset" && cmd != "selftest") return usage();
-  auto dev = open_device(spec);
-  if (!dev) return 1;
-  if (cmd == "info") return cmd_info(*dev);
-  if (cmd == "regs") return cmd_regs(*dev, args);
-  if (cmd == "reset") return cmd_reset(*dev);
-  return cmd_selftest(*dev);
+    if (json && rc != npu::tools::kExitUsage && !out.is_null()) std::printf("%s\n", npu::tools::json_line(out).c_str());
+    return rc;
+  });
 }

@@ -146,7 +146,7 @@ int KDevice::init(const DeviceFactory& make) {
     std::vector<NamedFaultRule> rules;
     std::string error;
     if (parse_faults(spec, &rules, &error) != 0) {
-      std::fprintf(stderr, "npu: ignoring NPU_FAULT: %s\n", error.c_str());
+      log::notice(log::kFault, "ignoring NPU_FAULT: %s", error.c_str());
     } else {
       for (const auto& r : rules) {
         if (r.device.empty() || r.device == name_) inject(r.rule);

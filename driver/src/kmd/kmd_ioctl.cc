@@ -6,6 +6,7 @@
 // the handler failed. User pointers are read and written through copy_from_user /
 // copy_to_user, which return EFAULT instead of crashing on a bad address.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -55,6 +56,24 @@ int copy_through_pipe(void* dst, const void* src, size_t n) {
 
 bool process_vm_unavailable(ssize_t result) { return result < 0 && (errno == ENOSYS || errno == EPERM); }
 
+// getpid() is a system call, and every ioctl copies a few times; the pid changes only across
+// fork(), whose child forgets it.
+std::atomic<pid_t> cached_pid{0};
+
+pid_t self_pid() {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { cached_pid.store(0); });
+    return true;
+  }();
+  (void)registered;
+  pid_t pid = cached_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = getpid();
+    cached_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
 }  // namespace
 
 int copy_from_user(void* dst, uint64_t src, size_t n) {
@@ -62,7 +81,7 @@ int copy_from_user(void* dst, uint64_t src, size_t n) {
   if (src == 0) return EFAULT;
   struct iovec local = {dst, n};
   struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(src)), n};
-  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  ssize_t got = process_vm_readv(self_pid(), &local, 1, &remote, 1, 0);
   if (process_vm_unavailable(got)) return copy_through_pipe(dst, remote.iov_base, n);
   return got == static_cast<ssize_t>(n) ? 0 : EFAULT;
 }
@@ -72,7 +91,7 @@ int copy_to_user(uint64_t dst, const void* src, size_t n) {
   if (dst == 0) return EFAULT;
   struct iovec local = {const_cast<void*>(src), n};
   struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), n};
-  ssize_t put = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+  ssize_t put = process_vm_writev(self_pid(), &local, 1, &remote, 1, 0);
   if (process_vm_unavailable(put)) return copy_through_pipe(remote.iov_base, src, n);
   return put == static_cast<ssize_t>(n) ? 0 : EFAULT;
 }

@@ -48,6 +48,11 @@ inline bool enabled(Category category) { return (mask() & category) != 0; }
 // Formats and hands one message to the sink when `category` is enabled.
 void write(Category category, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// Formats and hands one message to the sink whatever the mask: for a setting the user made that
+// cannot be honoured (an unknown NPU_LOG word, a malformed NPU_FAULT), which must not pass
+// silently. Use it for nothing that happens in normal operation.
+void notice(Category category, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
 // Where enabled messages go. `message` has no trailing newline and is valid during the call.
 // set_sink(nullptr, nullptr) restores the stderr sink.
 using Sink = void (*)(void* user, Category category, const char* message);
@@ -60,6 +65,8 @@ using HostMask = uint32_t (*)();
 using HostEmit = void (*)(uint32_t category, const char* message);
 void forward_to_host(HostMask mask, HostEmit emit);
 // The functions a host hands to forward_to_host (they bypass any forwarding of their own).
+// host_emit passes a message whose category carries kNoticeBit whatever the mask.
+inline constexpr uint32_t kNoticeBit = 1u << 31;
 uint32_t host_mask();
 void host_emit(uint32_t category, const char* message);
 

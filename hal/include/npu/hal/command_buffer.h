@@ -2,8 +2,9 @@
 // [offset, offset + size) of a command-stream buffer, plus every buffer the instructions
 // address (weights, activations, ...).
 //
-// Ownership: holds shared references to all of its buffers; a submission passes them to the
-// fence, which holds them until the job has ended. Cheap to copy (shared references only).
+// Ownership: holds shared references to all of its buffers, in one shared, immutable record; a
+// submission passes that record to the fence, which holds it until the job has ended. Copying
+// shares the record (one reference count, no allocation).
 // Threading: immutable after create(); safe to share between threads.
 #pragma once
 
@@ -24,18 +25,28 @@ class CommandBuffer final {
   static Result<CommandBuffer> create(std::shared_ptr<Buffer> commands, uint64_t offset,
                                       uint64_t size, std::vector<std::shared_ptr<Buffer>> uses);
 
-  const std::shared_ptr<Buffer>& commands() const { return commands_; }
+  // Null only for a moved-from command buffer.
+  const std::shared_ptr<Buffer>& commands() const { return record_ ? record_->commands : kNone; }
   uint64_t offset() const { return offset_; }
   uint64_t size() const { return size_; }
   // Buffers the job reads or writes, excluding commands().
-  std::span<const std::shared_ptr<Buffer>> uses() const { return uses_; }
+  std::span<const std::shared_ptr<Buffer>> uses() const {
+    return record_ ? std::span<const std::shared_ptr<Buffer>>(record_->uses)
+                   : std::span<const std::shared_ptr<Buffer>>();
+  }
+  // Keeps commands() and every buffer of uses() alive while held (a fence holds it).
+  std::shared_ptr<const void> keep_alive() const { return record_; }
 
  private:
+  struct Record {
+    std::shared_ptr<Buffer> commands;
+    std::vector<std::shared_ptr<Buffer>> uses;
+  };
   CommandBuffer() = default;
-  std::shared_ptr<Buffer> commands_;
+  static inline const std::shared_ptr<Buffer> kNone;
+  std::shared_ptr<const Record> record_;
   uint64_t offset_ = 0;
   uint64_t size_ = 0;
-  std::vector<std::shared_ptr<Buffer>> uses_;
 };
 
 }  // namespace npu::hal

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -132,6 +133,7 @@ class ExecutableInstance final {
   Buffer& activations() const { return *activations_; }
   const std::shared_ptr<Buffer>& shared_activations() const { return activations_; }
   // The job of NPU step `step` (INVALID_ARGUMENT for a host step or an index out of range).
+  // Recorded once by instantiate(): a copy shares it, with no allocation per request.
   Result<CommandBuffer> command_buffer(size_t step) const;
 
  private:
@@ -140,6 +142,7 @@ class ExecutableInstance final {
   std::shared_ptr<Executable> executable_;
   std::shared_ptr<Buffer> activations_;
   std::shared_ptr<Buffer> commands_;
+  std::vector<std::optional<CommandBuffer>> recorded_;  // by step; empty for host steps
 };
 
 }  // namespace npu::hal

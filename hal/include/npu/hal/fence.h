@@ -60,6 +60,8 @@ class Fence final {
   Fence() = default;  // an empty fence: wait() returns INVALID_ARGUMENT
   Fence(std::shared_ptr<Context> context, uint64_t sequence,
         std::vector<std::shared_ptr<Buffer>> keep_alive);
+  // `keep_alive` holds the job's buffers (CommandBuffer::keep_alive()) until the job has ended.
+  Fence(std::shared_ptr<Context> context, uint64_t sequence, std::shared_ptr<const void> keep_alive);
 
   bool valid() const { return state_ != nullptr; }
   uint64_t sequence() const;
