@@ -43,6 +43,10 @@ def main():
     if depth < 2 or depth & (depth - 1):
         sys.exit(f"{src}: engine_queue_depth = {depth}: must be a power of two >= 2 "
                  "(the RTL's queue pointers wrap)")
+    win = dev["vec_window_elems"]
+    if not 1 <= win <= 64:
+        sys.exit(f"{src}: vec_window_elems = {win}: must be 1..64 (the RTL steps the window "
+                 "column kx, at most 255, by it)")
     fps = {d: fnv1a64(canonical(cfg, d)) for d in arr["supported_dims"]}
 
     h = []

@@ -712,27 +712,31 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
       const int64_t ptile = iy0 - first, pbtile = last - iy1;
       const int64_t Hp = ptile + (iy1 - iy0 + 1) + pbtile;
       const uint32_t A = static_cast<uint32_t>((tile_index % copies) * in_tile_rows), C0 = Cacc;
-      {
+      // Input blocks [z0, z0 + zc) of the tile: one LOAD, then (fill_padding) their padding
+      // rows at the zero point. A depthwise conv loads each block just before its DWCONV
+      // (below): its blocks are independent, so the DWCONV of block nb waits only for that
+      // block's LOAD while the LOAD engine runs ahead with the next ones.
+      auto load_blocks = [&](int64_t z0, int64_t zc) {
+        const uint32_t base = static_cast<uint32_t>(A + z0 * Hp * Wp);
         isa::Load ld;
         ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = A;
+        ld.sp_base = base;
         ld.x = static_cast<uint16_t>(L.W);
         ld.x_stride = static_cast<uint32_t>(Cp);
         ld.y = static_cast<uint16_t>(iy1 - iy0 + 1);
         ld.y_stride = static_cast<uint32_t>(L.W * Cp);
-        ld.z = static_cast<uint16_t>(CB);
+        ld.z = static_cast<uint16_t>(zc);
         ld.z_stride = N;
         ld.pad_l = static_cast<uint8_t>(L.pad_l);
         ld.pad_r = static_cast<uint8_t>(L.pad_r);
         ld.pad_t = static_cast<uint8_t>(ptile);
         ld.pad_b = static_cast<uint8_t>(pbtile);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp));
-      }
-      if (fill_padding) {
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp + z0 * N));
+        if (!fill_padding) return;
         // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
         // are both zx writes zx whatever it computes (it reads parameter row P, with zero
-        // strides). The tile is CB·Hp lines of Wp rows: the left and right padding columns of
-        // every line, then the top and bottom padding lines of every channel plane.
+        // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
+        // of every line, then the top and bottom padding lines of every channel plane.
         auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
           if (o == 0 || r == 0) return;
           isa::VecRequant vq;
@@ -746,16 +750,18 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
           vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
           prog.vec(vq);
         };
-        fill(A, CB * Hp, Wp, L.pad_l);
-        fill(static_cast<uint32_t>(A + L.pad_l + L.W), CB * Hp, Wp, L.pad_r);
-        fill(A, CB, Hp * Wp, ptile * Wp);
-        fill(static_cast<uint32_t>(A + (Hp - pbtile) * Wp), CB, Hp * Wp, pbtile * Wp);
-      }
+        fill(base, zc * Hp, Wp, L.pad_l);
+        fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
+        fill(base, zc, Hp * Wp, ptile * Wp);
+        fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
+      };
+      if (!L.depthwise) load_blocks(0, CB);
       for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
         const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
         const auto B = static_cast<uint32_t>(copies * in_tile_rows + (block_index % copies) * OHt * L.OW);
         uint32_t vec_src = C0;
         if (L.depthwise) {
+          load_blocks(nb, 1);
           // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
           // the padding at the zero point (or a zero point of 0) every output pixel has the
           // same bias: one instruction per tile and block.
@@ -1757,6 +1763,23 @@ struct TapBand {
   int64_t oy0 = 0, oy1 = 0, iy0 = 0, iy1 = 0;
 };
 
+// Whether the taps of a ConvTranspose hit every output coordinate of one axis exactly once
+// (o = i·stride + t·dil − pad over inputs i and taps t): kernel = stride with dilation 1 and
+// no output padding beyond the end padding, as in PP-OCRv4 det's 2×2 stride-2 upsampling
+// head. Then every accumulator row receives one tap's products, so that tap's GEMM can clear
+// it and the stride-0 LOAD that zeroes the accumulators (4 beats per row at N = 16, more
+// LOAD cycles than the GEMMs take) is not needed; the int32 sums are the same.
+bool taps_cover_once(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dil, int64_t pad) {
+  if (out <= 0 || out > (int64_t{1} << 20)) return false;
+  std::vector<uint8_t> hits(static_cast<size_t>(out), 0);
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t o = i * stride + t * dil - pad;
+      if (o >= 0 && o < out && ++hits[static_cast<size_t>(o)] > 1) return false;
+    }
+  return std::all_of(hits.begin(), hits.end(), [](uint8_t h) { return h == 1; });
+}
+
 // How lower_tap_gemm_conv cuts a layer into output-row bands: every band's input rows
 // (CB blocks) and output rows fit one ACT set, its accumulators one ACC set; two sets each
 // when they fit (double buffering). A 3-D layer is one band (its depth taps read every slice).
@@ -1915,6 +1938,9 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
     load_weight_rows(w_off, static_cast<uint64_t>(taps * CB) * N, nb_first, nb_count, N, prog);
   };
   if (weights_fit) load_weights(0, NB);
+  const bool clear_by_tap = L.transposed && !L.three_d &&
+                            taps_cover_once(L.H, L.OH, L.KH, L.stride_h, L.dil_h, L.pad_t) &&
+                            taps_cover_once(L.W, L.OW, L.KW, L.stride_w, L.dil_w, L.pad_l);
   LayerFacts facts;
   for (int64_t b = 0; b < L.batch; ++b)
     for (size_t k = 0; k < plan.bands.size(); ++k) {
@@ -1942,7 +1968,8 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
         const int64_t wbase = (weights_fit ? nb : 0) * taps * CB;
         for (int64_t od = 0; od < L.OD; ++od) {
           const int64_t band_out_rows = band_h * L.OW;
-          repeat_acc_row(prog, C_out, band_out_rows, static_cast<uint32_t>(zero_off));  // accumulators start at zero
+          // Accumulators start at zero: a stride-0 LOAD of a zero row, or each row's one tap clears it.
+          if (!clear_by_tap) repeat_acc_row(prog, C_out, band_out_rows, static_cast<uint32_t>(zero_off));
           for (int64_t t = 0; t < taps; ++t) {
             const int64_t kd = t / taps_2d, ky = t % taps_2d / L.KW, kx = t % L.KW;
             // ConvTranspose: od = id·s + kd·d − pad; Conv: id = od·s + kd·d − pad.
@@ -1962,7 +1989,7 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
             const int64_t partner = (y0 * L.stride_h + y_off) * (L.transposed ? L.OW : L.W) + x0 * L.stride_w + x_off;
             const int64_t walked = y0 * (L.transposed ? L.W : L.OW) + x0;
             isa::Gemm gm;
-            gm.clear = false;
+            gm.clear = clear_by_tap;
             gm.act = static_cast<uint16_t>(A_in + id * band_in_h * L.W + (L.transposed ? walked : partner));
             gm.wgt = static_cast<uint16_t>(wbase + t * CB);
             gm.acc = static_cast<uint16_t>(C_out + (L.transposed ? partner : walked));

@@ -179,8 +179,9 @@ public:
   }
   // REQUANT: 3 parameter-row reads, then a row per cycle. LUT: its 256/N table rows, then a
   // row per cycle. ADD/MUL: the scalar row, then two source rows per output row. Window
-  // modes: one window element per cycle.
-  uint64_t vec(uint32_t mode, uint32_t o, uint32_t r, uint32_t window) {
+  // modes (ISA 1.3): up to kVecWindowElems consecutive elements of one window row per cycle,
+  // so a window of kh rows of kw takes kh·⌈kw / kVecWindowElems⌉ cycles.
+  uint64_t vec(uint32_t mode, uint32_t o, uint32_t r, uint32_t kh, uint32_t kw) {
     const uint64_t rows = uint64_t{o} * r;
     switch (mode) {
       case 0: return cost(3 + rows);
@@ -189,8 +190,12 @@ public:
       // SOFTMAX: its 256/N table rows, then per segment three passes of R rows and the
       // 63-step division between the second and the third.
       case static_cast<uint32_t>(hw::VecMode::kSoftmax): return cost(1 + 256 / n_ + uint64_t{o} * (3 * uint64_t{r} + 63));
-      default: return cost(3 + rows * window);
+      default: return cost(3 + rows * window_cycles(kh, kw));
     }
+  }
+  // Cycles of one output row of a window mode (MAXPOOL, AVGPOOL, DWCONV).
+  static uint64_t window_cycles(uint32_t kh, uint32_t kw) {
+    return uint64_t{kh} * ((uint64_t{kw} + hw::kVecWindowElems - 1) / hw::kVecWindowElems);
   }
 
  private:

@@ -353,7 +353,7 @@ class FunctionalDevice final : public Device {
   }
 
   // Engine cycles a GEMM or VEC takes at least, from its words alone: O·I·max(R, N) and
-  // O·R·kh·kw, below their costs in docs/rtl-timing.md (LOAD and STORE are bounded by the
+  // O·R·kh·⌈kw/W⌉ (ISA 1.3), below their costs in docs/rtl-timing.md (LOAD and STORE are bounded by the
   // scratchpads they fill or drain); 0 for the others.
   uint64_t work_bound(const isa::Words& w) const {
     switch (static_cast<hw::Opcode>(w[0] & 0xFF)) {
@@ -364,7 +364,7 @@ class FunctionalDevice final : public Device {
         if (field(w[0], 16, 4) == static_cast<uint32_t>(hw::VecMode::kSoftmax))  // three passes
           return 3 * uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16);
         return uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16) *
-               (field(w[0], 16, 4) >= 4 ? uint64_t{field(w[7], 0, 8)} * field(w[7], 8, 8) : 1);
+               (field(w[0], 16, 4) >= 4 ? CycleModel::window_cycles(field(w[7], 8, 8), field(w[7], 0, 8)) : 1);
       default:
         return 0;
     }
@@ -892,7 +892,7 @@ class FunctionalDevice final : public Device {
         }
       }
     }
-    job_cycles_ += timing_.vec(static_cast<uint32_t>(hw::VecMode::kSoftmax), O, R, 1);
+    job_cycles_ += timing_.vec(static_cast<uint32_t>(hw::VecMode::kSoftmax), O, R, 1, 1);
     return std::nullopt;
   }
 
@@ -972,7 +972,7 @@ class FunctionalDevice final : public Device {
         }
         break;
     }
-    job_cycles_ += timing_.vec(mode, O, R, kh * kw);
+    job_cycles_ += timing_.vec(mode, O, R, kh, kw);
     return std::nullopt;
   }
 

@@ -115,10 +115,12 @@ class Generator {
   // REQUANT (ACC source) half of the time, else ADD or MUL (ACT sources a at src, b at aux);
   // one in three with the wrap bit (ISA 1.2), whose clamp bounds must be 0. One in seven is
   // a LUT instead, its table at low ACT rows or at the top of ACT (beyond the ACC rows), and
-  // one in six of the rest a SOFTMAX (ISA 1.3).
+  // one in six of the rest a SOFTMAX (ISA 1.3), and one in four of what remains a window mode
+  // (MAXPOOL, AVGPOOL, DWCONV).
   isa::Words random_vec() {
     if (chance(7)) return random_lut();
     if (chance(6)) return random_softmax();
+    if (chance(4)) return random_window();
     const uint32_t kind = pick(0, 3);
     const auto mode = kind <= 1 ? hw::VecMode::kRequant : kind == 2 ? hw::VecMode::kAdd : hw::VecMode::kMul;
     isa::VecRequant v;
@@ -150,7 +152,15 @@ class Generator {
     v.dst = static_cast<uint16_t>(pick(0, 200));
     const uint32_t table_rows = 256 / n_;
     v.param = static_cast<uint16_t>(chance(2) ? act_rows_ - table_rows - pick(0, 8) : pick(0, 120));
-    v.r = static_cast<uint16_t>(pick(1, 8));
+    random_loop(v, 8);
+    isa::Words w = isa::encode(v);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16);
+    return w;
+  }
+
+  // The (o, r) loop of a LUT or window-mode VEC: counts, strides, zero point and clamp.
+  void random_loop(isa::VecRequant& v, uint32_t max_r) {
+    v.r = static_cast<uint16_t>(pick(1, max_r));
     v.o = static_cast<uint16_t>(pick(1, 2));
     v.zero_point = static_cast<int8_t>(pick(0, 255));
     v.src_sr = static_cast<uint16_t>(pick(0, 2));
@@ -159,8 +169,27 @@ class Generator {
     v.dst_so = static_cast<uint16_t>(pick(0, 16));
     v.clamp_lo = static_cast<int8_t>(pick(0, 255));
     v.clamp_hi = static_cast<int8_t>(pick(0, 255));
+  }
+
+  // MAXPOOL, AVGPOOL or DWCONV (bias half of the time). Window rows of 1 to 2W + 3 elements
+  // (W = vec_window_elems, ISA 1.3), so that rows narrower than W, exactly W, and several
+  // groups with a partial last one all occur; rows between window rows (wys) from 0 (window
+  // rows overlap) to past kw. DWCONV's weights at WGT rows aux .. aux + kh·kw − 1.
+  isa::Words random_window() {
+    const uint32_t kind = pick(0, 2);
+    const auto mode = kind == 0 ? hw::VecMode::kMaxpool : kind == 1 ? hw::VecMode::kAvgpool : hw::VecMode::kDwconv;
+    const uint32_t win = hw::kVecWindowElems;
+    const uint32_t kw = chance(3) ? pick(1, 3) : pick(1, 2 * win + 3), kh = pick(1, 3), wys = pick(0, kw + 4);
+    isa::VecRequant v;
+    v.bias = mode == hw::VecMode::kDwconv && chance(2);
+    v.src = static_cast<uint16_t>(pick(0, 100));
+    v.dst = static_cast<uint16_t>(pick(0, 200));
+    v.param = mode == hw::VecMode::kMaxpool ? 0 : static_cast<uint16_t>(pick(0, 120));
+    random_loop(v, 6);
     isa::Words w = isa::encode(v);
-    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(mode) << 16);
+    if (mode == hw::VecMode::kDwconv) w[6] |= pick(0, 4 * n_) << 16;  // aux: the weight rows
+    w[7] = kw | (kh << 8) | (wys << 16);
     return w;
   }
 

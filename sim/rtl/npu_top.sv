@@ -24,7 +24,8 @@
 // later instructions are dropped (one already running finishes).
 //
 // Scratchpads are arrays of rows read through registered addresses (synchronous-read SRAM
-// behaviour): COMPUTE has one read port per scratchpad, STORE a second one; LOAD and COMPUTE
+// behaviour): COMPUTE has one read port per scratchpad (the VEC window modes read WIN
+// consecutive rows of ACT and WGT at once, ISA 1.3), STORE a second one; LOAD and COMPUTE
 // write. A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs from
 // the current epoch reads as zero.
 module npu_top
@@ -87,6 +88,8 @@ module npu_top
   localparam int unsigned LUT_ROWS = 256 / N;
   // Instructions each engine's queue holds between the dispatcher and the engine.
   localparam int unsigned EQ_DEPTH = ENGINE_QUEUE_DEPTH;
+  // VEC window modes (ISA 1.3): consecutive elements of one window row read per cycle.
+  localparam int unsigned WIN = VEC_WINDOW_ELEMS;
   localparam int unsigned EQW = $clog2(EQ_DEPTH);
   // Read bursts in flight on the memory port (LOAD's queue, one fetch, one STORE PTE read).
   localparam int unsigned TAG_DEPTH = 256;
@@ -659,6 +662,34 @@ module npu_top
       else if (md == VEC_AVGPOOL[3:0]) out[n*32 +: 32] = (first ? 32'sd0 : av) + xv;
       else out[n*32 +: 32] = (first ? 32'sd0 : av) + xv * 32'($signed(w[n*8 +: 8]));
     end
+    return out;
+  endfunction
+
+  // The window read ports (ISA 1.3): WIN consecutive ACT rows from a and WIN consecutive WGT
+  // rows from w in one cycle. Consecutive rows lie in distinct banks of a scratchpad
+  // interleaved by row address (row mod WIN), so the WIN reads never conflict. Addresses wrap
+  // at the scratchpad size (a power of two); rows past the window row are read but unused.
+  function automatic logic [N*8-1:0] act_row_at(input logic [AAW-1:0] a);
+    return (act_tag[a] == epoch_q) ? act_mem[a] : '0;
+  endfunction
+  function automatic logic [N*8-1:0] wgt_row_at(input logic [WAW-1:0] a);
+    return (wgt_tag[a] == epoch_q) ? wgt_mem[a] : '0;
+  endfunction
+
+  // Up to WIN window elements (kx .. kx + cnt - 1 of one window row, ACT rows from a, DWCONV
+  // weights from WGT rows from w) into the per-lane accumulators in one cycle; first = the
+  // group starts the window. Max and integer sums do not depend on the order, so the result
+  // is the one-element-per-cycle result of ISA 1.2 bit for bit.
+  function automatic logic [N*32-1:0] window_group(input logic [3:0] md, input logic first,
+                                                   input logic [N*32-1:0] acc,
+                                                   input logic [AAW-1:0] a,
+                                                   input logic [WAW-1:0] w,
+                                                   input logic [15:0] cnt);
+    logic [N*32-1:0] out;
+    out = acc;
+    for (int j = 0; j < int'(WIN); j++)
+      if (16'(j) < cnt)
+        out = window_step(md, first && j == 0, out, act_row_at(a + AAW'(j)), wgt_row_at(w + WAW'(j)));
     return out;
   endfunction
 
@@ -1550,7 +1581,7 @@ module npu_top
           // Setup: REQUANT/DWCONV read the bias, multiplier and shift rows P..P+2; ADD, MUL,
           // AVGPOOL read the scalars of row P; LUT reads its 256/N table rows. Then one source
           // element per cycle: REQUANT and LUT one row per output row, ADD/MUL rows a and b,
-          // window modes kh*kw rows. lz_q = o, lx_q = r.
+          // window modes kh*kw rows in groups of up to WIN (1.3). lz_q = o, lx_q = r.
           V_SETUP: begin
             logic [3:0] md;
             md = iw[0][19:16];
@@ -1681,9 +1712,16 @@ module npu_top
                 end
               end
               default: begin
+                // One group of up to WIN elements of window row ky per cycle (ISA 1.3):
+                // kh * ceil(kw / WIN) cycles per output row.
                 logic [N*32-1:0] acc;
-                acc = window_step(md, v_ky_q == 0 && v_kx_q == 0, v_accum_q, act_rd, wgt_rd);
-                if (v_ky_q + 8'd1 == iw[7][15:8] && v_kx_q + 8'd1 == iw[7][7:0]) begin
+                logic [15:0]     rest, cnt;
+                logic            row_end;
+                rest = 16'(iw[7][7:0]) - 16'(v_kx_q);
+                cnt = (rest > 16'(WIN)) ? 16'(WIN) : rest;
+                row_end = rest <= 16'(WIN);
+                acc = window_group(md, v_ky_q == 0 && v_kx_q == 0, v_accum_q, act_ra_q, wgt_ra_q, cnt);
+                if (v_ky_q + 8'd1 == iw[7][15:8] && row_end) begin
                   if (md == VEC_DWCONV[3:0])
                     outrow = requant_row(acc, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
                                          1'b0, iw[6][7:0], iw[6][15:8]);
@@ -1693,15 +1731,15 @@ module npu_top
                   row_done = 1'b1;
                 end else begin
                   v_accum_q <= acc;
-                  wgt_ra_q <= wgt_ra_q + 1'b1;
-                  if (v_kx_q + 8'd1 == iw[7][7:0]) begin
+                  wgt_ra_q <= wgt_ra_q + WAW'(cnt);
+                  if (row_end) begin
                     v_kx_q <= '0;
                     v_ky_q <= v_ky_q + 8'd1;
                     v_line_q <= v_line_q + 32'(iw[7][31:16]);
                     act_ra_q <= AAW'(v_line_q + 32'(iw[7][31:16]));
                   end else begin
-                    v_kx_q <= v_kx_q + 8'd1;
-                    act_ra_q <= act_ra_q + 1'b1;
+                    v_kx_q <= v_kx_q + 8'(WIN);
+                    act_ra_q <= act_ra_q + AAW'(WIN);
                   end
                 end
               end

@@ -54,6 +54,12 @@ FLOORS = {
     "rec_sqnr_mean": (23.01, 21.5, 25.0),
     "rec_host_ops": (0, 0, 0),
     "demo_lines_pct": (100.0, 88.0, 100.0),
+    # MAC utilisation in % (MACs / (device cycles x array^2)), set 2026-12-02 with ISA 1.3's
+    # window modes (8 window elements per cycle), det's ConvTranspose head clearing its
+    # accumulators by tap (no zeroing LOAD) and depthwise blocks loaded one by one; rec's
+    # floor leaves room for attention moving onto the device (Softmax: VEC cycles, no MACs).
+    "det_mac_util": (49.1, 48.0, 50.0),
+    "rec_mac_util": (54.7, 50.0, 40.0),
     "pages_lines_pct": (94.37, 90.0, 100.0),
 }
 
@@ -200,9 +206,9 @@ def check_det(work):
     print(f"  IoU of the binarised maps (p > {npu_ocr.DET_THRESH}): mean {np.mean(ious):.4f}, "
           f"min {np.min(ious):.4f}; SQNR mean {np.mean(dbs):.2f} dB, min {np.min(dbs):.2f} dB")
     print(f"  text boxes found: {boxes_npu} on the NPU's maps, {boxes_ort} on onnxruntime's")
-    print(f"  device cycles {cycles:.0f} per page, MAC utilisation {100 * util:.1f}% "
-          "(target >= 50%)")
+    print(f"  device cycles {cycles:.0f} per page, MAC utilisation {100 * util:.1f}%")
     failures = []
+    check(failures, "det_mac_util", 100 * util)
     check(failures, "det_iou_mean", float(np.mean(ious)))
     check(failures, "det_iou_min", float(np.min(ious)))
     check(failures, "det_sqnr_mean", float(np.mean(dbs)))
@@ -239,9 +245,9 @@ def check_rec(work):
           f"min {np.min(dbs):.2f} dB")
     print(f"  text equal to the rendered text: onnxruntime {truth_ort} of {n}, "
           f"npu {truth_npu} of {n}")
-    print(f"  device cycles {cycles:.0f} per line, MAC utilisation {100 * util:.1f}% "
-          "(target >= 40%)")
+    print(f"  device cycles {cycles:.0f} per line, MAC utilisation {100 * util:.1f}%")
     failures = []
+    check(failures, "rec_mac_util", 100 * util)
     check(failures, "rec_text_pct", 100 * same / n)
     check(failures, "rec_sqnr_mean", float(np.mean(dbs)))
     report_host_ops("rec", work, model, failures)

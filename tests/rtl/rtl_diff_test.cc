@@ -151,7 +151,9 @@ class Gen {
       if (v.wrap) v.lo = v.hi = 0;
       uint32_t kw = 1, kh = 1, wys = 0, aux = 0, param = 0;
       if (window) {
-        kw = u(1, 3);
+        // Window rows narrower than, equal to and wider than the W elements read per cycle
+        // (ISA 1.3), several groups with a partial last one included.
+        kw = p(0.5) ? u(1, 3) : u(1, 2 * hw::kVecWindowElems + 3);
         kh = u(1, 3);
         wys = u(0, 12);
       }

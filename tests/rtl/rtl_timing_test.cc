@@ -300,24 +300,29 @@ TEST_P(RtlTiming, GemmAndVec) {
 }
 
 TEST_P(RtlTiming, VecModes) {
-  // REQUANT 3 + rows; LUT 1 + 256/N + rows; ADD, MUL 2 + 2 rows; window modes 3 + rows kh kw.
-  const uint64_t rows = 2 * 3;
+  // REQUANT 3 + rows; LUT 1 + 256/N + rows; ADD, MUL 2 + 2 rows; window modes
+  // 3 + rows kh ceil(kw / W), W = vec_window_elems (ISA 1.3): windows narrower than W, exactly
+  // W wide, and wider (a full group and a partial one per window row).
+  const uint64_t rows = 2 * 3, win = hw::kVecWindowElems;
   for (uint32_t mode = 0; mode <= 6; ++mode) {
-    Instr v = vec({.src = 0, .dst = 100, .param = mode == 4 ? 0u : 40u, .r = 3, .o = 2,
-                   .sso = 8, .ssr = 1, .dso = 3, .dsr = 1});
-    v.w[0] |= mode << 16;
-    uint64_t expect = 3 + rows;
-    if (mode == 1) expect = 1 + 256 / n + rows;
-    if (mode == 2 || mode == 3) {
-      v.w[6] |= 50u << 16;
-      expect = 2 + 2 * rows;
+    for (const uint32_t kw : {2u, static_cast<uint32_t>(win), static_cast<uint32_t>(win + 3)}) {
+      if (mode < 4 && kw != 2) continue;
+      Instr v = vec({.src = 0, .dst = 300, .param = mode == 4 ? 0u : 40u, .r = 3, .o = 2,
+                     .sso = 8, .ssr = 1, .dso = 3, .dsr = 1});
+      v.w[0] |= mode << 16;
+      uint64_t expect = 3 + rows;
+      if (mode == 1) expect = 1 + 256 / n + rows;
+      if (mode == 2 || mode == 3) {
+        v.w[6] |= 50u << 16;
+        expect = 2 + 2 * rows;
+      }
+      if (mode >= 4) {
+        v.w[7] = kw | (3u << 8) | ((kw + 2) << 16);  // kh 3, wys kw + 2
+        expect = 3 + rows * 3 * ((kw + win - 1) / win);
+      }
+      SCOPED_TRACE(testing::Message() << "mode " << mode << " kw " << kw);
+      EXPECT_EQ(run_job({v}), t.job({expect}));
     }
-    if (mode >= 4) {
-      v.w[7] = 2 | (3u << 8) | (4u << 16);  // kw 2, kh 3, wys 4
-      expect = 3 + rows * 6;
-    }
-    SCOPED_TRACE(mode);
-    EXPECT_EQ(run_job({v}), t.job({expect}));
   }
   // SOFTMAX (ISA 1.3): 1 + 256/N table rows, then 3R + 63 per segment.
   for (uint32_t r : {1u, 4u}) {
