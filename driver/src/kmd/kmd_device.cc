@@ -643,7 +643,19 @@ void KDevice::spin_until(std::unique_lock<std::mutex>& lk, const std::atomic<uin
     }
     std::this_thread::yield();
   }
-  lk.lock();
+  // Take the lock back without sleeping on it either: whoever bumped the counter (the device
+  // thread ending the job, a submitter ringing the doorbell) still holds it for a moment, and
+  // a contended std::mutex sleeps in the kernel, which is the wake-up the spin is avoiding.
+  const auto relock_until = Clock::now() + wait_spin_;
+  while (!lk.try_lock()) {
+    if (Clock::now() >= relock_until) {
+      lk.lock();
+      return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
 }
 
 // The device thread: runs the simulator while jobs are in the rings, services interrupts and
