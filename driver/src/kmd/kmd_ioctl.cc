@@ -519,7 +519,9 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
     }
     const auto now = Clock::now();
     if (now >= deadline) return ETIMEDOUT;
-    if (!spun && wait_spin_.count() > 0) {
+    // Spin only for the context's one outstanding job (a short request): behind other jobs
+    // (a pipelined batch) the wait is long and sleeping costs one wake-up for all of them.
+    if (!spun && wait_spin_.count() > 0 && ctx->unended <= 1) {
       // The deadline bounds the spin too: a timeout counts from the start of the WAIT.
       spun = true;
       spin_until(lk, ctx->ends, ctx->ends.load(std::memory_order_relaxed),
