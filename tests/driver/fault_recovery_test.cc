@@ -317,13 +317,17 @@ TEST(FaultSpec, ParsesTheDocumentedSyntax) {
   }
 }
 
+// A new functional-model instance under `name`, probed at its first open (so that it reads
+// the environment set before that open).
+int register_functional(const char* name) {
+  return kmd::register_device(name, DRM_NPU_PLATFORM_FUNCTIONAL, [](std::span<std::byte> dram) {
+    return sim::make_functional_device(sim::DeviceConfig{}, dram);
+  });
+}
+
 TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
   ASSERT_EQ(setenv("NPU_FAULT", "envsim:ebusy@2", 1), 0);
-  ASSERT_EQ(kmd::register_device("envsim", DRM_NPU_PLATFORM_FUNCTIONAL,
-                                 [](std::span<std::byte> dram) {
-                                   return sim::make_functional_device(sim::DeviceConfig{}, dram);
-                                 }),
-            0);
+  ASSERT_EQ(register_functional("envsim"), 0);
   std::string err;
   auto dev = UmdDevice::open("envsim", &err);
   unsetenv("NPU_FAULT");
@@ -342,11 +346,7 @@ TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
 // job ends without a sleep; the spin never outlasts the WAIT's deadline.
 TEST(WaitSpin, ShortJobEndsWithoutASleepAndTheDeadlineBoundsTheSpin) {
   ASSERT_EQ(setenv("NPU_WAIT_SPIN_US", "10000", 1), 0);  // the largest bound: 10 ms
-  ASSERT_EQ(kmd::register_device("spinsim", DRM_NPU_PLATFORM_FUNCTIONAL,
-                                 [](std::span<std::byte> dram) {
-                                   return sim::make_functional_device(sim::DeviceConfig{}, dram);
-                                 }),
-            0);
+  ASSERT_EQ(register_functional("spinsim"), 0);
   std::string err;
   auto dev = UmdDevice::open("spinsim", &err);
   unsetenv("NPU_WAIT_SPIN_US");
