@@ -3,6 +3,7 @@
 // documented status, and the first job after a reset succeeds.
 #include <stdlib.h>
 
+#include <chrono>
 #include <map>
 #include <thread>
 
@@ -316,13 +317,17 @@ TEST(FaultSpec, ParsesTheDocumentedSyntax) {
   }
 }
 
+// A new functional-model instance under `name`, probed at its first open (so that it reads
+// the environment set before that open).
+int register_functional(const char* name) {
+  return kmd::register_device(name, DRM_NPU_PLATFORM_FUNCTIONAL, [](std::span<std::byte> dram) {
+    return sim::make_functional_device(sim::DeviceConfig{}, dram);
+  });
+}
+
 TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
   ASSERT_EQ(setenv("NPU_FAULT", "envsim:ebusy@2", 1), 0);
-  ASSERT_EQ(kmd::register_device("envsim", DRM_NPU_PLATFORM_FUNCTIONAL,
-                                 [](std::span<std::byte> dram) {
-                                   return sim::make_functional_device(sim::DeviceConfig{}, dram);
-                                 }),
-            0);
+  ASSERT_EQ(register_functional("envsim"), 0);
   std::string err;
   auto dev = UmdDevice::open("envsim", &err);
   unsetenv("NPU_FAULT");
@@ -335,6 +340,42 @@ TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
   EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
   EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), EBUSY);
   EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
+}
+
+// NPU_WAIT_SPIN_US (docs/architecture.md 6.3): a WAIT polls before it sleeps, so a short
+// job ends without a sleep; the spin never outlasts the WAIT's deadline.
+TEST(WaitSpin, ShortJobEndsWithoutASleepAndTheDeadlineBoundsTheSpin) {
+  ASSERT_EQ(setenv("NPU_WAIT_SPIN_US", "10000", 1), 0);  // the largest bound: 10 ms
+  ASSERT_EQ(register_functional("spinsim"), 0);
+  std::string err;
+  auto dev = UmdDevice::open("spinsim", &err);
+  unsetenv("NPU_WAIT_SPIN_US");
+  ASSERT_NE(dev, nullptr) << err;
+  uint32_t c = 0;
+  ASSERT_EQ(dev->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), 0);
+  kmd::Stats s0, s1;
+  JobResult r;
+  // A nop job takes microseconds: some of these WAITs must have ended inside the spin (a
+  // machine that preempts a thread for 10 ms now and then may cost one of them a sleep).
+  ASSERT_EQ(kmd::stats("spinsim", &s0), 0);
+  for (int k = 0; k < 20; ++k) {
+    const uint64_t seq = submit_program(*dev, c, nop_program());
+    ASSERT_EQ(wait_ms(*dev, c, seq, &r), 0);
+    EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  }
+  ASSERT_EQ(kmd::stats("spinsim", &s1), 0);
+  EXPECT_EQ(s1.waits - s0.waits, 20u);
+  EXPECT_LT(s1.wait_sleeps - s0.wait_sleeps, 10u);
+  // A hung job: a WAIT with a 2 ms deadline times out near it, not after the 10 ms spin.
+  ASSERT_EQ(kmd::set_hang_timeout_ms("spinsim", 10000), 0);
+  ASSERT_EQ(kmd::inject_fault("spinsim", {kmd::Fault::kHang, 0, 1}), 0);
+  const uint64_t hung = submit_program(*dev, c, nop_program());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(dev->wait(c, hung, deadline_after_ms(2), &r), ETIMEDOUT);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(1));
+  EXPECT_LT(waited, std::chrono::milliseconds(9));
+  kmd::unplug("spinsim");  // ends the hung job; the instance is not reused
 }
 
 TEST(FaultSpec, DeviceThatIsNotAnNpuFailsToProbe) {

@@ -142,6 +142,16 @@ int KDevice::init(const DeviceFactory& make) {
     long ms = std::strtol(t, nullptr, 10);
     if (ms > 0) hang_timeout_ = std::chrono::milliseconds(ms);
   }
+  if (const char* t = std::getenv("NPU_WAIT_SPIN_US")) {
+    char* end = nullptr;
+    const long us = std::strtol(t, &end, 10);
+    if (end == t || *end != '\0' || us < 0 || us > kMaxWaitSpinUs) {
+      log::notice(log::kFault, "ignoring NPU_WAIT_SPIN_US=%s: expected microseconds 0..%u "
+                  "(0 = never spin); using %u", t, kMaxWaitSpinUs, kDefaultWaitSpinUs);
+    } else {
+      wait_spin_ = std::chrono::microseconds(us);
+    }
+  }
   if (const char* spec = std::getenv("NPU_FAULT")) {
     std::vector<NamedFaultRule> rules;
     std::string error;
@@ -169,7 +179,7 @@ KDevice::~KDevice() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
-    cv_dev_.notify_all();
+    kick_device_locked();
   }
   if (thread_.joinable()) thread_.join();
   {
@@ -286,7 +296,7 @@ void KDevice::clear_faults() {
 void KDevice::set_hang_timeout_ms(uint32_t ms) {
   std::lock_guard<std::mutex> lk(mu_);
   hang_timeout_ = std::chrono::milliseconds(ms);
-  cv_dev_.notify_all();
+  kick_device_locked();
 }
 
 uint32_t KDevice::isa_version_locked() const {
@@ -336,7 +346,7 @@ void KDevice::unplug_locked() {
   for (auto& [id, weak] : contexts_) {
     if (auto ctx = weak.lock()) ctx->cv_wait.notify_all();
   }
-  cv_dev_.notify_all();
+  kick_device_locked();
   cv_wait_.notify_all();
 }
 
@@ -369,6 +379,7 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
            name_.c_str(), ctx.id, static_cast<unsigned long long>(job.seq), status,
            device_error, static_cast<unsigned long long>(error_addr),
            static_cast<unsigned long long>(device_cycles));
+  ctx.ends.fetch_add(1, std::memory_order_release);
   if (ctx.waited.count(job.seq) != 0) ctx.cv_wait.notify_all();
   cv_wait_.notify_all();  // poll()
 }
@@ -433,7 +444,7 @@ void KDevice::write_job_locked(Ring& ring, uint32_t q, const std::shared_ptr<Job
     // The device will get stuck on this job: its entries are in the ring but the doorbell
     // never covers them, and the device thread freezes once it would run it.
     ring.withheld_hang = job;
-    cv_dev_.notify_all();  // no doorbell will wake the device thread for this one
+    kick_device_locked();  // no doorbell will wake the device thread for this one
   } else {
     ring.jobs.push_back(job);
   }
@@ -456,7 +467,7 @@ void KDevice::ring_doorbell_locked(uint32_t q) {
   ring.doorbell = target;
   stalled_ = false;
   last_progress_ = Clock::now();
-  cv_dev_.notify_all();
+  kick_device_locked();
 }
 
 // Moves ready jobs from the context queues into the ring windows, round robin among the
@@ -614,10 +625,44 @@ bool KDevice::device_has_work_hw_locked() {
   return (sim_->read_reg(hw::reg::IRQ_STATUS) & sim_->read_reg(hw::reg::IRQ_MASK)) != 0;
 }
 
+void KDevice::kick_device_locked() {
+  kicks_.fetch_add(1, std::memory_order_release);
+  cv_dev_.notify_all();
+}
+
+void KDevice::spin_until(std::unique_lock<std::mutex>& lk, const std::atomic<uint64_t>& counter,
+                         uint64_t seen, Clock::time_point until) {
+  lk.unlock();
+  // Yield between short bursts of pause: on a machine with fewer cores than spinners (16
+  // requests in flight on 2 cores) the thread that would end the spin gets the CPU.
+  while (counter.load(std::memory_order_acquire) == seen && Clock::now() < until) {
+    for (int i = 0; i < 16; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    std::this_thread::yield();
+  }
+  // Take the lock back without sleeping on it either: whoever bumped the counter (the device
+  // thread ending the job, a submitter ringing the doorbell) still holds it for a moment, and
+  // a contended std::mutex sleeps in the kernel, which is the wake-up the spin is avoiding.
+  const auto relock_until = Clock::now() + wait_spin_;
+  while (!lk.try_lock()) {
+    if (Clock::now() >= relock_until) {
+      lk.lock();
+      return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
 // The device thread: runs the simulator while jobs are in the rings, services interrupts and
 // watches for lack of progress. Blocks on cv_dev_ when there is nothing to do.
 void KDevice::thread_main() {
   std::unique_lock<std::mutex> lk(mu_);
+  bool spun = false;  // this idle period's spin is spent
   while (!stop_) {
     if (unplugged_) {
       cv_dev_.wait(lk, [&] { return stop_; });
@@ -626,9 +671,17 @@ void KDevice::thread_main() {
     const bool withheld = std::any_of(rings_.begin(), rings_.end(),
                                       [](const Ring& r) { return r.withheld_hang != nullptr; });
     if (jobs_in_rings_ == 0 && !withheld) {
+      // Idle: spin once before sleeping, so a doorbell rung soon after the last job ended
+      // (the next request of a loop) finds this thread awake.
+      if (!spun && wait_spin_.count() > 0) {
+        spun = true;
+        spin_until(lk, kicks_, kicks_.load(std::memory_order_relaxed), Clock::now() + wait_spin_);
+        continue;
+      }
       cv_dev_.wait(lk);
       continue;
     }
+    spun = false;
     if (hung_job_ || stalled_) {
       const auto deadline = (hung_job_ ? hung_since_ : last_progress_) + hang_timeout_;
       if (Clock::now() >= deadline) {

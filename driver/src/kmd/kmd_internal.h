@@ -122,6 +122,9 @@ struct Context final {
   // WAITs for that job (one wake-up per waited job, not one per job of the device).
   std::multiset<uint64_t> waited;
   std::condition_variable cv_wait;
+  // Bumped (under the device lock) at every job end of this context, read without it: a
+  // WAIT spinning before it sleeps (KDevice::spin_until) polls this instead of taking the lock.
+  std::atomic<uint64_t> ends{0};
 };
 
 struct File final {
@@ -168,6 +171,8 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   static constexpr uint64_t kMmapOffsetStart = 1ull << 32;
   static constexpr uint32_t kFwVersion = 0x00010000;  // 1.0
   static constexpr uint64_t kSliceCycles = 1u << 16;
+  static constexpr uint32_t kDefaultWaitSpinUs = 50;  // NPU_WAIT_SPIN_US; 0 = never spin
+  static constexpr uint32_t kMaxWaitSpinUs = 10000;
 
   // Creates and starts an instance. 0 or a positive errno.
   static int create(std::string name, uint32_t platform, const DeviceFactory& make,
@@ -231,6 +236,14 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   void unplug_locked();
   bool device_has_work_hw_locked();
   void thread_main();
+  // Wakes the device thread: bumps kicks_ (which it polls while spinning) and notifies cv_dev_.
+  void kick_device_locked();
+  // The bounded spin before a sleep (NPU_WAIT_SPIN_US, docs/architecture.md §6.3): with the
+  // device lock released, polls `counter` until it differs from `seen` or `until` passes.
+  // Only an early look: the caller re-checks its condition under the lock and then sleeps as
+  // it would have without the spin, so results, ordering and wake conditions are unchanged.
+  void spin_until(std::unique_lock<std::mutex>& lk, const std::atomic<uint64_t>& counter,
+                  uint64_t seen, Clock::time_point until);
 
   // Handlers (kmd_ioctl.cc).
   int do_get_param(File& f, void* data);
@@ -260,6 +273,10 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   std::mutex mu_;
   std::condition_variable cv_dev_;   // wakes the device thread
   std::condition_variable cv_wait_;  // wakes WAIT and poll
+  std::atomic<uint64_t> kicks_{0};   // bumped by kick_device_locked
+  // How long a WAIT, and the device thread once idle, poll before sleeping: a job that ends
+  // within it is seen without a cross-thread wake-up (tens of microseconds on an idle VM).
+  std::chrono::microseconds wait_spin_{kDefaultWaitSpinUs};
   std::mutex hw_mu_;
   std::unique_ptr<sim::Device> sim_;
 

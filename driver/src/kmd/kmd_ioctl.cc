@@ -506,6 +506,7 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
   const auto deadline =
       Clock::time_point(std::chrono::nanoseconds(std::max<int64_t>(a->deadline_ns, 0)));
   if (Clock::now() < deadline) ++stats_.waits;  // not a poll
+  bool spun = false;  // one bounded spin per WAIT, before its first sleep
   for (;;) {
     if (unplugged_) return ENODEV;
     auto it = ctx->results.find(a->seq);
@@ -516,7 +517,17 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
       a->device_cycles = it->second.device_cycles;
       return it->second.status == DRM_NPU_JOB_ABORTED ? EIO : 0;
     }
-    if (Clock::now() >= deadline) return ETIMEDOUT;
+    const auto now = Clock::now();
+    if (now >= deadline) return ETIMEDOUT;
+    // Spin only for the context's one outstanding job (a short request): behind other jobs
+    // (a pipelined batch) the wait is long and sleeping costs one wake-up for all of them.
+    if (!spun && wait_spin_.count() > 0 && ctx->unended <= 1) {
+      // The deadline bounds the spin too: a timeout counts from the start of the WAIT.
+      spun = true;
+      spin_until(lk, ctx->ends, ctx->ends.load(std::memory_order_relaxed),
+                 std::min(deadline, now + wait_spin_));
+      continue;
+    }
     ++stats_.wait_sleeps;
     auto w = ctx->waited.insert(a->seq);
     ctx->cv_wait.wait_until(lk, deadline);
@@ -579,7 +590,7 @@ int KDevice::do_reg_write(File&, void* data) {
   }
   std::lock_guard<std::mutex> hw(hw_mu_);
   sim_->write_reg(a->offset, a->value);
-  cv_dev_.notify_all();
+  kick_device_locked();
   return 0;
 }
 
