@@ -849,19 +849,28 @@ class FunctionalDevice final : public Device {
     return !(w[0] & (3u << 20)) && field(w[6], 16, 16) == 0 && (w[7] & 0xFFFF00C0u) == 0 && field(w[7], 8, 8) <= n_;
   }
 
+  // The fields every VEC mode shares (architecture 1.4): rows, counts, strides, zero point
+  // and clamp bounds, in the order do_vec and do_vec_softmax bind them.
+  struct VecCommon {
+    uint32_t src, dst, param, R, O;
+    int8_t zp;
+    uint32_t sso, ssr, dso, dsr;
+    int8_t lo, hi;
+  };
+  static VecCommon vec_common(const isa::Words& w) {
+    return {field(w[1], 0, 16),  field(w[1], 16, 16), field(w[2], 0, 16),
+            field(w[2], 16, 16), field(w[3], 0, 16),  static_cast<int8_t>(field(w[3], 16, 8)),
+            field(w[4], 0, 16),  field(w[4], 16, 16), field(w[5], 0, 16),
+            field(w[5], 16, 16), static_cast<int8_t>(field(w[6], 0, 8)),
+            static_cast<int8_t>(field(w[6], 8, 8))};
+  }
+
   // SOFTMAX runs each segment in three passes over its rows, as the RTL does: the maximum, the
   // sum of the table's exponentials, then (after the one division per segment) the output
   // rows, each read before it is written, so outputs that overwrite later source rows are
   // read back as the RTL reads them.
   std::optional<Fault> do_vec_softmax(const isa::Words& w) {
-    const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);
-    const uint32_t param = field(w[2], 0, 16), R = field(w[2], 16, 16);
-    const uint32_t O = field(w[3], 0, 16);
-    const auto zp = static_cast<int8_t>(field(w[3], 16, 8));
-    const uint32_t sso = field(w[4], 0, 16), ssr = field(w[4], 16, 16);
-    const uint32_t dso = field(w[5], 0, 16), dsr = field(w[5], 16, 16);
-    const auto lo = static_cast<int8_t>(field(w[6], 0, 8));
-    const auto hi = static_cast<int8_t>(field(w[6], 8, 8));
+    const auto [src, dst, param, R, O, zp, sso, ssr, dso, dsr, lo, hi] = vec_common(w);
     const uint32_t shift = field(w[7], 0, 6);
     const uint32_t tail = field(w[7], 8, 8) == 0 ? n_ : field(w[7], 8, 8);
     if (auto f = check_range(src + uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr, act_rows_)) return f;
@@ -901,14 +910,7 @@ class FunctionalDevice final : public Device {
     if (mode == static_cast<uint32_t>(hw::VecMode::kSoftmax)) return do_vec_softmax(w);
     const bool bias = w[0] & (1u << 20);
     const bool wrap = w[0] & isa::kVecWrapBit;
-    const uint32_t src = field(w[1], 0, 16), dst = field(w[1], 16, 16);
-    const uint32_t param = field(w[2], 0, 16), R = field(w[2], 16, 16);
-    const uint32_t O = field(w[3], 0, 16);
-    const auto zp = static_cast<int8_t>(field(w[3], 16, 8));
-    const uint32_t sso = field(w[4], 0, 16), ssr = field(w[4], 16, 16);
-    const uint32_t dso = field(w[5], 0, 16), dsr = field(w[5], 16, 16);
-    const auto lo = static_cast<int8_t>(field(w[6], 0, 8));
-    const auto hi = static_cast<int8_t>(field(w[6], 8, 8));
+    const auto [src, dst, param, R, O, zp, sso, ssr, dso, dsr, lo, hi] = vec_common(w);
     const uint32_t aux = field(w[6], 16, 16);
     const uint32_t kw = mode >= 4 ? field(w[7], 0, 8) : 1, kh = mode >= 4 ? field(w[7], 8, 8) : 1;
     const uint32_t wys = field(w[7], 16, 16);
