@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -14,6 +15,10 @@ double us_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
+bool is_one_of(uint32_t v, const std::vector<uint32_t>& values) {
+  return std::find(values.begin(), values.end(), v) != values.end();
+}
+
 int64_t us_since(const Runtime& rt, Clock::time_point t) {
   return rt.now_us() - std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
 }
@@ -25,6 +30,18 @@ int64_t us_since(const Runtime& rt, Clock::time_point t) {
 struct ValueEnv {
   std::vector<std::optional<Tensor>> owned;
   std::vector<const Tensor*> borrowed;
+
+  // Lane-side time, measured in the step hooks (written by the lane, read after the job
+  // completes): quantising the model's inputs before the NPU steps that read them and
+  // dequantising its outputs after the steps that write them are the request's copy-in and
+  // copy-out (RunStats); host operators and the conversions of values between steps are its
+  // host steps.
+  double inputs_us = 0, outputs_us = 0, host_us = 0;
+  double& bucket(const Model& model, uint32_t v) {
+    if (is_one_of(v, model.input_values())) return inputs_us;
+    if (is_one_of(v, model.output_values())) return outputs_us;
+    return host_us;
+  }
 
   explicit ValueEnv(size_t n) : owned(n), borrowed(n, nullptr) {}
   const Tensor* get(uint32_t v) const { return owned[v] ? &*owned[v] : borrowed[v]; }
@@ -52,6 +69,11 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
     const image::Step* st = model->image().model().steps()->Get(static_cast<uint32_t>(step));
     hal::Buffer& act = inst->activations();
     if (phase == scheduler::StepPhase::kHost) {
+      struct Timed {  // the whole host step, whichever way it returns
+        double& to;
+        Clock::time_point t0 = Clock::now();
+        ~Timed() { to += us_between(t0, Clock::now()); }
+      } timed{env->host_us};
       const image::HostSegment* host = st->segment_as_HostSegment();
       // Named only in errors: built on failure, not per step.
       auto what = [host] {
@@ -94,11 +116,13 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
                                                        " reads value " + value_name(*model, v) +
                                                        " before it is computed");
         // quantize_into checks the value against its view (shape, dtype, size).
+        const Clock::time_point t = Clock::now();
         Status s = quantize_into(*value, info, act.host());
         if (s.is_ok()) {
           const auto [b, e] = view_extent(info);
           s = act.sync_to_device(b, e - b);
         }
+        env->bucket(*model, v) += us_between(t, Clock::now());
         if (!s.is_ok())
           return Status(s.code(), "before NPU step " + std::to_string(step) + ": " + s.message());
       }
@@ -108,9 +132,11 @@ scheduler::StepHook make_step_hook(std::shared_ptr<const Model> model, std::shar
     for (uint32_t v : *npu->outputs()) {
       const TensorInfo& info = model->values()[v];
       const auto [b, e] = view_extent(info);
+      const Clock::time_point t0 = Clock::now();
       NPU_RETURN_IF_ERROR(act.sync_from_device(b, e - b));
       NPU_ASSIGN_OR_RETURN(Tensor t, dequantize_from(info, act.host()));
       env->set(v, std::move(t));
+      env->bucket(*model, v) += us_between(t0, Clock::now());
     }
     return Status::ok();
   };
@@ -352,11 +378,14 @@ Result<Outputs> Engine::finish(Request& req, scheduler::JobOutcome&& o) {
     out.stats.device_index = device_index;
     out.stats.device_cycles = o.device_cycles;
     out.stats.device_waits = o.device_waits;
-    out.stats.host_steps_us = o.host_us;
+    // With value maps the lane quantises the model's inputs and dequantises its outputs inside
+    // the step hooks: that is copy-in and copy-out, not host steps or device time.
+    const double lane_in = req.env ? req.env->inputs_us : 0, lane_out = req.env ? req.env->outputs_us : 0;
+    out.stats.host_steps_us = req.env ? req.env->host_us : o.host_us;
     out.stats.queue_us = us_between(o.queued, o.started);
-    out.stats.device_us = us_between(o.started, o.finished);
-    out.stats.copy_in_us = req.copy_in_us;
-    out.stats.copy_out_us = us_between(t_out, t_done);
+    out.stats.device_us = std::max(0.0, us_between(o.started, o.finished) - lane_in - lane_out);
+    out.stats.copy_in_us = req.copy_in_us + lane_in;
+    out.stats.copy_out_us = us_between(t_out, t_done) + lane_out;
     out.stats.total_us = us_between(req.t0, t_done);
     out.stats.retried = o.retried;
     result = st.is_ok() ? Result<Outputs>(std::move(out)) : Result<Outputs>(st);

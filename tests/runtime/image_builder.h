@@ -25,6 +25,7 @@ struct ImageOptions {
   bool fault = false;            // LOAD from an unmapped address: a PAGE_FAULT
   uint32_t fault_va = 0x00000040;
   bool host_step = false;        // value maps + a HostSegment "FancyOp" (node "fancy_1")
+  bool value_maps = false;       // value maps without a host step: x in, y out
   int repeat = 1;                // copy the rows this many times (longer jobs)
   int npu_steps = 1;             // the NPU segment this many times, as consecutive steps
   int fault_step = -1;           // with fault and npu_steps > 1: only this step faults
@@ -119,6 +120,8 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
   // With a host step the image has value maps: 0 = x (device), 1 = y (device, written by the
   // NPU segment), 2 = z (host only, the model output), 3 = c (a host constant float32[16]);
   // the host step "FancyOp" (node "fancy_1") computes z from y and c.
+  // Without a host step (value_maps), y is the model output.
+  const bool maps = o.host_step || o.value_maps;
   const std::vector<uint32_t> seg_in{0}, seg_out{1};
   std::vector<flatbuffers::Offset<image::Step>> steps;
   for (int k = 0; k < o.npu_steps; ++k) {
@@ -126,17 +129,17 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
     std::vector<image::Relocation> relocs;
     emit(o.fault && (o.fault_step < 0 || o.fault_step == k), cmds, relocs);
     auto seg = image::CreateNpuSegmentDirect(fb, &cmds, &relocs, 100, 0, nullptr,
-                                             o.host_step ? &seg_in : nullptr,
-                                             o.host_step ? &seg_out : nullptr);
+                                             maps ? &seg_in : nullptr, maps ? &seg_out : nullptr);
     steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, seg.Union()));
   }
   std::vector<flatbuffers::Offset<image::IoBinding>> host_values;
   std::vector<flatbuffers::Offset<image::HostConstant>> constants;
-  const std::vector<uint32_t> input_values{0}, output_values{2};
-  if (o.host_step) {
-    const std::vector<int64_t> cshape{16};
-    auto z_desc = image::CreateTensorDescDirect(fb, "z", image::DType::F32, &shape, "NC");
-    outputs = {image::CreateIoBinding(fb, z_desc, 0)};
+  const std::vector<uint32_t> input_values{0}, output_values{o.host_step ? 2u : 1u};
+  if (maps) {
+    if (o.host_step) {
+      auto z_desc = image::CreateTensorDescDirect(fb, "z", image::DType::F32, &shape, "NC");
+      outputs = {image::CreateIoBinding(fb, z_desc, 0)};
+    }
     host_values.push_back(image::CreateIoBinding(
         fb, image::CreateTensorDescDirect(fb, "x", image::DType::F32, &shape, "NC"),
         image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, 0, &in_strides,
@@ -145,6 +148,9 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
         fb, image::CreateTensorDescDirect(fb, "y", image::DType::F32, &shape, "NC"),
         image::CreateDeviceViewDirect(fb, image::BufferKind::Activations, kOut, &out_strides,
                                       image::DType::I8, quant())));
+  }
+  if (o.host_step) {
+    const std::vector<int64_t> cshape{16};
     host_values.push_back(image::CreateIoBinding(
         fb, image::CreateTensorDescDirect(fb, "z", image::DType::F32, &shape, "NC"), 0));
     host_values.push_back(image::CreateIoBinding(
@@ -167,8 +173,8 @@ inline std::vector<uint8_t> build_identity_image(const ImageOptions& o = {}) {
   }
   auto model = image::CreateModelDirect(
       fb, o.schema_version, o.fingerprint, o.array_dim, hw::kIsaVersion, "image_builder", "test",
-      &inputs, &outputs, &weights, 512, &steps, o.host_step ? &host_values : nullptr,
-      o.host_step ? &input_values : nullptr, o.host_step ? &output_values : nullptr,
+      &inputs, &outputs, &weights, 512, &steps, maps ? &host_values : nullptr,
+      maps ? &input_values : nullptr, maps ? &output_values : nullptr,
       o.host_step ? &constants : nullptr, o.specialized_input >= 0 ? &specialized : nullptr);
   image::FinishModelBuffer(fb, model);
   if (!o.sealed) return {fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()};

@@ -46,6 +46,23 @@ class SimTest : public ::testing::Test {
     gemm_.reset();
     runtime_.reset();
   }
+  // Runs the hand-built identity image on one input and checks that its output is the input
+  // on the image's int8 grid, exactly.
+  static void run_identity(const test::ImageOptions& o, uint32_t seed, RunStats* stats = nullptr) {
+    auto m = Model::from_image(test::identity_image(o));
+    ASSERT_TRUE(m.is_ok());
+    auto s = Session::create(runtime_, *m);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    auto in = random_input({4, 16}, seed);
+    auto out = (*s)->run(in);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    auto x = in[0].as<float>();
+    auto y = out->tensors[0].as<float>();
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(y[i], dequantize(quantize_int8(x[i], o.scale, o.zero_point), o.scale, o.zero_point))
+          << "element " << i;
+    if (stats) *stats = out->stats;
+  }
   static std::shared_ptr<Runtime> runtime_;
   static std::shared_ptr<const Model> gemm_;
 };
@@ -242,17 +259,7 @@ TEST_F(SimTest, EmptyTensorsRunEndToEnd) {
 }
 
 TEST_F(SimTest, HandBuiltProgramCopiesExactlyThroughRelocationsAndStrides) {
-  auto m = Model::from_image(test::identity_image());
-  ASSERT_TRUE(m.is_ok());
-  auto s = Session::create(runtime_, *m);
-  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
-  auto in = random_input({4, 16}, 7);
-  auto out = (*s)->run(in);
-  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
-  auto x = in[0].as<float>();
-  auto y = out->tensors[0].as<float>();
-  for (size_t i = 0; i < x.size(); ++i)
-    ASSERT_EQ(y[i], dequantize(quantize_int8(x[i], 0.05f, 3), 0.05f, 3)) << "element " << i;
+  run_identity({}, 7);
 }
 
 TEST_F(SimTest, APageFaultIsReportedWithItsAddressAndTheNextRequestSucceeds) {
@@ -331,6 +338,18 @@ TEST_F(SimTest, AHostStepWakesTheHostWhereItNeedsTheDevicesResults) {
   EXPECT_GT(out->stats.host_steps_us, 0.0);
 }
 
+// An image with value maps quantises its inputs and dequantises its outputs on the lane, in
+// the step hooks: that time is the request's copy-in and copy-out, not host steps (there are
+// none) and not device time.
+TEST_F(SimTest, AMappedImagesConversionsCountAsCopyInAndOutNotAsHostSteps) {
+  ASSERT_TRUE(Model::from_image(test::identity_image({.value_maps = true})).value()->mapped());
+  RunStats st;
+  ASSERT_NO_FATAL_FAILURE(run_identity({.value_maps = true, .repeat = 8}, 7, &st));
+  EXPECT_EQ(st.host_steps_us, 0.0);
+  EXPECT_GT(st.copy_in_us, 0.0);
+  EXPECT_GT(st.copy_out_us, 0.0);
+  EXPECT_LE(st.copy_in_us + st.queue_us + st.device_us + st.copy_out_us, st.total_us + 0.5);
+}
 TEST_F(SimTest, AFaultInTheMiddleOfAChainIsReportedAndAbortsTheStepsAfterIt) {
   driver::kmd::Stats probe;
   if (driver::kmd::stats(test::test_device(), &probe) != 0)

@@ -63,12 +63,14 @@ struct RunStats {
   uint32_t device_index = 0;
   uint64_t device_cycles = 0;  // Σ over the request's NPU jobs (device clock)
   double queue_us = 0;         // accepted -> started on a device context
-  double device_us = 0;        // started -> device finished (includes host steps)
+  double device_us = 0;        // started -> device finished (includes host steps), less the
+                               // copy-in/out that images with value maps do on the lane
   double host_steps_us = 0;    // of device_us: host operators and the boundary conversions
-                               // between NPU steps (mapped images)
+                               // between NPU steps (images with value maps)
   uint32_t device_waits = 0;   // times the host slept on the device: one per chain of NPU steps
-  double copy_in_us = 0;       // quantising the inputs
-  double copy_out_us = 0;      // dequantising the outputs
+  double copy_in_us = 0;       // quantising the model's inputs (before the request, or on the
+                               // lane before the NPU step that reads them)
+  double copy_out_us = 0;      // dequantising the model's outputs (likewise)
   double total_us = 0;         // run()/submit() call -> outputs ready
   bool retried = false;        // an ABORTED job was resubmitted
 };
