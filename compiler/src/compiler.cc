@@ -345,6 +345,9 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   if (folded_constants || folded_bn)
     say("folded " + std::to_string(folded_constants) + " constant node(s), and " + std::to_string(folded_bn) +
         " BatchNormalization/Mul/Add node(s) into convolutions");
+  int gates = 0;
+  NPU_RETURN_IF_ERROR(residual_gate_as_mul(g, &gates));
+  if (gates) say("rewrote " + std::to_string(gates) + " residual gate(s) x + x*s as x*(s + 1)");
 
   // Calibration: the float reference over every sample gives each value's range and shape
   // (and checks that every operator has a host kernel).

@@ -166,6 +166,74 @@ Status canonicalize_commutative(Graph& g, int* swapped) {
   return Status::ok();
 }
 
+Status residual_gate_as_mul(Graph& g, int* rewritten) {
+  *rewritten = 0;
+  auto plain = [&](int v) {
+    if (v < 0) return false;
+    const Value& val = g.value(v);
+    return !g.is_constant(v) && val.dtype == DType::kF32 && !val.quant && !val.io_codes &&
+           !std::count(g.outputs.begin(), g.outputs.end(), v);
+  };
+  auto binary = [](const Node& n, const char* op) {
+    return n.op == op && n.inputs.size() == 2 && n.outputs.size() == 1 && !n.integer_wrap;
+  };
+  auto set_proto = [&](Node& n) {
+    onnx::NodeProto p;
+    if (!n.proto.empty()) p.ParseFromString(n.proto);
+    p.set_op_type(n.op);
+    p.set_name(n.name);
+    p.clear_input();
+    p.clear_output();
+    for (int v : n.inputs) p.add_input(g.value(v).name);
+    for (int v : n.outputs) p.add_output(g.value(v).name);
+    n.proto = p.SerializeAsString();
+  };
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    const Node& add = g.nodes[ai];
+    if (!binary(add, "Add")) continue;
+    // The Mul x·s among the Add's operands, the other operand being x.
+    size_t mi = g.nodes.size();
+    int x = -1, s = -1;
+    for (size_t k = 0; k < 2 && mi == g.nodes.size(); ++k) {
+      const int m = add.inputs[k], other = add.inputs[1 - k];
+      if (!plain(m) || !plain(other) || readers(g, m) != 1) continue;
+      for (size_t j = 0; j < ai; ++j) {
+        const Node& mul = g.nodes[j];
+        if (!binary(mul, "Mul") || mul.outputs[0] != m) continue;
+        for (size_t q = 0; q < 2; ++q)
+          if (mul.inputs[q] == other && plain(mul.inputs[1 - q]) && mul.inputs[1 - q] != other) {
+            mi = j;
+            x = other;
+            s = mul.inputs[1 - q];
+          }
+      }
+    }
+    if (mi == g.nodes.size() || readers(g, s) != 1) continue;
+    const auto& xs = g.value(x).shape;
+    if (xs.empty() || g.value(add.outputs[0]).shape != xs || g.value(g.nodes[mi].outputs[0]).shape != xs) continue;
+    const int y = add.outputs[0];
+    Tensor one_t = Tensor::zeros(DType::kF32, {1});
+    one_t.as<float>()[0] = 1.0f;
+    const int one = g.add_value(Value{add.name + "_one", DType::kF32, {1}, std::move(one_t)});
+    const int s1 = g.add_value(Value{g.value(s).name + "_plus_one", DType::kF32, g.value(s).shape});
+    Node gate;
+    gate.name = add.name + "_gate";
+    gate.op = "Add";
+    gate.inputs = {s, one};
+    gate.outputs = {s1};
+    set_proto(gate);
+    Node& mul = g.nodes[mi];
+    std::replace(mul.inputs.begin(), mul.inputs.end(), s, s1);
+    mul.outputs[0] = y;
+    set_proto(mul);
+    // The gate goes just before the Mul (s is computed before it); the Add goes.
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(ai));
+    g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(mi), std::move(gate));
+    ++*rewritten;
+  }
+  return Status::ok();
+}
+
 Status fold_batchnorm(Graph& g, int* folded) {
   *folded = 0;
   std::vector<bool> drop(g.nodes.size(), false);

@@ -26,6 +26,16 @@ Status canonicalize_commutative(Graph& g, int* swapped);
 // nodes it folded in *folded.
 Status fold_batchnorm(Graph& g, int* folded);
 
+// x + x·s, an Add of a value x and a Mul of x by a run-time s that nothing else reads —
+// the squeeze-and-excitation residual of PP-OCRv4 det's RSE layers, x + x·HardSigmoid(..) —
+// becomes x·(s + 1): a new Add of s and the constant 1 (a gate vector of C elements, which
+// the partitioner joins to the table lookup before it) and one Mul that now produces the old
+// Add's output. The same real function with one pass over the feature map instead of two
+// (and one rounding fewer). Only where x·s has x's shape (s broadcasts into x), no value
+// involved is a graph output or declares a quantisation, and the codes do not wrap. Returns
+// how many it rewrote in *rewritten.
+Status residual_gate_as_mul(Graph& g, int* rewritten);
+
 // A ReduceMean over the last axis (keepdims) of a rank-2/3 value [.., C] whose result is
 // only broadcast back against [.., C] values by element-wise operators — LayerNorm's mean
 // and variance as Paddle2ONNX and PyTorch export them — becomes a MatMul by the constant

@@ -96,4 +96,55 @@ TEST(Passes, ExporterPatternsFoldAndChainIntoLookups) {
   EXPECT_EQ(chains, (std::vector<std::string>{"Chain(Sigmoid,Mul,Div,Erf,Add,Mul,Mul)"}));
 }
 
+// PP-OCRv4 det's RSE residual, x + x·HardSigmoid(conv(GlobalAveragePool(x))) (here without
+// the conv): the Add goes, the Mul computes x·(s + 1) with the same float results, and the +1
+// joins the gate's lookup table. The same graph with x·s also read elsewhere keeps its Add.
+Graph residual_gate_graph(bool product_is_output) {
+  Graph g;
+  auto value = [&](const std::string& name, std::vector<int64_t> shape) {
+    return g.add_value(Value{name, DType::kF32, std::move(shape)});
+  };
+  const int x = value("x", {1, 4, 3, 3}), p = value("p", {1, 4, 1, 1}), s = value("s", {1, 4, 1, 1});
+  const int m = value("m", {1, 4, 3, 3}), y = value("y", {1, 4, 3, 3});
+  const int k = g.add_value(Value{"k", DType::kF32, {1}, Tensor::zeros(DType::kF32, {1})});
+  g.value(k).constant->as<float>()[0] = 2.0f;
+  const int t = value("t", {1, 4, 1, 1});
+  g.inputs = {x};
+  g.outputs = {y};
+  if (product_is_output) g.outputs.push_back(m);
+  g.opset = 13;
+  g.nodes.push_back(Node{"gap", "GlobalAveragePool", {x}, {p}});
+  g.nodes.push_back(Node{"scale", "Mul", {p, k}, {t}});
+  g.nodes.push_back(Node{"gate", "HardSigmoid", {t}, {s}});
+  g.nodes.push_back(Node{"mul", "Mul", {x, s}, {m}});
+  g.nodes.push_back(Node{"add", "Add", {m, x}, {y}});
+  return g;
+}
+
+TEST(Passes, ResidualGateBecomesOneMul) {
+  Graph g = residual_gate_graph(false);
+  const Tensor x = normal_input({1, 4, 3, 3}, 11);
+  const Tensor expected = reference_output(g, x);
+  int rewritten = 0;
+  ASSERT_TRUE(residual_gate_as_mul(g, &rewritten).is_ok());
+  EXPECT_EQ(rewritten, 1);
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.name + ":" + n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"gap:GlobalAveragePool", "scale:Mul", "gate:HardSigmoid",
+                                           "add_gate:Add", "mul:Mul"}));
+  EXPECT_EQ(g.nodes.back().outputs[0], g.outputs[0]);
+  expect_close(reference_output(g, x), expected);
+  std::vector<std::string> layers;
+  for (const PartitionStep& step : partition(g, 16)) {
+    ASSERT_TRUE(step.on_npu) << "host step: " << g.nodes[static_cast<size_t>(step.node)].label();
+    for (const NpuLayer& layer : step.ops) layers.push_back(npu_layer_op(layer));
+  }
+  EXPECT_EQ(layers, (std::vector<std::string>{"GlobalAveragePool", "Chain(Mul,HardSigmoid,Add)", "Mul"}));
+
+  Graph kept = residual_gate_graph(true);
+  ASSERT_TRUE(residual_gate_as_mul(kept, &rewritten).is_ok());
+  EXPECT_EQ(rewritten, 0);
+  EXPECT_EQ(kept.nodes.back().op, "Add");
+}
+
 }  // namespace npu::compiler

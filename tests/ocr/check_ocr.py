@@ -56,9 +56,10 @@ FLOORS = {
     "demo_lines_pct": (100.0, 88.0, 100.0),
     # MAC utilisation in % (MACs / (device cycles x array^2)), set 2026-12-02 with ISA 1.3's
     # window modes (8 window elements per cycle), det's ConvTranspose head clearing its
-    # accumulators by tap (no zeroing LOAD) and depthwise blocks loaded one by one; rec's
+    # accumulators by tap (no zeroing LOAD) and depthwise blocks loaded one by one; det's
+    # raised from 49.1 when its residual gates x + x*s became one Mul, x*(s + 1); rec's
     # floor leaves room for attention moving onto the device (Softmax: VEC cycles, no MACs).
-    "det_mac_util": (49.1, 48.0, 50.0),
+    "det_mac_util": (51.6, 50.5, 50.0),
     "rec_mac_util": (54.7, 50.0, 40.0),
     "pages_lines_pct": (94.37, 90.0, 100.0),
 }
