@@ -68,6 +68,45 @@ TEST(Calibration, RangesNarrowForAConvOutputOnlyItsFusedTableReads) {
 
 }  // namespace
 
+// x [rows, L] -> Softmax -> y: calibrate() picks y's power-of-two grid by squared error.
+// Rows of 40 flat-ish scores whose largest weight rarely passes 0.5 (attention) get 2^-8,
+// clipping those few; rows that peak near 1 (class probabilities) keep the range up to 1.
+ValueRanges softmax_ranges(float peak_logit, int peaked_rows) {
+  Graph g;
+  const int64_t rows = 64, L = 40;
+  const int x = g.add_value({"x", DType::kF32, {rows, L}});
+  const int y = g.add_value({"y", DType::kF32, {rows, L}});
+  g.inputs = {x};
+  g.outputs = {y};
+  g.opset = 13;
+  Node sm;
+  sm.name = "sm";
+  sm.op = "Softmax";
+  sm.inputs = {x};
+  sm.outputs = {y};
+  g.nodes.push_back(sm);
+  Tensor t = Tensor::zeros(DType::kF32, {rows, L});
+  std::vector<float> noise = gaussian(static_cast<size_t>(rows * L), 5);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < L; ++c)
+      t.as<float>()[static_cast<size_t>(r * L + c)] = noise[static_cast<size_t>(r * L + c)] + (c == 0 && r < peaked_rows ? peak_logit : 0.0f);
+  auto ranges = calibrate(g, {{t}}, CalibrationMethod{});
+  EXPECT_TRUE(ranges.ok());
+  return ranges.ok() ? *ranges : ValueRanges{};
+}
+
+TEST(Calibration, SoftmaxOutputGridIsChosenBySquaredError) {
+  // One row peaks at about e^4.2 / (e^4.2 + 39·e^0.5) ≈ 0.5 (the grid holding it is 2^-7),
+  // the others stay below 0.25: clipping that one costs less than 2^-7 costs the rest.
+  const ValueRanges attention = softmax_ranges(4.2f, 1);
+  ASSERT_EQ(attention.count(1), 1u);
+  EXPECT_EQ(attention.at(1).second, 0.5f);  // 2^-8 · 128: clipped
+  // Every row peaks near 1: the grid up to 1 stays.
+  const ValueRanges classes = softmax_ranges(12.0f, 64);
+  EXPECT_GT(classes.at(1).second, 0.99f);
+  EXPECT_LE(classes.at(1).second, 1.0f);
+}
+
 TEST(Calibration, ParsesMethods) {
   EXPECT_EQ(parse_calibration_method("minmax")->kind, CalibrationMethod::Kind::kMinMax);
   EXPECT_EQ(parse_calibration_method("entropy")->kind, CalibrationMethod::Kind::kEntropy);
