@@ -1,6 +1,7 @@
 #include "calibration.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -167,9 +168,51 @@ std::pair<float, float> calibrated_range(const CalibrationMethod& method, float 
   return {std::max(lo, -tf), std::min(hi, tf)};
 }
 
+namespace {
+
+// Per candidate k (grid 2^-k, kSoftmaxGridCodes codes above 0, clip c_k = that · 2^-k): the
+// squared error of rounding a softmax output onto it, clipping what lies above c_k.
+struct SoftmaxGridErrors {
+  std::array<double, kSoftmaxMaxK + 1> err{};
+  void add(std::span<const float> p) {
+    for (int k = 0; k <= kSoftmaxMaxK; ++k) {
+      const double step = std::ldexp(1.0, -k), clip = step * kSoftmaxGridCodes;
+      double e = 0;
+      for (float x : p) {
+        if (std::isnan(x)) continue;
+        const double d = x > clip ? x - clip : x - step * std::floor(x / step + 0.5);
+        e += d * d;
+      }
+      err[static_cast<size_t>(k)] += e;
+    }
+  }
+};
+
+}  // namespace
+
+int softmax_output_grid(const std::array<double, kSoftmaxMaxK + 1>& err, float hi) {
+  const double top = std::isfinite(hi) && hi > 0 ? std::min<double>(hi, 1.0) : 1.0;
+  int best = std::clamp(static_cast<int>(std::floor(std::log2(kSoftmaxGridCodes / top))), 0, kSoftmaxMaxK);
+  for (int k = best + 1; k <= kSoftmaxMaxK; ++k)
+    if (err[static_cast<size_t>(k)] < err[static_cast<size_t>(best)]) best = k;
+  return best;
+}
+
 Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& samples,
                               const CalibrationMethod& method) {
   ValueRanges ranges;
+  // Softmax outputs: the squared error of each power-of-two grid (softmax_output_grid).
+  std::map<int, SoftmaxGridErrors> softmax_outputs;
+  for (const Node& n : g.nodes)
+    if (n.op == "Softmax" && !n.outputs.empty() && n.outputs[0] >= 0 && !g.value(n.outputs[0]).quant)
+      softmax_outputs[n.outputs[0]];
+  auto apply_softmax_ranges = [&] {
+    for (const auto& [v, grid] : softmax_outputs)
+      if (auto r = ranges.find(v); r != ranges.end()) {
+        const int k = softmax_output_grid(grid.err, r->second.second);
+        r->second.second = std::min(r->second.second, static_cast<float>(std::ldexp(kSoftmaxGridCodes, -k)));
+      }
+  };
   for (size_t s = 0; s < samples.size(); ++s) {
     for (size_t i = 0; i < g.inputs.size(); ++i)
       if (samples[s].size() != g.inputs.size() || samples[s][i].shape != g.value(g.inputs[i]).shape)
@@ -188,6 +231,8 @@ Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& 
           mx = std::max(mx, x);
         }
       if (mn > mx) continue;  // all NaN
+      if (auto so = softmax_outputs.find(static_cast<int>(v)); so != softmax_outputs.end())
+        so->second.add(env[v].as<float>());
       auto it = ranges.find(static_cast<int>(v));
       if (it == ranges.end())
         ranges[static_cast<int>(v)] = {mn, mx};
@@ -201,7 +246,10 @@ Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& 
         g.values[v].dtype = env[v].dtype;
       }
   }
-  if (method.kind == CalibrationMethod::Kind::kMinMax) return ranges;
+  if (method.kind == CalibrationMethod::Kind::kMinMax) {
+    apply_softmax_ranges();
+    return ranges;
+  }
   // Second pass: |x| histograms up to each value's absolute maximum, then the method's
   // threshold clips the min/max range. Values with a declared quantisation keep theirs;
   // weights have their own per-channel scales.
@@ -214,6 +262,7 @@ Result<ValueRanges> calibrate(Graph& g, const std::vector<std::vector<Tensor>>& 
     for (auto& [v, h] : histograms) h.add(env[static_cast<size_t>(v)].as<float>());
   }
   for (auto& [v, h] : histograms) ranges[v] = calibrated_range(method, ranges[v].first, ranges[v].second, &h);
+  apply_softmax_ranges();
   return ranges;
 }
 

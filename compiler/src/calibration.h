@@ -2,6 +2,7 @@
 // over the values the float reference computes for the calibration samples.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -49,6 +50,22 @@ double entropy_threshold(const AbsHistogram& h, int quant_bins = 128);
 // noise step²/12 for each value inside, (|x| − t)² for each clipped one (at its bin centre).
 // Outliers are clipped exactly when clipping them costs less than the coarser step would.
 double mse_threshold(const AbsHistogram& h, double lo, double hi);
+
+// Softmax outputs: calibrate() also picks each Softmax output's grid 2^-k (VEC SOFTMAX writes
+// power-of-two grids, softmax_output_qparams) by the squared error over the calibration
+// samples, rounding included and clipping at c = 2^-k · kSoftmaxGridCodes counted
+// ((p − c)² above it): the k of the least error among those at least as fine as the one
+// holding the calibrated maximum (ties: the coarser), and lowers the value's upper bound to
+// c when that k clips. softmax_output_qparams then writes that grid (symmetric: 128 codes
+// up to c; with zero point −128 the 256 codes up to c, a step finer).
+// Attention weights are mostly small and rarely near 1: a grid twice as fine that clips
+// the few largest costs less than it gains (PP-OCRv4 rec: 2^-7 -> 2^-8); a graph output
+// whose rows peak near 1 (the final class probabilities) keeps its grid.
+inline constexpr int kSoftmaxMaxK = 24;
+inline constexpr double kSoftmaxGridCodes = 128.0;  // the symmetric grid's codes above 0
+// The k of the least error in err (indexed by k) among those at least as fine as the one
+// holding hi (hi in (0, 1]; anything else counts as 1).
+int softmax_output_grid(const std::array<double, kSoftmaxMaxK + 1>& err, float hi);
 
 // "auto", "min/max", "mse", ... for messages.
 std::string calibration_method_name(const CalibrationMethod& method);

@@ -39,6 +39,20 @@ int64_t row_stride(const std::vector<int64_t>& shape, const std::vector<int64_t>
   return rs;
 }
 
+// A LOAD or STORE (they share these fields) of `count` logical rows `rs` bytes apart, each as
+// x scratchpad rows of N elements (row_elems valid, 0 = N) from scratchpad row sp_base on.
+template <typename Move>
+Move row_move(uint32_t row_elems, uint32_t sp_base, int64_t x, uint32_t N, int64_t count, int64_t rs) {
+  Move m;
+  m.row_elems = row_elems;
+  m.sp_base = sp_base;
+  m.x = static_cast<uint16_t>(x);
+  m.x_stride = N;
+  m.y = static_cast<uint16_t>(count);
+  m.y_stride = static_cast<uint32_t>(rs);
+  return m;
+}
+
 }  // namespace
 
 QParams softmax_output_qparams(float hi, bool symmetric) {
@@ -88,25 +102,8 @@ Result<LayerFacts> lower_softmax(const std::vector<int64_t>& shape, uint32_t in_
                   int64_t col0) {
     const int64_t rs = store ? rs_out : rs_in;
     const uint32_t off = static_cast<uint32_t>((store ? out_off : in_off) + r0 * rs + col0);
-    if (store) {
-      isa::Store st;
-      st.row_elems = row_elems;
-      st.sp_base = sp_base;
-      st.x = static_cast<uint16_t>(x);
-      st.x_stride = N;
-      st.y = static_cast<uint16_t>(count);
-      st.y_stride = static_cast<uint32_t>(rs);
-      prog.store(st, BK::Activations, off);
-    } else {
-      isa::Load ld;
-      ld.row_elems = row_elems;
-      ld.sp_base = sp_base;
-      ld.x = static_cast<uint16_t>(x);
-      ld.x_stride = N;
-      ld.y = static_cast<uint16_t>(count);
-      ld.y_stride = static_cast<uint32_t>(rs);
-      prog.load(ld, BK::Activations, off);
-    }
+    if (store) prog.store(row_move<isa::Store>(row_elems, sp_base, x, N, count, rs), BK::Activations, off);
+    else prog.load(row_move<isa::Load>(row_elems, sp_base, x, N, count, rs), BK::Activations, off);
   };
   // Rows of a logical row move as B rows of N elements; where the last of them would run past
   // the tensor (the last logical row) or write beyond the row (an output with gaps between

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <random>
 #include <vector>
@@ -28,6 +29,15 @@ AbsHistogram histogram_of(const std::vector<float>& v) {
   return h;
 }
 
+void add_node(Graph& g, const std::string& name, const std::string& op, std::vector<int> inputs, std::vector<int> outputs) {
+  Node n;
+  n.name = name;
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  g.nodes.push_back(std::move(n));
+}
+
 // x -> Conv -> c -> Sigmoid -> y: the sigmoid joins the conv as its fused table, and c (the
 // conv's requantisation target, read by that table alone) narrows like a value a separate
 // table reads.
@@ -41,18 +51,8 @@ TEST(Calibration, RangesNarrowForAConvOutputOnlyItsFusedTableReads) {
   const int y = g.add_value({"y", DType::kF32, {1, 16, 4, 4}});
   g.inputs = {x};
   g.outputs = {y};
-  Node conv;
-  conv.name = "conv";
-  conv.op = "Conv";
-  conv.inputs = {x, wv};
-  conv.outputs = {c};
-  g.nodes.push_back(conv);
-  Node sig;
-  sig.name = "sig";
-  sig.op = "Sigmoid";
-  sig.inputs = {c};
-  sig.outputs = {y};
-  g.nodes.push_back(sig);
+  add_node(g, "conv", "Conv", {x, wv}, {c});
+  add_node(g, "sig", "Sigmoid", {c}, {y});
   ValueRanges ranges{{x, {-60.0f, 40.0f}}, {c, {-60.0f, 40.0f}}, {y, {0.0f, 1.0f}}};
   const auto steps = partition(g, 16, &ranges);
   ASSERT_EQ(steps.size(), 1u);
@@ -67,6 +67,49 @@ TEST(Calibration, RangesNarrowForAConvOutputOnlyItsFusedTableReads) {
 }
 
 }  // namespace
+
+// x [rows, L] -> Softmax -> y: calibrate() picks y's power-of-two grid by squared error.
+// Rows of 40 flat-ish scores whose largest weight rarely passes 0.5 (attention) get 2^-8,
+// clipping those few; rows that peak near 1 (class probabilities) keep the range up to 1.
+ValueRanges softmax_ranges(float peak_logit, int peaked_rows) {
+  Graph g;
+  const int64_t rows = 64, L = 40;
+  const int x = g.add_value({"x", DType::kF32, {rows, L}});
+  const int y = g.add_value({"y", DType::kF32, {rows, L}});
+  g.inputs = {x};
+  g.outputs = {y};
+  g.opset = 13;
+  add_node(g, "sm", "Softmax", {x}, {y});
+  Tensor t = Tensor::zeros(DType::kF32, {rows, L});
+  std::vector<float> noise = gaussian(static_cast<size_t>(rows * L), 5);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < L; ++c)
+      t.as<float>()[static_cast<size_t>(r * L + c)] = noise[static_cast<size_t>(r * L + c)] + (c == 0 && r < peaked_rows ? peak_logit : 0.0f);
+  float top = 0;  // the largest probability, to show what the grid has to hold
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < L; ++c) sum += std::exp(t.as<float>()[static_cast<size_t>(r * L + c)]);
+    for (int64_t c = 0; c < L; ++c) top = std::max(top, static_cast<float>(std::exp(t.as<float>()[static_cast<size_t>(r * L + c)]) / sum));
+  }
+  if (peaked_rows == 1) {
+    EXPECT_NEAR(top, 0.55f, 0.03f);
+  }
+  auto ranges = calibrate(g, {{t}}, CalibrationMethod{});
+  EXPECT_TRUE(ranges.is_ok()) << ranges.status().to_string();
+  return ranges.is_ok() ? *ranges : ValueRanges{};
+}
+
+TEST(Calibration, SoftmaxOutputGridIsChosenBySquaredError) {
+  // One row peaks at 0.55 (the grid holding it is 2^-7), the others stay below 0.25:
+  // clipping that one weight at 0.5 costs less than 2^-7 costs the rest.
+  const ValueRanges attention = softmax_ranges(4.6f, 1);
+  ASSERT_EQ(attention.count(1), 1u);
+  EXPECT_EQ(attention.at(1).second, 0.5f);  // 2^-8 · 128: clipped
+  // Every row peaks near 1: the grid up to 1 stays.
+  const ValueRanges classes = softmax_ranges(12.0f, 64);
+  EXPECT_GT(classes.at(1).second, 0.99f);
+  EXPECT_LE(classes.at(1).second, 1.0f);
+}
 
 TEST(Calibration, ParsesMethods) {
   EXPECT_EQ(parse_calibration_method("minmax")->kind, CalibrationMethod::Kind::kMinMax);

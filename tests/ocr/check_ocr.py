@@ -51,7 +51,8 @@ FLOORS = {
     "det_sqnr_mean": (15.96, 15.0, 25.0),
     "det_host_ops": (0, 0, 0),
     "rec_text_pct": (92.5, 87.5, 95.0),
-    "rec_sqnr_mean": (23.01, 21.5, 25.0),
+    # 24.16 dB since calibration picks each softmax output's grid by squared error (2026-12-02)
+    "rec_sqnr_mean": (24.16, 23.5, 25.0),
     "rec_host_ops": (0, 0, 0),
     "demo_lines_pct": (100.0, 88.0, 100.0),
     # MAC utilisation in % (MACs / (device cycles x array^2)), set 2026-12-02 with ISA 1.3's
@@ -61,7 +62,7 @@ FLOORS = {
     # floor leaves room for attention moving onto the device (Softmax: VEC cycles, no MACs).
     "det_mac_util": (51.6, 50.5, 50.0),
     "rec_mac_util": (54.7, 50.0, 40.0),
-    "pages_lines_pct": (94.37, 90.0, 100.0),
+    "pages_lines_pct": (95.77, 93.0, 100.0),  # 68 of 71 lines with the softmax grids (2026-12-02)
 }
 
 
