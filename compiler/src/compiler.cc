@@ -15,6 +15,7 @@
 #include <set>
 
 #include "attention_layout.h"
+#include "bias_correction.h"
 #include "calibration.h"
 #include "export_qdq.h"
 #include "expose.h"
@@ -700,6 +701,10 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
         qp[c->lut_input] = activation_qparams(lo, hi);
       }
     }
+  if (options.bias_correction) {
+    NPU_ASSIGN_OR_RETURN(const BiasCorrectionFacts bc, in_stage("bias correction", correct_conv_biases(g, steps, qp, samples)));
+    if (bc.layers) say("bias correction: " + std::to_string(bc.layers) + " conv bias(es) absorb their input grid's mean error (up to " + std::to_string(bc.max_shift) + " output steps)");
+  }
   // An int32 graph output (ConvInteger/MatMulInteger) is exact only as the accumulators of a
   // layer whose operands hold the model's own codes (declared: bound inputs, QDQ values) and
   // whose products are at scale 1, the declared scale of the output.

@@ -233,6 +233,10 @@ int main(int argc, char** argv) {
                  "or mse (the clip with the least squared quantisation error). Scales a QDQ model "
                  "declares with QuantizeLinear/DequantizeLinear are always used as they are")
       ->type_name("METHOD");
+  app.add_flag("--bias-correction", options.bias_correction,
+               "each constant-weight conv's bias absorbs the mean error that rounding its input onto "
+               "its int8 grid adds per channel on the calibration samples (flat regions round the "
+               "same way everywhere); one more float run per sample");
   app.add_option("--export-qdq", options.export_qdq_path,
                  "also write the quantised graph as a QDQ ONNX model (uint8 activations and int8 "
                  "per-channel weights with the compiler's scales, int32 conv biases) that another "

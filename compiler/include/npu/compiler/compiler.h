@@ -39,6 +39,12 @@ struct CompileOptions {
   // samples and says so on the progress stream.
   std::string calibration_dir;
   CalibrationMethod calibration_method;
+  // Bias correction (compiler/src/bias_correction.h): each constant-weight conv's bias
+  // absorbs the mean error that rounding its input onto its int8 grid adds per channel,
+  // measured on the calibration samples (one more float reference run per sample). Off by
+  // default: it pays on PP-OCRv4 det with percentile ranges, not with min/max
+  // (docs/architecture.md 3.1).
+  bool bias_correction = false;
   // When not empty: also write the quantised graph as a QDQ ONNX model to this path
   // (QuantizeLinear/DequantizeLinear pairs with the compiler's activation parameters and
   // per-channel weight codes), so that another runtime can check the quantisation.
