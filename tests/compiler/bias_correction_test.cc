@@ -37,59 +37,59 @@ Tensor flat_sample() {
   return t;
 }
 
-TEST(BiasCorrection, SubtractsTheKernelTimesTheInputsMeanRoundingError) {
+// A graph x -> y ([1, 2, out, out]) whose one NPU step is the conv make(x, y).
+struct OneConv {
   Graph g;
-  const int x = g.add_value({"x", DType::kF32, {1, 2, 6, 6}});
-  const int y = g.add_value({"y", DType::kF32, {1, 2, 4, 4}});
-  g.inputs = {x};
-  g.outputs = {x};
-  std::vector<PartitionStep> steps(1);
-  steps[0].on_npu = true;
-  steps[0].ops.push_back(depthwise_over(x, y));
-  const std::map<int, QParams> qp{{x, {0.5f, 0}}, {y, {0.1f, 0}}};
-  auto facts = correct_conv_biases(g, steps, qp, {{flat_sample()}});
+  int x = -1, y = -1;
+  std::vector<PartitionStep> steps;
+};
+template <class Make>
+OneConv one_conv(const Value& x_value, int64_t out, Make make) {
+  OneConv t;
+  t.x = t.g.add_value(x_value);
+  t.y = t.g.add_value({"y", DType::kF32, {1, 2, out, out}});
+  t.g.inputs = {t.x};
+  t.g.outputs = {t.x};
+  t.steps.resize(1);
+  t.steps[0].on_npu = true;
+  t.steps[0].ops.push_back(make(t.x, t.y));
+  return t;
+}
+
+TEST(BiasCorrection, SubtractsTheKernelTimesTheInputsMeanRoundingError) {
+  OneConv t = one_conv({"x", DType::kF32, {1, 2, 6, 6}}, 4, depthwise_over);
+  const std::map<int, QParams> qp{{t.x, {0.5f, 0}}, {t.y, {0.1f, 0}}};
+  auto facts = correct_conv_biases(t.g, t.steps, qp, {{flat_sample()}});
   ASSERT_TRUE(facts.is_ok()) << facts.status().message();
   EXPECT_EQ(facts->layers, 1);
-  const auto& c = std::get<ConvLayer>(steps[0].ops[0]);
+  const auto& c = std::get<ConvLayer>(t.steps[0].ops[0]);
   EXPECT_NEAR(c.bias[0], 0.5f + 9 * 0.2f, 1e-5);   // the NPU sees 0 where the model has 0.2
   EXPECT_NEAR(c.bias[1], -0.5f - 9 * 0.1f, 1e-5);  // and 1.0 where it has 0.9
   EXPECT_NEAR(facts->max_shift, 1.8 / 0.1, 1e-3);
 }
 
 TEST(BiasCorrection, PaddingTapsCarryNoError) {
-  Graph g;
-  const int x = g.add_value({"x", DType::kF32, {1, 2, 6, 6}});
-  const int y = g.add_value({"y", DType::kF32, {1, 2, 6, 6}});
-  g.inputs = {x};
-  g.outputs = {x};
-  ConvLayer c = depthwise_over(x, y);
-  c.pad_t = c.pad_l = c.pad_b = c.pad_r = 1;
-  c.OH = c.OW = 6;
-  std::vector<PartitionStep> steps(1);
-  steps[0].on_npu = true;
-  steps[0].ops.push_back(c);
-  ASSERT_TRUE(correct_conv_biases(g, steps, {{x, {0.5f, 0}}, {y, {0.1f, 0}}}, {{flat_sample()}}).is_ok());
+  OneConv t = one_conv({"x", DType::kF32, {1, 2, 6, 6}}, 6, [](int x, int y) {
+    ConvLayer c = depthwise_over(x, y);
+    c.pad_t = c.pad_l = c.pad_b = c.pad_r = 1;
+    c.OH = c.OW = 6;
+    return c;
+  });
+  ASSERT_TRUE(correct_conv_biases(t.g, t.steps, {{t.x, {0.5f, 0}}, {t.y, {0.1f, 0}}}, {{flat_sample()}}).is_ok());
   // Each axis: the outer taps read inside at 5 of 6 output positions, the centre at all 6,
   // so the mean number of taps inside is (16/6)^2 of 9.
   const double inside = (16.0 / 6) * (16.0 / 6);
-  EXPECT_NEAR(std::get<ConvLayer>(steps[0].ops[0]).bias[0], 0.5 + inside * 0.2, 1e-5);
+  EXPECT_NEAR(std::get<ConvLayer>(t.steps[0].ops[0]).bias[0], 0.5 + inside * 0.2, 1e-5);
 }
 
 TEST(BiasCorrection, LeavesDeclaredInputsAlone) {
-  Graph g;
   Value xv{"x", DType::kF32, {1, 2, 6, 6}};
   xv.quant = DeclaredQuant{{0.5f}, {0}, 1};
-  const int x = g.add_value(xv);
-  const int y = g.add_value({"y", DType::kF32, {1, 2, 4, 4}});
-  g.inputs = {x};
-  g.outputs = {x};
-  std::vector<PartitionStep> steps(1);
-  steps[0].on_npu = true;
-  steps[0].ops.push_back(depthwise_over(x, y));
-  auto facts = correct_conv_biases(g, steps, {{x, {0.5f, 0}}, {y, {0.1f, 0}}}, {{flat_sample()}});
+  OneConv t = one_conv(xv, 4, depthwise_over);
+  auto facts = correct_conv_biases(t.g, t.steps, {{t.x, {0.5f, 0}}, {t.y, {0.1f, 0}}}, {{flat_sample()}});
   ASSERT_TRUE(facts.is_ok());
   EXPECT_EQ(facts->layers, 0);
-  EXPECT_EQ(std::get<ConvLayer>(steps[0].ops[0]).bias, (std::vector<float>{0.5f, -0.5f}));
+  EXPECT_EQ(std::get<ConvLayer>(t.steps[0].ops[0]).bias, (std::vector<float>{0.5f, -0.5f}));
 }
 
 }  // namespace
