@@ -30,6 +30,20 @@ bool static_shape(const Value& v) {
   return elements <= (1 << 26);
 }
 
+// After a pass renames a node's operator or rewires it: its ONNX proto (which the reference
+// interpreter and the host kernels read) says the same, keeping the proto's attributes.
+void refresh_proto(const Graph& g, Node& n) {
+  onnx::NodeProto p;
+  if (!n.proto.empty()) p.ParseFromString(n.proto);
+  p.set_op_type(n.op);
+  p.set_name(n.name);
+  p.clear_input();
+  p.clear_output();
+  for (int v : n.inputs) p.add_input(g.value(v).name);
+  for (int v : n.outputs) p.add_output(g.value(v).name);
+  n.proto = p.SerializeAsString();
+}
+
 int readers(const Graph& g, int value) {
   int count = 0;
   for (const Node& n : g.nodes)
@@ -177,17 +191,6 @@ Status residual_gate_as_mul(Graph& g, int* rewritten) {
   auto binary = [](const Node& n, const char* op) {
     return n.op == op && n.inputs.size() == 2 && n.outputs.size() == 1 && !n.integer_wrap;
   };
-  auto set_proto = [&](Node& n) {
-    onnx::NodeProto p;
-    if (!n.proto.empty()) p.ParseFromString(n.proto);
-    p.set_op_type(n.op);
-    p.set_name(n.name);
-    p.clear_input();
-    p.clear_output();
-    for (int v : n.inputs) p.add_input(g.value(v).name);
-    for (int v : n.outputs) p.add_output(g.value(v).name);
-    n.proto = p.SerializeAsString();
-  };
   for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
     const Node& add = g.nodes[ai];
     if (!binary(add, "Add")) continue;
@@ -221,11 +224,11 @@ Status residual_gate_as_mul(Graph& g, int* rewritten) {
     gate.op = "Add";
     gate.inputs = {s, one};
     gate.outputs = {s1};
-    set_proto(gate);
+    refresh_proto(g, gate);
     Node& mul = g.nodes[mi];
     std::replace(mul.inputs.begin(), mul.inputs.end(), s, s1);
     mul.outputs[0] = y;
-    set_proto(mul);
+    refresh_proto(g, mul);
     // The gate goes just before the Mul (s is computed before it); the Add goes.
     g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(ai));
     g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(mi), std::move(gate));
@@ -364,12 +367,8 @@ Status reduce_mean_as_matmul(Graph& g, int* rewritten) {
     n.op = "MatMul";
     n.inputs = {n.inputs[0], wv};
     n.attrs.clear();
-    onnx::NodeProto p;
-    p.set_op_type("MatMul");
-    p.set_name(n.name);
-    for (int v : n.inputs) p.add_input(g.value(v).name);
-    p.add_output(g.value(n.outputs[0]).name);
-    n.proto = p.SerializeAsString();
+    n.proto.clear();  // ReduceMean's attributes do not apply to the MatMul
+    refresh_proto(g, n);
     for (int v : widened) g.value(v).shape = full;
     ++*rewritten;
   }
