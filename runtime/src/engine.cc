@@ -408,9 +408,10 @@ Result<Outputs> Engine::finish(Request& req, scheduler::JobOutcome&& o) {
 }
 
 Result<scheduler::JobHandle> Engine::start(std::vector<Tensor> inputs, uint64_t request_id,
-                                           Deadline deadline, DoneFn done) {
+                                           Deadline deadline, DoneFn done, bool done_on_lane) {
   NPU_ASSIGN_OR_RETURN(Request req, prepare(inputs, &inputs, request_id, deadline));
   scheduler::JobSpec spec = std::move(req.spec);
+  spec.complete_on_lane = done_on_lane;
   InstancePool* pool = req.backend->pool.get();
   std::shared_ptr<hal::ExecutableInstance> inst = req.inst;
   const uint32_t device_index = req.backend->index;
@@ -418,7 +419,7 @@ Result<scheduler::JobHandle> Engine::start(std::vector<Tensor> inputs, uint64_t 
                       done = std::move(done)](scheduler::JobOutcome&& o) mutable {
     Result<Outputs> result = self->finish(req, std::move(o));
     // Drop our references before the caller can observe the result, so that the caller,
-    // not this completion thread, releases the session and runtime last.
+    // not this completion thread or lane, releases the session and runtime last.
     DoneFn deliver = std::move(done);
     self.reset();
     deliver(std::move(result));

@@ -47,10 +47,12 @@ class Engine final : public std::enable_shared_from_this<Engine> {
                                                 std::shared_ptr<const Model> model,
                                                 SessionOptions options);
   // Validates and queues one request (its inputs are moved into it). When accepted, `done`
-  // runs exactly once on a completion thread; when not, the error is returned and `done` is
-  // never called.
+  // runs exactly once, on the scheduler's completion thread, or with `done_on_lane` on the
+  // thread that ends the request (its lane: no thread hop; see JobSpec::complete_on_lane),
+  // for a `done` that only hands the result over; when not, the error is returned and `done`
+  // is never called.
   Result<scheduler::JobHandle> start(std::vector<Tensor> inputs, uint64_t request_id,
-                                     Deadline deadline, DoneFn done);
+                                     Deadline deadline, DoneFn done, bool done_on_lane = false);
   // Runs one request to its end on the calling thread's behalf (Scheduler::run: on this
   // thread when a lane is idle) and returns its outputs; no completion-thread hop.
   Result<Outputs> run(std::span<const Tensor> inputs, uint64_t request_id, Deadline deadline);

@@ -41,10 +41,11 @@ Status Session::run_async(std::vector<Tensor> inputs,
 std::future<Result<Outputs>> Session::run_future(std::vector<Tensor> inputs, Deadline deadline) {
   auto promise = std::make_shared<std::promise<Result<Outputs>>>();
   std::future<Result<Outputs>> future = promise->get_future();
-  Status st = run_async(
-      std::move(inputs), [promise](Result<Outputs> r) { promise->set_value(std::move(r)); },
-      deadline);
-  if (!st.is_ok()) promise->set_value(st);
+  // Filling the promise is a hand-over: the lane does it, with no completion-thread hop.
+  Result<scheduler::JobHandle> accepted = engine_->start(
+      std::move(inputs), internal::Engine::next_request_id(), deadline,
+      [promise](Result<Outputs> r) { promise->set_value(std::move(r)); }, /*done_on_lane=*/true);
+  if (!accepted.is_ok()) promise->set_value(accepted.status());
   return future;
 }
 
@@ -135,7 +136,9 @@ Result<uint64_t> AsyncSession::submit(std::vector<Tensor> inputs, std::any user_
     state->ready.push_back(std::move(c));
     state->ready_cv.notify_all();
   };
-  Result<scheduler::JobHandle> handle = engine_->start(std::move(inputs), id, deadline, std::move(done));
+  // `done` only queues the completion: the lane runs it, with no completion-thread hop.
+  Result<scheduler::JobHandle> handle =
+      engine_->start(std::move(inputs), id, deadline, std::move(done), /*done_on_lane=*/true);
   bool cancel_now = false;
   {
     std::lock_guard lock(state_->mu);

@@ -52,6 +52,11 @@ struct Job {
 };
 
 class Lane;
+struct Core;
+
+// The scheduler whose complete_on_lane callback this thread is running, if any: shutdown()
+// from there must neither wait for that job nor join the lane it runs on.
+thread_local const Core* t_in_callback = nullptr;
 
 struct Core : std::enable_shared_from_this<Core> {
   std::shared_ptr<hal::Device> device;
@@ -82,7 +87,8 @@ struct Core : std::enable_shared_from_this<Core> {
   bool accepting = true;         // guarded by accept_mu
   bool lanes_stopping = false;   // guarded by queues_mu
   std::mutex shutdown_mu;
-  bool shutdown_done = false;
+  std::condition_variable shutdown_cv;  // later shutdown() callers wait for shutdown_done
+  bool shutdown_done = false;           // guarded by shutdown_mu
 
   boost::asio::io_context io;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
@@ -145,17 +151,32 @@ struct Core : std::enable_shared_from_this<Core> {
       finished_one();
       return;
     }
+    if (job->spec.complete_on_lane) {
+      deliver_here(*job, std::move(outcome));
+      return;
+    }
     boost::asio::post(io, [self = shared_from_this(), job, outcome = std::move(outcome)]() mutable {
       self->deliver(*job, std::move(outcome));
     });
   }
 
-  // Completes several jobs (each won by the caller), in order: outcomes for run() callers are
-  // handed over at once, the rest reach the completion thread in one hand-over.
+  // Runs a complete_on_lane job's on_complete on this thread.
+  void deliver_here(Job& job, JobOutcome&& outcome) {
+    // The callback may drop the last reference to the scheduler: the core outlives it here.
+    const std::shared_ptr<Core> keep = shared_from_this();
+    const Core* outer = t_in_callback;
+    t_in_callback = this;
+    deliver(job, std::move(outcome));
+    t_in_callback = outer;
+  }
+
+  // Completes several jobs (each won by the caller), in order: outcomes for run() callers and
+  // complete_on_lane jobs are handed over at once, the rest reach the completion thread in one
+  // hand-over.
   void complete_all(std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>>& done) {
     std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>> posted;
     for (auto& [job, outcome] : done) {
-      if (job->waiter) {
+      if (job->waiter || job->spec.complete_on_lane) {
         complete(job, std::move(outcome));
         continue;
       }
@@ -169,7 +190,7 @@ struct Core : std::enable_shared_from_this<Core> {
     });
   }
 
-  // Runs a posted job's on_complete (completion thread).
+  // Runs a job's on_complete (completion thread, or deliver_here).
   void deliver(Job& job, JobOutcome&& outcome) {
     CompletionFn fn = std::move(job.spec.on_complete);
     job.spec = JobSpec{};  // drop the instance and host hook before reporting
@@ -238,6 +259,10 @@ struct Core : std::enable_shared_from_this<Core> {
   }
 
   void worker_main();
+  // The part of shutdown() after accepting stopped: cancels or drains the queue, stops the
+  // lanes, waits for the outstanding jobs (unless `on_completion_thread`: it runs them) and
+  // stops the completion thread.
+  void finish_shutdown(Scheduler::ShutdownMode mode, bool on_completion_thread);
 };
 
 // One lane: the device contexts (one per priority) that one job at a time runs on. A worker
@@ -811,61 +836,83 @@ Result<JobOutcome> Scheduler::run(JobSpec spec, Deadline deadline) {
 }
 
 void Scheduler::shutdown(ShutdownMode mode) {
-  Core& c = *core_;
-  std::unique_lock shutdown_lock(c.shutdown_mu, std::defer_lock);
+  // A callback may destroy this Scheduler while we run: only `core` is used below.
+  const std::shared_ptr<Core> core = core_;
+  Core& c = *core;
+  const bool on_completion_thread = std::this_thread::get_id() == c.completion_thread_id;
+  const bool in_lane_callback = internal::t_in_callback == &c;
   {
     std::unique_lock accept(c.accept_mu);
     if (!c.accepting) {
       accept.unlock();
       // Another caller is shutting down or has: wait for it, unless we are a callback (the
       // first caller may be waiting for us).
-      if (std::this_thread::get_id() != c.completion_thread_id) shutdown_lock.lock();
+      if (!on_completion_thread && !in_lane_callback) {
+        std::unique_lock lock(c.shutdown_mu);
+        c.shutdown_cv.wait(lock, [&] { return c.shutdown_done; });
+      }
       return;
     }
     c.accepting = false;
-    shutdown_lock.lock();  // before accept_mu is released: later callers wait for us
   }
   {
     std::lock_guard lock(c.slots_mu);
     c.submits_stopped = true;
   }
   c.slots_cv.notify_all();
-  if (mode == ShutdownMode::kCancelPending) {
+  if (in_lane_callback) {
+    // This thread is inside a job's completion (perhaps on a lane the rest must join): the
+    // rest runs on a thread of its own, which holds the core until it is done.
+    std::thread([core, mode] { core->finish_shutdown(mode, false); }).detach();
+    return;
+  }
+  c.finish_shutdown(mode, on_completion_thread);
+}
+
+namespace internal {
+
+void Core::finish_shutdown(Scheduler::ShutdownMode mode, bool on_completion_thread) {
+  if (mode == Scheduler::ShutdownMode::kCancelPending) {
     // Drain the queues ourselves; lanes racing us lose the state transition.
     for (;;) {
-      std::shared_ptr<Job> job = c.pop();
+      std::shared_ptr<Job> job = pop();
       if (!job) break;
-      int expected = internal::kQueued;
-      if (job->state.compare_exchange_strong(expected, internal::kDone)) {
-        c.release_slot();
-        c.complete(job, c.cancelled_outcome(*job));
+      int expected = kQueued;
+      if (job->state.compare_exchange_strong(expected, kDone)) {
+        release_slot();
+        complete(job, cancelled_outcome(*job));
       }
     }
   }
   {
-    std::lock_guard lock(c.queues_mu);
-    c.lanes_stopping = true;
+    std::lock_guard lock(queues_mu);
+    lanes_stopping = true;
   }
-  c.work_cv.notify_all();
-  for (auto& t : c.workers)
+  work_cv.notify_all();
+  for (auto& t : workers)
     if (t.joinable()) t.join();
-  c.workers.clear();
+  workers.clear();
   // Jobs left in the queues were cancelled and popped by nobody: clear the tombstones.
-  while (c.pop()) {
+  while (pop()) {
   }
-  const bool on_completion_thread = std::this_thread::get_id() == c.completion_thread_id;
   if (!on_completion_thread) {
-    std::unique_lock lock(c.outstanding_mu);
-    c.outstanding_cv.wait(lock, [&] { return c.outstanding == 0; });
+    std::unique_lock lock(outstanding_mu);
+    outstanding_cv.wait(lock, [&] { return outstanding == 0; });
   }
-  c.work.reset();
+  work.reset();
   if (on_completion_thread) {
-    c.completion_thread.detach();  // it holds the core; it ends after the last completion
-  } else if (c.completion_thread.joinable()) {
-    c.completion_thread.join();
+    completion_thread.detach();  // it holds the core; it ends after the last completion
+  } else if (completion_thread.joinable()) {
+    completion_thread.join();
   }
-  c.shutdown_done = true;
+  {
+    std::lock_guard lock(shutdown_mu);
+    shutdown_done = true;
+  }
+  shutdown_cv.notify_all();
 }
+
+}  // namespace internal
 
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s;

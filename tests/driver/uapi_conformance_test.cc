@@ -113,6 +113,14 @@ TEST_P(Uapi, GetParamMatchesDeviceInfo) {
   a.param = DRM_NPU_PARAM_MAX_CONTEXTS;
   ASSERT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, &a), 0);
   EXPECT_EQ(a.value, dev_->info().max_contexts);
+  a.param = DRM_NPU_PARAM_CAPABILITIES;
+  ASSERT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, &a), 0);
+  EXPECT_EQ(a.value, dev_->info().capabilities);
+  if (model()) {
+    // The model devices' memory is the process's own: coherent; they chain through in_syncs.
+    EXPECT_NE(a.value & DRM_NPU_CAP_COHERENT, 0u);
+    EXPECT_NE(a.value & DRM_NPU_CAP_IN_SYNCS, 0u);
+  }
 }
 
 TEST_P(Uapi, QueryNullDataReturnsSize) {

@@ -459,5 +459,88 @@ TEST_F(SchedulerTest, ShutdownCancelsAQueuedRunExactlyOnce) {
   EXPECT_EQ(s->stats().cancelled, 1u);
 }
 
+// complete_on_lane: the job's on_complete runs on the thread that ends it (the lane that ran it,
+// or the caller of cancel() for a queued one), other jobs' on the completion thread.
+TEST_F(SchedulerTest, CompleteOnLaneRunsTheCallbackOnTheThreadThatEndsTheJob) {
+  auto s = make(1, 8, std::chrono::minutes(1), /*pipeline_depth=*/1);
+  std::mutex mu;
+  std::map<int, std::thread::id> where;
+  auto record = [&](int marker, CompletionFn then) {
+    return [&, marker, then = std::move(then)](JobOutcome&& o) {
+      {
+        std::lock_guard lock(mu);
+        where[marker] = std::this_thread::get_id();
+      }
+      then(std::move(o));
+    };
+  };
+  device_->hold();
+  JobSpec on_lane = job(1);
+  on_lane.complete_on_lane = true;
+  on_lane.on_complete = record(1, std::move(on_lane.on_complete));
+  JobSpec posted = job(2);
+  posted.on_complete = record(2, std::move(posted.on_complete));
+  JobSpec cancelled = job(3);
+  cancelled.complete_on_lane = true;
+  cancelled.on_complete = record(3, std::move(cancelled.on_complete));
+  ASSERT_TRUE(s->submit(std::move(on_lane), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));
+  ASSERT_TRUE(s->submit(std::move(posted), hal::kInfiniteDeadline).is_ok());
+  auto h3 = s->submit(std::move(cancelled), hal::kInfiniteDeadline);
+  ASSERT_TRUE(h3.is_ok());
+  ASSERT_TRUE(h3->cancel());
+  {
+    // Delivered inside cancel(), on this thread: no wait needed.
+    std::lock_guard lock(mu);
+    ASSERT_EQ(where.count(3), 1u);
+    EXPECT_EQ(where[3], std::this_thread::get_id());
+  }
+  EXPECT_EQ(outcomes_.get(3).status.code(), StatusCode::kCancelled);
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(3));
+  ASSERT_EQ(device_->jobs().size(), 2u);
+  const std::thread::id lane = device_->jobs()[0].thread;
+  EXPECT_EQ(device_->jobs()[1].thread, lane);  // one lane ran both
+  std::lock_guard lock(mu);
+  EXPECT_EQ(where[1], lane);
+  EXPECT_NE(where[2], lane);  // the completion thread
+  EXPECT_NE(where[2], std::this_thread::get_id());
+  for (auto [m, n] : outcomes_.calls()) EXPECT_EQ(n, 1) << "marker " << int(m);
+}
+
+// A lane's callback may shut the scheduler down and destroy it: the rest of the shutdown runs
+// on a thread of its own, every job still completes exactly once.
+TEST_F(SchedulerTest, ALaneCallbackMayShutDownAndDestroyTheScheduler) {
+  auto s = make(1, 16);
+  device_->hold();
+  constexpr uint8_t kJobs = 10;
+  for (uint8_t m = 1; m <= kJobs; ++m) {
+    JobSpec spec = job(m);
+    spec.complete_on_lane = true;
+    if (m == 1) {
+      spec.on_complete = [&, then = std::move(spec.on_complete)](JobOutcome&& o) {
+        s->shutdown(Scheduler::ShutdownMode::kCancelPending);  // returns without waiting
+        s.reset();  // destroys the scheduler from its own lane
+        then(std::move(o));
+      };
+    }
+    ASSERT_TRUE(s->submit(std::move(spec), hal::kInfiniteDeadline).is_ok());
+    if (m == 1) {
+      ASSERT_TRUE(device_->wait_submitted(1));
+    }
+  }
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(kJobs));
+  size_t ok = 0;
+  for (uint8_t m = 1; m <= kJobs; ++m) {
+    EXPECT_EQ(outcomes_.calls()[m], 1) << "marker " << int(m);
+    const StatusCode c = outcomes_.get(m).status.code();
+    EXPECT_TRUE(c == StatusCode::kOk || c == StatusCode::kCancelled) << int(m);
+    ok += c == StatusCode::kOk;
+  }
+  EXPECT_EQ(ok, device_->jobs().size());
+  EXPECT_TRUE(outcomes_.get(1).status.is_ok());
+}
+
 }  // namespace
 }  // namespace npu::scheduler

@@ -315,6 +315,35 @@ TEST_F(SimTest, ARequestOfKNpuStepsWakesTheHostOnce) {
   }
 }
 
+// The simulators are coherent (DRM_NPU_CAP_COHERENT): a request crosses into the driver only
+// to submit and to wait, and the HAL's syncs still check their range.
+TEST_F(SimTest, OnACoherentDeviceARequestMakesNoBufferSyncCall) {
+  driver::kmd::Stats probe;
+  if (driver::kmd::stats(test::test_device(), &probe) != 0)
+    GTEST_SKIP() << "not an in-process device: its ioctls cannot be counted";
+  auto m = Model::from_image(test::identity_image({.repeat = 8, .npu_steps = 2}));
+  ASSERT_TRUE(m.is_ok());
+  auto s = Session::create(runtime_, *m);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  ASSERT_TRUE(runtime_->device(0)->info().coherent);
+  auto in = random_input({4, 16}, 9);
+  ASSERT_TRUE((*s)->run(in).is_ok());  // warm
+  driver::kmd::Stats before, after;
+  ASSERT_EQ(driver::kmd::stats(test::test_device(), &before), 0);
+  auto out = (*s)->run(in);
+  ASSERT_EQ(driver::kmd::stats(test::test_device(), &after), 0);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_EQ(after.bo_syncs - before.bo_syncs, 0u);
+  EXPECT_EQ(after.jobs_submitted - before.jobs_submitted, 2u);
+  auto buf = runtime_->device(0)->allocate(4096, hal::BufferUsage::kDeviceReadWrite);
+  ASSERT_TRUE(buf.is_ok());
+  const uint64_t size = (*buf)->size();
+  EXPECT_TRUE((*buf)->sync_to_device(0, size).is_ok());
+  EXPECT_EQ((*buf)->sync_from_device(size - 100, 200).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(driver::kmd::stats(test::test_device(), &before), 0);
+  EXPECT_EQ(before.bo_syncs, after.bo_syncs);
+}
+
 // With a host step the NPU step before it needs its outputs on the host: one wait per chain.
 TEST_F(SimTest, AHostStepWakesTheHostWhereItNeedsTheDevicesResults) {
   driver::kmd::Stats probe;

@@ -173,11 +173,12 @@ int cmd_info(UmdDevice& dev, nlohmann::json* out) {
   std::printf("memory        dram %" PRIu64 " MiB, page %" PRIu64 " KiB, max bo %" PRIu64 " MiB\n",
               i.dram_size >> 20, i.page_size >> 10, i.max_bo_size >> 20);
   std::printf("address space 0x%" PRIx64 " + 0x%" PRIx64 "\n", i.va_start, i.va_size);
-  std::printf("capabilities  0x%" PRIx64 "%s%s%s%s\n", i.capabilities,
+  std::printf("capabilities  0x%" PRIx64 "%s%s%s%s%s\n", i.capabilities,
               (i.capabilities & DRM_NPU_CAP_IN_SYNCS) ? " in-syncs" : "",
               (i.capabilities & DRM_NPU_CAP_PERF) ? " perf" : "",
               (i.capabilities & DRM_NPU_CAP_BO_RDONLY) ? " bo-rdonly" : "",
-              (i.capabilities & DRM_NPU_CAP_REG_ACCESS) ? " reg-access" : "");
+              (i.capabilities & DRM_NPU_CAP_REG_ACCESS) ? " reg-access" : "",
+              (i.capabilities & DRM_NPU_CAP_COHERENT) ? " coherent" : "");
   std::printf("resets        %" PRIu64 "\n", resets);
   std::vector<uint64_t> counters;
   if (dev.read_counters(&counters) == 0) {

@@ -98,6 +98,12 @@ int copy_to_user(uint64_t dst, const void* src, size_t n) {
 
 namespace {
 
+// What every model device offers. Its memory is the process's own, so CPU mappings are
+// coherent with the device (BO_SYNC only checks its arguments).
+constexpr uint64_t kCapabilities = DRM_NPU_CAP_IN_SYNCS | DRM_NPU_CAP_PERF |
+                                   DRM_NPU_CAP_BO_RDONLY | DRM_NPU_CAP_REG_ACCESS |
+                                   DRM_NPU_CAP_COHERENT;
+
 enum Flags : uint32_t { kNone = 0, kRootOnly = 1, kBlocking = 2 };
 
 struct IoctlDesc {
@@ -233,8 +239,7 @@ int KDevice::do_get_param(File&, void* data) {
     case DRM_NPU_PARAM_ISA_VERSION: p->value = isa_version_locked(); break;
     case DRM_NPU_PARAM_FW_VERSION: p->value = fw_version_locked(); break;
     case DRM_NPU_PARAM_CAPABILITIES:
-      p->value = DRM_NPU_CAP_IN_SYNCS | DRM_NPU_CAP_PERF | DRM_NPU_CAP_BO_RDONLY |
-                 DRM_NPU_CAP_REG_ACCESS;
+      p->value = kCapabilities;
       break;
     case DRM_NPU_PARAM_RESET_COUNT: p->value = stats_.resets; break;
     case DRM_NPU_PARAM_ARRAY_DIM: p->value = array_dim_; break;
@@ -278,8 +283,7 @@ int KDevice::do_query(File&, void* data) {
       info.dram_size = dram_size_;
       info.max_bo_size = kMaxBoSize;
       info.fingerprint = fingerprint_;
-      info.capabilities = DRM_NPU_CAP_IN_SYNCS | DRM_NPU_CAP_PERF | DRM_NPU_CAP_BO_RDONLY |
-                          DRM_NPU_CAP_REG_ACCESS;
+      info.capabilities = kCapabilities;
       info.reset_count = stats_.resets;
       answer.resize(sizeof(info));
       std::memcpy(answer.data(), &info, sizeof(info));
@@ -363,6 +367,7 @@ int KDevice::do_bo_info(File& f, void* data) {
 
 int KDevice::do_bo_sync(File& f, void* data) {
   auto* a = static_cast<drm_npu_bo_sync*>(data);
+  ++stats_.bo_syncs;
   if (a->direction == 0 ||
       (a->direction & ~(DRM_NPU_SYNC_TO_DEVICE | DRM_NPU_SYNC_FROM_DEVICE)) != 0) {
     return EINVAL;

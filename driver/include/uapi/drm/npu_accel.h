@@ -95,6 +95,9 @@ extern "C" {
 #define DRM_NPU_CAP_PERF       (1ull << 1)  /* PERF counters */
 #define DRM_NPU_CAP_BO_RDONLY  (1ull << 2)  /* DRM_NPU_BO_DEVICE_RDONLY */
 #define DRM_NPU_CAP_REG_ACCESS (1ull << 3)  /* REG_READ/REG_WRITE/RESET exist (privileged) */
+/* CPU mappings of BOs are coherent with the device: BO_SYNC does no cache maintenance, and
+ * user space may skip it (the simulators, and silicon behind a coherent interconnect). */
+#define DRM_NPU_CAP_COHERENT   (1ull << 4)
 
 struct drm_npu_get_param {
 	__u32 param;   /* in: DRM_NPU_PARAM_* */

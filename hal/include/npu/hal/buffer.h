@@ -3,8 +3,9 @@
 // Ownership: reference-counted (shared_ptr). A Buffer keeps its device alive; a submitted job
 // keeps every buffer it uses alive until its fence has signalled (see fence.h), so dropping the
 // last user reference while a job runs is safe: the BO is released when the job has ended.
-// Contents: the CPU mapping is coherent with the device on the simulators; sync_to_device /
-// sync_from_device do the cache maintenance a real device needs and must bracket device use.
+// Contents: sync_to_device / sync_from_device do the cache maintenance a real device needs and
+// must bracket device use. On a coherent device (DeviceInfo::coherent: the simulators) they
+// only check their range.
 // Threading: the object is thread-safe; the bytes are not synchronised: do not write a buffer
 // the device may be reading (inputs are owned by one request at a time).
 #pragma once

@@ -53,6 +53,9 @@ struct DeviceInfo {
   // Context::submit honours wait lists on the device (the driver's in_syncs): work that waits
   // only on other device work is chained there, without waking the host in between.
   bool wait_fences = false;
+  // The CPU mapping of a buffer is coherent with the device (DRM_NPU_CAP_COHERENT):
+  // Buffer::sync_to_device/sync_from_device check their range and make no driver call.
+  bool coherent = false;
   std::string describe() const;    // one line for logs and tools
 };
 

@@ -85,6 +85,8 @@ class UmdBuffer final : public Buffer {
     if (size == 0) return Status::ok();
     if (offset > bo_.size || size > bo_.size - offset)
       return make_error(StatusCode::kInvalidArgument, "buffer sync range outside the buffer");
+    // Nothing to maintain: two ioctls fewer per request (copy-in and copy-out).
+    if (device_->info().coherent) return Status::ok();
     if (int err = device_->umd().bo_sync(bo_.handle, direction, offset, size))
       return errno_status(device_->umd(), err, device_->info().spec + ": buffer sync");
     return Status::ok();
@@ -253,6 +255,7 @@ Result<std::shared_ptr<Device>> open(const std::string& name, const std::string&
   info.max_buffer_size = di.max_bo_size;
   info.read_only_buffers = (di.capabilities & DRM_NPU_CAP_BO_RDONLY) != 0;
   info.wait_fences = (di.capabilities & DRM_NPU_CAP_IN_SYNCS) != 0;
+  info.coherent = (di.capabilities & DRM_NPU_CAP_COHERENT) != 0;
   return std::shared_ptr<Device>(std::make_shared<UmdHalDevice>(std::move(umd), std::move(info)));
 }
 

@@ -109,7 +109,9 @@ class Session final {
 
   // Non-blocking variants. `callback` runs exactly once on the runtime's completion thread,
   // with no runtime lock held; it may call into the runtime. Returns the error (and does not
-  // call back) when the request is not accepted.
+  // call back) when the request is not accepted. run_future's result is set by the thread
+  // that ends the request (the scheduler lane that ran it: no completion-thread hop), as are
+  // AsyncSession's completions.
   Status run_async(std::vector<Tensor> inputs, std::function<void(Result<Outputs>)> callback,
                    Deadline deadline = hal::kInfiniteDeadline);
   std::future<Result<Outputs>> run_future(std::vector<Tensor> inputs,

@@ -9,7 +9,9 @@
 // Completion: every accepted job completes exactly once: its on_complete runs on the
 // scheduler's completion thread (Boost.Asio io_context), with no scheduler lock held. It may
 // call any scheduler member, including shutdown(), and may drop the last reference to the
-// scheduler's owner.
+// scheduler's owner. A job with JobSpec::complete_on_lane instead completes on the thread
+// that ends it (its lane, or the caller of cancel() or shutdown() for a queued job): no hop
+// to the completion thread, for callbacks that only hand the outcome over.
 //
 // Chaining: consecutive NPU steps of a job that need no host work between them (no host
 // step, no step hook before or after them: JobSpec::hook_mask) are submitted together, each
@@ -86,6 +88,14 @@ struct JobSpec {
   // null: every NPU step needs both). Steps that need neither chain on the device.
   std::shared_ptr<const std::vector<uint8_t>> hook_mask;
   CompletionFn on_complete; // submit(): required; called exactly once. run(): must be empty.
+  // on_complete runs on the thread that ends the job, not the completion thread: a lane for
+  // a job that ran, the caller of JobHandle::cancel() or shutdown() for a queued one. For
+  // short callbacks that hand the outcome over (fill a promise, push to a queue and notify):
+  // a lane runs no other job meanwhile. Such a callback must not block on this scheduler's
+  // jobs (run(), waiting for another job's completion); it may submit, cancel, call
+  // shutdown() (which then returns without waiting, as from the completion thread) and drop
+  // the last reference to the scheduler's owner.
+  bool complete_on_lane = false;
 };
 
 struct SchedulerOptions {
@@ -161,8 +171,11 @@ class Scheduler final {
     kCancelPending,  // queued jobs complete CANCELLED; running jobs finish
   };
   // Stops accepting jobs and waits until every accepted job has completed and its
-  // on_complete has returned. Idempotent; safe from any thread, including from on_complete
-  // (then it does not wait for the completion thread itself).
+  // on_complete has returned. Idempotent; safe from any thread, including from on_complete.
+  // From on_complete it does not wait: on the completion thread it stops accepting and lets
+  // the rest finish behind it; from a complete_on_lane callback it stops accepting and hands
+  // the rest of the shutdown (joining the lanes, waiting for the jobs) to a thread of its own,
+  // which keeps the scheduler's state alive until it is done.
   void shutdown(ShutdownMode mode);
 
   SchedulerStats stats() const;
