@@ -17,12 +17,10 @@ std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
   for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
   return st;
 }
+namespace {
 
-QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRanges& ranges, uint32_t N,
-                            const Say& say) {
-  const std::vector<PartitionStep>& steps = partition.steps;
-  QuantPlan plan;
-  // Quantisation and placement of every value an NPU layer reads or writes.
+// What the layers require of the parameters of the values they read and write.
+struct QuantConstraints {
   // A padded convolution's input must have zero point 0, so that the DMA's zero padding
   // is the real value 0 (depthwise convolutions correct their border biases instead).
   std::set<int> symmetric;
@@ -31,8 +29,17 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
   std::set<int> zero_point_zero;
   std::map<int, int> same_quant;  // MaxPool, views: the output keeps the input's quantisation
   std::map<int, float> quant_factor;  // ... times this factor on the scale (a view of x·c)
-  std::map<int, int>& alias = plan.alias;  // views: the output is the input's bytes
   std::set<int> softmax_outputs;  // VEC SOFTMAX writes probabilities on a 2^-k grid
+};
+
+// The constraints, and the views (`alias`: the output is the input's bytes).
+QuantConstraints quant_constraints(const Graph& g, const std::vector<PartitionStep>& steps, std::map<int, int>& alias) {
+  QuantConstraints out;
+  std::set<int>& symmetric = out.symmetric;
+  std::set<int>& zero_point_zero = out.zero_point_zero;
+  std::map<int, int>& same_quant = out.same_quant;
+  std::map<int, float>& quant_factor = out.quant_factor;
+  std::set<int>& softmax_outputs = out.softmax_outputs;
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
       if (const auto* c = std::get_if<ConvLayer>(&op)) {
@@ -74,33 +81,51 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
     if (symmetric.count(it->first)) symmetric.insert(it->second);
     if (zero_point_zero.count(it->first)) zero_point_zero.insert(it->second);
   }
-  // Device layouts chosen per operand (element strides in the float shape's order) instead
-  // of the default (NHWC for 4-D, dense otherwise): dynamic GEMM/conv operands, whose rows
-  // must be what the WGT/ACT scratchpads load. Only graph inputs of one node (partition
-  // checks it) and 4-D GEMM results nobody else reads get them. int32 values (dynamic biases,
-  // accumulator units) are quantised with the scale of their layer's products.
+  return out;
+}
+
+// Dense NHWC (no padding lanes) for values that only tap-folding convolutions read and
+// no NPU layer writes (graph inputs, host outputs): the runtime quantises into whatever
+// layout the binding's strides describe, so the first conv reads KW·C contiguous bytes.
+std::set<int> dense_values(const std::vector<PartitionStep>& steps, uint32_t N) {
+  std::set<int> dense;
+  std::set<int> written, other_readers;
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops) {
+      written.insert(npu_layer_output(op));
+      const auto* c = std::get_if<ConvLayer>(&op);
+      for (int v : npu_layer_inputs(op))
+        if (c && conv_folds_taps(*c, N)) dense.insert(v);
+        else other_readers.insert(v);
+    }
+  for (int v : written) dense.erase(v);
+  for (int v : other_readers) dense.erase(v);
+  return dense;
+}
+
+// Device layouts chosen per operand (element strides in the float shape's order) instead
+// of the default (NHWC for 4-D, dense otherwise): dynamic GEMM/conv operands, whose rows
+// must be what the WGT/ACT scratchpads load. Only graph inputs of one node (partition
+// checks it) and 4-D GEMM results nobody else reads get them. int32 values (dynamic biases,
+// accumulator units) are quantised with the scale of their layer's products.
+// The int32 and spread-bias parameters are evaluated when place() reaches the value, after
+// its layer's operands (npu_layer_inputs order); they read `plan.qp` and write
+// `plan.bias_spread`.
+struct DeviceLayouts {
   std::map<int, std::vector<int64_t>> layout;
   std::map<int, std::function<QParams()>> int32_quant;
   std::map<int, std::function<QParams()>> spread_bias;  // one-element Gemm biases (int8)
-  std::map<int, int32_t>& bias_spread = plan.bias_spread;  // their spreading factor k
   std::set<int> device_scalars;  // rank-0 values that still get a device view (Clip bounds, biases)
-  // Dense NHWC (no padding lanes) for values that only tap-folding convolutions read and
-  // no NPU layer writes (graph inputs, host outputs): the runtime quantises into whatever
-  // layout the binding's strides describe, so the first conv reads KW·C contiguous bytes.
-  std::set<int>& dense = plan.dense;
-  {
-    std::set<int> written, other_readers;
-    for (const auto& s : steps)
-      for (const NpuLayer& op : s.ops) {
-        written.insert(npu_layer_output(op));
-        const auto* c = std::get_if<ConvLayer>(&op);
-        for (int v : npu_layer_inputs(op))
-          if (c && conv_folds_taps(*c, N)) dense.insert(v);
-          else other_readers.insert(v);
-      }
-    for (int v : written) dense.erase(v);
-    for (int v : other_readers) dense.erase(v);
-  }
+};
+
+DeviceLayouts device_layouts(const Graph& g, const std::vector<PartitionStep>& steps, uint32_t N,
+                             ValueRanges& ranges, QuantPlan& plan) {
+  DeviceLayouts out;
+  std::map<int, std::vector<int64_t>>& layout = out.layout;
+  std::map<int, std::function<QParams()>>& int32_quant = out.int32_quant;
+  std::map<int, std::function<QParams()>>& spread_bias = out.spread_bias;
+  std::map<int, int32_t>& bias_spread = plan.bias_spread;  // their spreading factor k
+  std::set<int>& device_scalars = out.device_scalars;
   std::map<int, QParams>& qp = plan.qp;
   for (const auto& s : steps)
     for (const NpuLayer& op : s.ops) {
@@ -198,34 +223,62 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
     for (const NpuLayer& op : s.ops)
       if (const auto* e = std::get_if<EltLayer>(&op); e && e->kind == EltLayer::Kind::kClip)
         for (size_t k = 1; k < e->inputs.size(); ++k) device_scalars.insert(e->inputs[k]);
-  // Per-axis quantisation of a device view (a lone per-axis QuantizeLinear/DequantizeLinear
-  // at the graph boundary, bind_integer_io): legal only where every NPU layer touching the
-  // value copies codes unchanged to or from a value of the same per-axis quantisation (an
-  // identity Transpose); the layers then see one placeholder per-tensor QParams on both
-  // sides, and the image's device view carries the per-axis scales and zero points.
-  std::map<int, DeclaredQuant>& per_axis = plan.per_axis;
-  {
-    auto is_per_axis = [&](int v) { return g.value(v).quant && g.value(v).quant->scale.size() > 1; };
-    std::set<int> refused;
-    for (const auto& s : steps)
-      for (const NpuLayer& op : s.ops) {
-        std::vector<int> touched = npu_layer_inputs(op);
-        touched.push_back(npu_layer_output(op));
-        const auto* e = std::get_if<EltLayer>(&op);
-        bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1 && e->slice_begin.empty();
-        for (size_t d = 0; identity_copy && d < e->perm.size(); ++d) identity_copy = e->perm[d] == static_cast<int64_t>(d);
-        const bool same = identity_copy && is_per_axis(e->inputs[0]) && is_per_axis(e->output) &&
-                          g.value(e->inputs[0]).quant->scale == g.value(e->output).quant->scale &&
-                          g.value(e->inputs[0]).quant->zero_point == g.value(e->output).quant->zero_point &&
-                          g.value(e->inputs[0]).quant->axis == g.value(e->output).quant->axis;
-        for (int v : touched) {
-          if (!is_per_axis(v)) continue;
-          if (same) per_axis.emplace(v, *g.value(v).quant);
-          else refused.insert(v);
-        }
+  return out;
+}
+
+// Per-axis quantisation of a device view (a lone per-axis QuantizeLinear/DequantizeLinear
+// at the graph boundary, bind_integer_io): legal only where every NPU layer touching the
+// value copies codes unchanged to or from a value of the same per-axis quantisation (an
+// identity Transpose); the layers then see one placeholder per-tensor QParams on both
+// sides, and the image's device view carries the per-axis scales and zero points.
+std::map<int, DeclaredQuant> per_axis_views(const Graph& g, const std::vector<PartitionStep>& steps) {
+  std::map<int, DeclaredQuant> per_axis;
+  auto is_per_axis = [&](int v) { return g.value(v).quant && g.value(v).quant->scale.size() > 1; };
+  std::set<int> refused;
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops) {
+      std::vector<int> touched = npu_layer_inputs(op);
+      touched.push_back(npu_layer_output(op));
+      const auto* e = std::get_if<EltLayer>(&op);
+      bool identity_copy = e && e->kind == EltLayer::Kind::kTranspose && e->inputs.size() == 1 && e->slice_begin.empty();
+      for (size_t d = 0; identity_copy && d < e->perm.size(); ++d) identity_copy = e->perm[d] == static_cast<int64_t>(d);
+      const bool same = identity_copy && is_per_axis(e->inputs[0]) && is_per_axis(e->output) &&
+                        g.value(e->inputs[0]).quant->scale == g.value(e->output).quant->scale &&
+                        g.value(e->inputs[0]).quant->zero_point == g.value(e->output).quant->zero_point &&
+                        g.value(e->inputs[0]).quant->axis == g.value(e->output).quant->axis;
+      for (int v : touched) {
+        if (!is_per_axis(v)) continue;
+        if (same) per_axis.emplace(v, *g.value(v).quant);
+        else refused.insert(v);
       }
-    for (int v : refused) per_axis.erase(v);
-  }
+    }
+  for (int v : refused) per_axis.erase(v);
+  return per_axis;
+}
+
+}  // namespace
+
+QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRanges& ranges, uint32_t N,
+                            const Say& say) {
+  const std::vector<PartitionStep>& steps = partition.steps;
+  QuantPlan plan;
+  // Quantisation and placement of every value an NPU layer reads or writes.
+  const QuantConstraints constraints = quant_constraints(g, steps, plan.alias);
+  const std::set<int>& symmetric = constraints.symmetric;
+  const std::set<int>& zero_point_zero = constraints.zero_point_zero;
+  const std::map<int, int>& same_quant = constraints.same_quant;
+  const std::map<int, float>& quant_factor = constraints.quant_factor;
+  const std::set<int>& softmax_outputs = constraints.softmax_outputs;
+  plan.dense = dense_values(steps, N);
+  const std::set<int>& dense = plan.dense;
+  const DeviceLayouts layouts = device_layouts(g, steps, N, ranges, plan);
+  const std::map<int, std::vector<int64_t>>& layout = layouts.layout;
+  const std::map<int, std::function<QParams()>>& int32_quant = layouts.int32_quant;
+  const std::map<int, std::function<QParams()>>& spread_bias = layouts.spread_bias;
+  const std::set<int>& device_scalars = layouts.device_scalars;
+  plan.per_axis = per_axis_views(g, steps);
+  const std::map<int, DeclaredQuant>& per_axis = plan.per_axis;
+  std::map<int, QParams>& qp = plan.qp;
   std::map<int, uint64_t> act_offset;
   std::map<int, std::vector<int64_t>>& act_strides = plan.strides;  // byte strides in the float shape's order
   std::map<int, uint64_t>& act_size = plan.bytes;
