@@ -9,15 +9,140 @@
 #include "pipeline.h"
 
 namespace npu::compiler {
+namespace {
 
-Result<LoweredModel> lower_segments(const Graph& g, const Partition& partition, QuantPlan& qplan, MemoryPlan& mem,
-                                    uint32_t N, const Say& say) {
-  const std::vector<PartitionStep>& steps = partition.steps;
+// An element-wise layer (EltLayer): Softmax, data movement between strided views
+// (reshape copies, Transpose/Slice, Concat), or lower_elt_layer's families.
+Result<LayerFacts> lower_elt_step(const EltLayer& e, int out, const Graph& g, QuantPlan& qplan, MemoryPlan& mem,
+                                  uint32_t N, std::vector<uint8_t>& weights, Segment& seg) {
+  std::map<int, QParams>& qp = qplan.qp;
+  std::map<int, std::vector<int64_t>>& act_strides = qplan.strides;
+  std::map<int, uint64_t>& act_offset = mem.offset;
+  LayerFacts facts;
+  if (e.kind == EltLayer::Kind::kSoftmax) {
+    const int in = e.inputs[0];
+    NPU_ASSIGN_OR_RETURN(facts, lower_softmax(g.value(in).shape, static_cast<uint32_t>(act_offset[in]), act_strides[in],
+                                              static_cast<uint32_t>(act_offset[out]), act_strides[out], qp[in],
+                                              qp[out], N, weights, seg.prog));
+  } else if (e.kind == EltLayer::Kind::kReshapeCopy) {
+    // Row-major order is what a reshape keeps: walk the 4-D side's shape with the
+    // dense side's row-major strides of that same shape.
+    const int in = e.inputs[0];
+    const bool in4 = g.value(in).shape.size() == 4;
+    const auto& shape = g.value(in4 ? in : out).shape;
+    const std::vector<int64_t> flat = dense_strides(shape);
+    NPU_ASSIGN_OR_RETURN(facts, lower_copy(shape, static_cast<uint32_t>(act_offset[in]), in4 ? act_strides[in] : flat,
+                                           static_cast<uint32_t>(act_offset[out]), in4 ? flat : act_strides[out],
+                                           qp[in], qp[out], N, weights, seg.prog));
+  } else if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
+    // Data movement between strided views (any layout on either side).
+    const std::vector<int64_t>& out_strides = act_strides[out];
+    int64_t axis_offset = 0;
+    for (int v : e.inputs) {
+      const auto& shape = g.value(v).shape;
+      std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
+      uint64_t dst_off = act_offset[out];
+      uint64_t src_off = act_offset[v];
+      if (e.kind == EltLayer::Kind::kTranspose) {
+        copy_shape = g.value(out).shape;
+        for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
+        for (size_t d = 0; d < e.slice_begin.size(); ++d) {  // a Slice: offset and steps
+          src_off += static_cast<uint64_t>(e.slice_begin[d] * act_strides[v][d]);
+          src[d] = act_strides[v][d] * e.slice_step[d];
+        }
+      } else {
+        dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
+        axis_offset += shape[static_cast<size_t>(e.axis)];
+      }
+      if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
+      NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(src_off), src,
+                                                    static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
+                                                    weights, seg.prog));
+      facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);
+      if (!f.note.empty()) facts.note += (facts.note.empty() ? "" : "; ") + f.note;
+    }
+  } else {
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<QParams> qs;
+    std::vector<uint32_t> offs;
+    for (int v : e.inputs) {
+      shapes.push_back(g.value(v).shape);
+      qs.push_back(qp[v]);
+      offs.push_back(static_cast<uint32_t>(act_offset[v]));
+    }
+    NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
+                                                static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
+  }
+  return facts;
+}
+
+// One NPU layer of `seg`: its instructions appended to seg.prog, its constants to `weights`.
+Result<LayerFacts> lower_layer(const NpuLayer& op, const Graph& g, QuantPlan& qplan, MemoryPlan& mem, uint32_t N,
+                               std::vector<uint8_t>& weights, Segment& seg) {
   std::map<int, QParams>& qp = qplan.qp;
   std::map<int, std::vector<int64_t>>& act_strides = qplan.strides;
   const std::map<int, int32_t>& bias_spread = qplan.bias_spread;
   const std::set<int>& dense = qplan.dense;
   std::map<int, uint64_t>& act_offset = mem.offset;
+  const int out = npu_layer_output(op);
+  LayerFacts facts;
+  auto dynamic_operands = [&](int w, int bias, bool w_transposed) {
+    DynamicOperands d;
+    if (w >= 0) {
+      const auto& st = act_strides[w];
+      d.qw = qp[w];
+      d.w_off = static_cast<uint32_t>(act_offset[w]);
+      // The k index of B: its second-last dimension, or the last one of a transposed B.
+      if (st.size() >= 2) d.w_k_stride = static_cast<uint32_t>(w_transposed ? st.back() : st[st.size() - 2]);
+      if (st.size() >= 3) d.w_batch_stride = static_cast<uint32_t>(st[st.size() - 3]);
+    }
+    if (bias >= 0) {
+      const auto& st = act_strides[bias];
+      d.bias_off = static_cast<uint32_t>(act_offset[bias]);
+      // A row bias ([N] or [1, N]) serves every m: stride 0.
+      d.bias_m_stride = st.size() == 2 && g.value(bias).shape[0] > 1 ? static_cast<uint32_t>(st[0]) : 0;
+      if (auto k = bias_spread.find(bias); k != bias_spread.end()) d.bias_spread = k->second;
+    }
+    return d;
+  };
+  int64_t out_elements = 1;
+  for (int64_t d : g.value(out).shape) out_elements *= d;
+  if (out_elements == 0) {
+    // An empty output (a zero dimension): nothing to compute or move, so no instructions
+    // (a lowering would emit loops of count 0, which the ISA forbids).
+  } else if (const auto* fc = std::get_if<FcLayer>(&op)) {
+    NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
+                                               static_cast<uint32_t>(act_offset[fc->input]),
+                                               static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                               dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
+  } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
+    // A fused lookup table's input is the conv's own output: never stored, quantised
+    // over its calibrated range like any activation.
+    std::optional<QParams> q_lut_input;
+    if (conv->lut_input >= 0) q_lut_input = qp.at(conv->lut_input);
+    if (dense.count(conv->input)) {
+      NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
+                                                    static_cast<uint32_t>(act_offset[conv->input]),
+                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                    q_lut_input));
+    } else {
+      NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
+                                                   static_cast<uint32_t>(act_offset[conv->input]),
+                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
+                                                   dynamic_operands(conv->weight_input, conv->bias_input, false),
+                                                   q_lut_input));
+    }
+  } else {
+    NPU_ASSIGN_OR_RETURN(facts, lower_elt_step(std::get<EltLayer>(op), out, g, qplan, mem, N, weights, seg));
+  }
+  return facts;
+}
+
+}  // namespace
+
+Result<LoweredModel> lower_segments(const Graph& g, const Partition& partition, QuantPlan& qplan, MemoryPlan& mem,
+                                    uint32_t N, const Say& say) {
+  const std::vector<PartitionStep>& steps = partition.steps;
   LoweredModel lowered;
   // Values the host side handles: graph inputs/outputs, host operator operands, and the
   // values crossing between NPU segments and the host.
@@ -43,116 +168,12 @@ Result<LoweredModel> lower_segments(const Graph& g, const Partition& partition, 
     };
     for (const NpuLayer& op : s.ops) {
       for (int v : npu_layer_inputs(op)) note_input(v);
-      const int out = npu_layer_output(op);
-      LayerFacts facts;
-      auto dynamic_operands = [&](int w, int bias, bool w_transposed) {
-        DynamicOperands d;
-        if (w >= 0) {
-          const auto& st = act_strides[w];
-          d.qw = qp[w];
-          d.w_off = static_cast<uint32_t>(act_offset[w]);
-          // The k index of B: its second-last dimension, or the last one of a transposed B.
-          if (st.size() >= 2) d.w_k_stride = static_cast<uint32_t>(w_transposed ? st.back() : st[st.size() - 2]);
-          if (st.size() >= 3) d.w_batch_stride = static_cast<uint32_t>(st[st.size() - 3]);
-        }
-        if (bias >= 0) {
-          const auto& st = act_strides[bias];
-          d.bias_off = static_cast<uint32_t>(act_offset[bias]);
-          // A row bias ([N] or [1, N]) serves every m: stride 0.
-          d.bias_m_stride = st.size() == 2 && g.value(bias).shape[0] > 1 ? static_cast<uint32_t>(st[0]) : 0;
-          if (auto k = bias_spread.find(bias); k != bias_spread.end()) d.bias_spread = k->second;
-        }
-        return d;
-      };
-      int64_t out_elements = 1;
-      for (int64_t d : g.value(out).shape) out_elements *= d;
-      if (out_elements == 0) {
-        // An empty output (a zero dimension): nothing to compute or move, so no instructions
-        // (a lowering would emit loops of count 0, which the ISA forbids).
-      } else if (const auto* fc = std::get_if<FcLayer>(&op)) {
-        NPU_ASSIGN_OR_RETURN(facts, lower_fc_layer(*fc, qp[fc->input], qp[out], N,
-                                                   static_cast<uint32_t>(act_offset[fc->input]),
-                                                   static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                   dynamic_operands(fc->weight_input, fc->bias_input, fc->weight_transposed)));
-      } else if (const auto* conv = std::get_if<ConvLayer>(&op)) {
-        // A fused lookup table's input is the conv's own output: never stored, quantised
-        // over its calibrated range like any activation.
-        std::optional<QParams> q_lut_input;
-        if (conv->lut_input >= 0) q_lut_input = qp.at(conv->lut_input);
-        if (dense.count(conv->input)) {
-          NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
-                                                        static_cast<uint32_t>(act_offset[conv->input]),
-                                                        static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                        q_lut_input));
-        } else {
-          NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
-                                                       static_cast<uint32_t>(act_offset[conv->input]),
-                                                       static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                       dynamic_operands(conv->weight_input, conv->bias_input, false),
-                                                       q_lut_input));
-        }
-      } else {
-        const auto& e = std::get<EltLayer>(op);
-        if (e.kind == EltLayer::Kind::kSoftmax) {
-          const int in = e.inputs[0];
-          NPU_ASSIGN_OR_RETURN(facts, lower_softmax(g.value(in).shape, static_cast<uint32_t>(act_offset[in]), act_strides[in],
-                                                    static_cast<uint32_t>(act_offset[out]), act_strides[out], qp[in],
-                                                    qp[out], N, weights, seg.prog));
-        } else if (e.kind == EltLayer::Kind::kReshapeCopy) {
-          // Row-major order is what a reshape keeps: walk the 4-D side's shape with the
-          // dense side's row-major strides of that same shape.
-          const int in = e.inputs[0];
-          const bool in4 = g.value(in).shape.size() == 4;
-          const auto& shape = g.value(in4 ? in : out).shape;
-          const std::vector<int64_t> flat = dense_strides(shape);
-          NPU_ASSIGN_OR_RETURN(facts, lower_copy(shape, static_cast<uint32_t>(act_offset[in]), in4 ? act_strides[in] : flat,
-                                                 static_cast<uint32_t>(act_offset[out]), in4 ? flat : act_strides[out],
-                                                 qp[in], qp[out], N, weights, seg.prog));
-        } else if (e.kind == EltLayer::Kind::kTranspose || e.kind == EltLayer::Kind::kConcat) {
-          // Data movement between strided views (any layout on either side).
-          const std::vector<int64_t>& out_strides = act_strides[out];
-          int64_t axis_offset = 0;
-          for (int v : e.inputs) {
-            const auto& shape = g.value(v).shape;
-            std::vector<int64_t> dst = out_strides, src = act_strides[v], copy_shape = shape;
-            uint64_t dst_off = act_offset[out];
-            uint64_t src_off = act_offset[v];
-            if (e.kind == EltLayer::Kind::kTranspose) {
-              copy_shape = g.value(out).shape;
-              for (size_t d = 0; d < e.perm.size(); ++d) src[d] = act_strides[v][static_cast<size_t>(e.perm[d])];
-              for (size_t d = 0; d < e.slice_begin.size(); ++d) {  // a Slice: offset and steps
-                src_off += static_cast<uint64_t>(e.slice_begin[d] * act_strides[v][d]);
-                src[d] = act_strides[v][d] * e.slice_step[d];
-              }
-            } else {
-              dst_off += static_cast<uint64_t>(axis_offset * out_strides[static_cast<size_t>(e.axis)]);
-              axis_offset += shape[static_cast<size_t>(e.axis)];
-            }
-            if (std::find(copy_shape.begin(), copy_shape.end(), 0) != copy_shape.end()) continue;  // an empty piece
-            NPU_ASSIGN_OR_RETURN(LayerFacts f, lower_copy(copy_shape, static_cast<uint32_t>(src_off), src,
-                                                          static_cast<uint32_t>(dst_off), dst, qp[v], qp[out], N,
-                                                          weights, seg.prog));
-            facts.scratchpad_bytes = std::max(facts.scratchpad_bytes, f.scratchpad_bytes);
-            if (!f.note.empty()) facts.note += (facts.note.empty() ? "" : "; ") + f.note;
-          }
-        } else {
-          std::vector<std::vector<int64_t>> shapes;
-          std::vector<QParams> qs;
-          std::vector<uint32_t> offs;
-          for (int v : e.inputs) {
-            shapes.push_back(g.value(v).shape);
-            qs.push_back(qp[v]);
-            offs.push_back(static_cast<uint32_t>(act_offset[v]));
-          }
-          NPU_ASSIGN_OR_RETURN(facts, lower_elt_layer(e, shapes, g.value(out).shape, qs, qp[out], offs,
-                                                      static_cast<uint32_t>(act_offset[out]), N, weights, seg.prog));
-        }
-      }
+      NPU_ASSIGN_OR_RETURN(const LayerFacts facts, lower_layer(op, g, qplan, mem, N, weights, seg));
       if (!facts.note.empty()) say("layer '" + npu_layer_name(op) + "' (" + npu_layer_op(op) + "): " + facts.note);
       seg.facts.push_back(facts);
       seg.layers.emplace_back(npu_layer_name(op), npu_layer_op(op));
       seg.layer_end.push_back(seg.prog.size());
-      inside.insert(out);
+      inside.insert(npu_layer_output(op));
     }
     for (int v : inside) seg.outputs.push_back(v);  // filtered to host-side values below
     for (int v : seg.inputs) host_side.insert(v);
