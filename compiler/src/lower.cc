@@ -957,6 +957,51 @@ isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t 
 
 namespace {
 
+// Pooling: a class of output positions along one axis whose windows clip the same taps.
+struct Taps {
+  int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
+  bool operator==(const Taps&) const = default;
+};
+
+// The distinct tap classes of `out` output positions along one axis (*kinds) and each
+// position's class (*of).
+void tap_classes(int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k, int64_t dil,
+                 std::vector<Taps>* kinds, std::vector<int>* of) {
+  // Taps t of output o read start + t·dil; valid while inside [0, in) (or the padded extent).
+  auto below = [dil](int64_t start, int64_t end) { return end <= start ? 0 : (end - 1 - start) / dil + 1; };
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * stride - pad_lo;
+    const Taps t{start < 0 ? (-start + dil - 1) / dil : 0, std::min(k, below(start, in)),
+                 std::min(k, below(start, in + pad_hi))};
+    auto it = std::find(kinds->begin(), kinds->end(), t);
+    if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
+    of->push_back(static_cast<int>(it - kinds->begin()));
+  }
+}
+
+// An average's divisor over a window of depth, row and column classes d, r, c. The window
+// is separable, so its tap count is the product of the per-axis counts.
+int64_t pool_divisor(const EltLayer& L, const Taps& d, const Taps& r, const Taps& c) {
+  return L.count_include_pad ? d.padded * r.padded * c.padded : (d.hi - d.lo) * (r.hi - r.lo) * (c.hi - c.lo);
+}
+
+// A pooling layer's geometry (EltLowering::pool_plan): planes, tap classes per axis, the
+// averages' divisors, the column phases of a dilated MaxPool.
+struct PoolPlan {
+  bool dense_rows, avg;
+  int64_t Nb, C, ODd, H, W, OH, OW, CB, pixel, plane_in, plane_out;
+  std::vector<Taps> depth_kinds, row_kinds, col_kinds;
+  std::vector<int> depth_kind, row_kind, col_kind;
+  int64_t fmax;        // most input slices one output slice reads
+  int64_t plane_rows;  // scratchpad rows of the input plane(s); output plane rows start here
+  std::vector<int64_t> divisors;  // AveragePool: one parameter row each
+  hw::VecMode mode;
+  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) plane-major, from
+  // scratchpad row fv·base[p] (fv interleaved slices of H·cnt[p] rows each).
+  int64_t phases;
+  std::vector<int64_t> cnt, base;
+};
+
 // lower_elt_layer's arguments, shared by its per-family lowerings (one member function per
 // operator family). The binary family (Add, Mul, PRelu, Div) shares its b operand and the
 // steps below `binary`. Aggregate-initialised by lower_elt_layer, in member order.
@@ -972,6 +1017,8 @@ struct EltLowering {
   Result<LayerFacts> clip();
   Result<LayerFacts> resize();
   Result<LayerFacts> pool();
+  Result<PoolPlan> pool_plan();
+  void pool_slice(const PoolPlan& P, int64_t b, int64_t cb, int64_t od);
 
   Result<LayerFacts> integer_divide();
   Result<LayerFacts> divide();
@@ -1535,6 +1582,16 @@ Result<LayerFacts> EltLowering::pool() {
   // step of one image row: one VEC instruction and one rounding, as in 2-D. A MaxPool first
   // reduces the fv slices to one plane (max is exact in any order), then pools it in 2-D
   // (which also serves vertical dilation).
+  NPU_ASSIGN_OR_RETURN(const PoolPlan P, pool_plan());
+  for (int64_t b = 0; b < P.Nb; ++b)
+    for (int64_t cb = 0; cb < P.CB; ++cb)
+      for (int64_t od = 0; od < P.ODd; ++od) pool_slice(P, b, cb, od);
+  facts.scratchpad_bytes = static_cast<uint64_t>(P.plane_rows + P.OH * P.OW) * N + P.divisors.size() * N * 4;
+  return facts;
+}
+
+// The geometry, its checks, and the averages' parameter rows (loaded once for all planes).
+Result<PoolPlan> EltLowering::pool_plan() {
   const auto& x = in_shapes[0];
   const size_t rank = x.size();
   const bool one_d = rank == 3, three_d = rank == 5, dense_rows = rank != 4;
@@ -1544,28 +1601,11 @@ Result<LayerFacts> EltLowering::pool() {
   const int64_t OH = one_d ? out_shape[1] : out_shape[rank - 2], OW = out_shape[rank - 1];
   const int64_t CB = (C + N - 1) / N, pixel = dense_rows ? 1 : CB * N;
   const int64_t plane_in = Dd * H * W * pixel, plane_out = ODd * OH * OW * pixel;
-  struct Taps {
-    int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
-    bool operator==(const Taps&) const = default;
-  };
-  auto classes = [](int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k, int64_t dil,
-                    std::vector<Taps>* kinds, std::vector<int>* of) {
-    // Taps t of output o read start + t·dil; valid while inside [0, in) (or the padded extent).
-    auto below = [dil](int64_t start, int64_t end) { return end <= start ? 0 : (end - 1 - start) / dil + 1; };
-    for (int64_t o = 0; o < out; ++o) {
-      const int64_t start = o * stride - pad_lo;
-      const Taps t{start < 0 ? (-start + dil - 1) / dil : 0, std::min(k, below(start, in)),
-                   std::min(k, below(start, in + pad_hi))};
-      auto it = std::find(kinds->begin(), kinds->end(), t);
-      if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
-      of->push_back(static_cast<int>(it - kinds->begin()));
-    }
-  };
   std::vector<Taps> depth_kinds, row_kinds, col_kinds;
   std::vector<int> depth_kind, row_kind, col_kind;
-  classes(ODd, L.sd, L.pad_f, L.pad_k, Dd, L.kd, L.dd, &depth_kinds, &depth_kind);
-  classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
-  classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
+  tap_classes(ODd, L.sd, L.pad_f, L.pad_k, Dd, L.kd, L.dd, &depth_kinds, &depth_kind);
+  tap_classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
+  tap_classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
   for (const auto* kinds : {&depth_kinds, &row_kinds, &col_kinds})
     for (const Taps& t : *kinds)
       if (t.hi <= t.lo)
@@ -1580,18 +1620,14 @@ Result<LayerFacts> EltLowering::pool() {
   for (const Taps& r : row_kinds)
     if (avg && (r.hi - r.lo) * fmax > 255)
       return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': the window spans more than 255 rows × slices");
-  // Average pools: one parameter row per distinct divisor. The window is separable, so its
-  // tap count is the product of the per-axis counts.
+  // Average pools: one parameter row per distinct divisor.
   std::vector<int64_t> divisors;
-  auto divisor_of = [&](const Taps& d, const Taps& r, const Taps& c) {
-    return L.count_include_pad ? d.padded * r.padded * c.padded : (d.hi - d.lo) * (r.hi - r.lo) * (c.hi - c.lo);
-  };
   if (avg) {
     for (const Taps& d : depth_kinds)
       for (const Taps& r : row_kinds)
         for (const Taps& c : col_kinds)
-          if (std::find(divisors.begin(), divisors.end(), divisor_of(d, r, c)) == divisors.end())
-            divisors.push_back(divisor_of(d, r, c));
+          if (std::find(divisors.begin(), divisors.end(), pool_divisor(L, d, r, c)) == divisors.end())
+            divisors.push_back(pool_divisor(L, d, r, c));
     const uint64_t p_off = align_up(weights.size());
     for (int64_t d : divisors) {
       const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(d));
@@ -1601,9 +1637,6 @@ Result<LayerFacts> EltLowering::pool() {
     load_scalar_params(prog, N, p_off, static_cast<uint32_t>(divisors.size()));
   }
   const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
-  const uint32_t D = static_cast<uint32_t>(plane_rows);  // output plane rows start here
-  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) plane-major, from
-  // scratchpad row fv·base[p] (fv interleaved slices of H·cnt[p] rows each).
   const int64_t phases = std::min<int64_t>(L.dw, W);
   std::vector<int64_t> cnt(static_cast<size_t>(phases)), base(static_cast<size_t>(phases));
   for (int64_t p = 0, row = 0; p < phases; ++p) {
@@ -1611,88 +1644,107 @@ Result<LayerFacts> EltLowering::pool() {
     base[static_cast<size_t>(p)] = row;
     row += H * cnt[static_cast<size_t>(p)];
   }
-  for (int64_t b = 0; b < Nb; ++b)
-    for (int64_t cb = 0; cb < CB; ++cb)
-      for (int64_t od = 0; od < ODd; ++od) {
-        const auto elems = static_cast<uint32_t>(dense_rows ? 1 : std::min<int64_t>(N, C - cb * N));
-        const Taps& dk = depth_kinds[static_cast<size_t>(depth_kind[static_cast<size_t>(od)])];
-        const int64_t fv = dk.hi - dk.lo, first_slice = od * L.sd - L.pad_f + dk.lo * L.dd;
-        for (int64_t p = 0; p < phases; ++p) {
-          isa::Load ld;
-          ld.sp = hw::Scratchpad::kAct;
-          ld.sp_base = static_cast<uint32_t>(fv * base[static_cast<size_t>(p)]);
-          ld.row_elems = elems == N ? 0 : elems;
-          ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
-          ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
-          if (fv == 1) {
-            ld.y = static_cast<uint16_t>(H);
-            ld.y_stride = static_cast<uint32_t>(W * pixel);
-          } else {
-            ld.z = static_cast<uint16_t>(H);
-            ld.z_stride = static_cast<uint32_t>(W * pixel);
-            ld.y = static_cast<uint16_t>(fv);
-            ld.y_stride = static_cast<uint32_t>(L.dd * H * W * pixel);
-          }
-          prog.load(ld, BK::Activations,
-                    static_cast<uint32_t>(in_off[0] + b * plane_in + first_slice * H * W * pixel + p * pixel + cb * N));
-        }
-        // Where the 2-D windows read: the loaded plane(s), fv slices interleaved (AveragePool),
-        // or the MaxPool's reduced plane.
-        int64_t slices = fv, plane = 0;
-        if (!avg && fv > 1) {
-          for (int64_t p = 0; p < phases; ++p) {
-            const int64_t c = cnt[static_cast<size_t>(p)];
-            isa::VecRequant v{.src = static_cast<uint16_t>(fv * base[static_cast<size_t>(p)]),
-                              .dst = static_cast<uint16_t>(fmax * H * W + base[static_cast<size_t>(p)]),
-                              .param = 0, .r = static_cast<uint16_t>(c), .o = static_cast<uint16_t>(H),
-                              .zero_point = 0, .src_so = static_cast<uint16_t>(fv * c), .src_sr = 1,
-                              .dst_so = static_cast<uint16_t>(c), .dst_sr = 1};
-            prog.vec_words(vec_mode(v, mode, 0, 1, static_cast<uint32_t>(fv), static_cast<uint32_t>(c)));
-          }
-          slices = 1;
-          plane = fmax * H * W;
-        }
-        for (int64_t r0 = 0; r0 < OH;) {
-          int64_t r1 = r0 + 1;
-          while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-          const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
-          for (int64_t c0 = 0; c0 < OW;) {
-            int64_t c1 = c0 + 1;
-            while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-            const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
-            const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
-            const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
-            const int64_t param =
-                avg ? std::find(divisors.begin(), divisors.end(), divisor_of(dk, rk, ck)) - divisors.begin() : 0;
-            isa::VecRequant v{
-                .src = static_cast<uint16_t>(plane + slices * base[static_cast<size_t>(p)] + y * slices * stride_rows +
-                                             xx / L.dw),
-                .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
-                .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
-                .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
-                .src_so = static_cast<uint16_t>(L.sh * slices * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
-                .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
-            // Window rows: kh image rows (step dh rows), each the `slices` interleaved slices
-            // (AveragePool has no dilation, so with slices > 1 the step is one plane row).
-            prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo),
-                                    static_cast<uint32_t>((rk.hi - rk.lo) * slices),
-                                    static_cast<uint32_t>((slices > 1 ? 1 : L.dh) * stride_rows)));
-            c0 = c1;
-          }
-          r0 = r1;
-        }
-        isa::Store st;
-        st.sp = hw::Scratchpad::kAct;
-        st.sp_base = D;
-        st.row_elems = elems == N ? 0 : elems;
-        st.x = static_cast<uint16_t>(OW);
-        st.x_stride = static_cast<uint32_t>(pixel);
-        st.y = static_cast<uint16_t>(OH);
-        st.y_stride = static_cast<uint32_t>(OW * pixel);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + od * OH * OW * pixel + cb * N));
-      }
-  facts.scratchpad_bytes = static_cast<uint64_t>(plane_rows + OH * OW) * N + divisors.size() * N * 4;
-  return facts;
+  return PoolPlan{.dense_rows = dense_rows, .avg = avg, .Nb = Nb, .C = C, .ODd = ODd, .H = H, .W = W, .OH = OH,
+                  .OW = OW, .CB = CB, .pixel = pixel, .plane_in = plane_in, .plane_out = plane_out,
+                  .depth_kinds = std::move(depth_kinds), .row_kinds = std::move(row_kinds),
+                  .col_kinds = std::move(col_kinds), .depth_kind = std::move(depth_kind),
+                  .row_kind = std::move(row_kind), .col_kind = std::move(col_kind), .fmax = fmax,
+                  .plane_rows = plane_rows, .divisors = std::move(divisors), .mode = mode, .phases = phases,
+                  .cnt = std::move(cnt), .base = std::move(base)};
+}
+
+// One output plane: batch (or batch × channel) b, channel block cb, output depth slice od.
+void EltLowering::pool_slice(const PoolPlan& P, int64_t b, int64_t cb, int64_t od) {
+  const bool dense_rows = P.dense_rows, avg = P.avg;
+  const int64_t C = P.C, H = P.H, W = P.W, OH = P.OH, OW = P.OW, pixel = P.pixel, plane_in = P.plane_in,
+                plane_out = P.plane_out, fmax = P.fmax, phases = P.phases;
+  const std::vector<Taps>& depth_kinds = P.depth_kinds;
+  const std::vector<Taps>& row_kinds = P.row_kinds;
+  const std::vector<Taps>& col_kinds = P.col_kinds;
+  const std::vector<int>& depth_kind = P.depth_kind;
+  const std::vector<int>& row_kind = P.row_kind;
+  const std::vector<int>& col_kind = P.col_kind;
+  const std::vector<int64_t>& divisors = P.divisors;
+  const std::vector<int64_t>& cnt = P.cnt;
+  const std::vector<int64_t>& base = P.base;
+  const auto mode = P.mode;
+  const uint32_t D = static_cast<uint32_t>(P.plane_rows);  // output plane rows start here
+  const auto elems = static_cast<uint32_t>(dense_rows ? 1 : std::min<int64_t>(N, C - cb * N));
+  const Taps& dk = depth_kinds[static_cast<size_t>(depth_kind[static_cast<size_t>(od)])];
+  const int64_t fv = dk.hi - dk.lo, first_slice = od * L.sd - L.pad_f + dk.lo * L.dd;
+  for (int64_t p = 0; p < phases; ++p) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.sp_base = static_cast<uint32_t>(fv * base[static_cast<size_t>(p)]);
+    ld.row_elems = elems == N ? 0 : elems;
+    ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
+    ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
+    if (fv == 1) {
+      ld.y = static_cast<uint16_t>(H);
+      ld.y_stride = static_cast<uint32_t>(W * pixel);
+    } else {
+      ld.z = static_cast<uint16_t>(H);
+      ld.z_stride = static_cast<uint32_t>(W * pixel);
+      ld.y = static_cast<uint16_t>(fv);
+      ld.y_stride = static_cast<uint32_t>(L.dd * H * W * pixel);
+    }
+    prog.load(ld, BK::Activations,
+              static_cast<uint32_t>(in_off[0] + b * plane_in + first_slice * H * W * pixel + p * pixel + cb * N));
+  }
+  // Where the 2-D windows read: the loaded plane(s), fv slices interleaved (AveragePool),
+  // or the MaxPool's reduced plane.
+  int64_t slices = fv, plane = 0;
+  if (!avg && fv > 1) {
+    for (int64_t p = 0; p < phases; ++p) {
+      const int64_t c = cnt[static_cast<size_t>(p)];
+      isa::VecRequant v{.src = static_cast<uint16_t>(fv * base[static_cast<size_t>(p)]),
+                        .dst = static_cast<uint16_t>(fmax * H * W + base[static_cast<size_t>(p)]),
+                        .param = 0, .r = static_cast<uint16_t>(c), .o = static_cast<uint16_t>(H),
+                        .zero_point = 0, .src_so = static_cast<uint16_t>(fv * c), .src_sr = 1,
+                        .dst_so = static_cast<uint16_t>(c), .dst_sr = 1};
+      prog.vec_words(vec_mode(v, mode, 0, 1, static_cast<uint32_t>(fv), static_cast<uint32_t>(c)));
+    }
+    slices = 1;
+    plane = fmax * H * W;
+  }
+  for (int64_t r0 = 0; r0 < OH;) {
+    int64_t r1 = r0 + 1;
+    while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+    const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
+    for (int64_t c0 = 0; c0 < OW;) {
+      int64_t c1 = c0 + 1;
+      while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+      const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
+      const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
+      const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
+      const int64_t param =
+          avg ? std::find(divisors.begin(), divisors.end(), pool_divisor(L, dk, rk, ck)) - divisors.begin() : 0;
+      isa::VecRequant v{
+          .src = static_cast<uint16_t>(plane + slices * base[static_cast<size_t>(p)] + y * slices * stride_rows +
+                                       xx / L.dw),
+          .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
+          .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+          .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
+          .src_so = static_cast<uint16_t>(L.sh * slices * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
+          .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+      // Window rows: kh image rows (step dh rows), each the `slices` interleaved slices
+      // (AveragePool has no dilation, so with slices > 1 the step is one plane row).
+      prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo),
+                              static_cast<uint32_t>((rk.hi - rk.lo) * slices),
+                              static_cast<uint32_t>((slices > 1 ? 1 : L.dh) * stride_rows)));
+      c0 = c1;
+    }
+    r0 = r1;
+  }
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAct;
+  st.sp_base = D;
+  st.row_elems = elems == N ? 0 : elems;
+  st.x = static_cast<uint16_t>(OW);
+  st.x_stride = static_cast<uint32_t>(pixel);
+  st.y = static_cast<uint16_t>(OH);
+  st.y_stride = static_cast<uint32_t>(OW * pixel);
+  prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + od * OH * OW * pixel + cb * N));
 }
 
 }  // namespace
