@@ -20,6 +20,58 @@ image::DType to_image_dtype(DType d) {
   return image::DType::F32;
 }
 
+// What the image's NPU steps add up to (the closing progress line).
+struct Totals {
+  uint64_t macs = 0, cycles = 0;
+  size_t instructions = 0;
+};
+
+// An NPU segment as an image step: its command stream, relocations and layer facts, and the
+// host values (host_index) it reads and writes.
+flatbuffers::Offset<image::Step> npu_step(flatbuffers::FlatBufferBuilder& fb, const Segment& seg,
+                                          const std::map<int, uint32_t>& host_index, Totals* totals) {
+  std::vector<uint8_t> commands(static_cast<size_t>(seg.prog.size()) * hw::kInstructionBytes);
+  for (uint32_t i = 0; i < seg.prog.size(); ++i)
+    std::memcpy(commands.data() + static_cast<size_t>(i) * hw::kInstructionBytes, seg.prog.words()[i].data(),
+                hw::kInstructionBytes);
+  std::vector<image::Relocation> relocs;
+  for (const auto& r : seg.prog.relocations())
+    relocs.emplace_back(r.instr * hw::kInstructionBytes + r.word * 4, r.buffer, r.offset);
+  std::vector<flatbuffers::Offset<image::LayerInfo>> infos;
+  uint64_t seg_macs = 0;
+  for (size_t l = 0; l < seg.layers.size(); ++l) {
+    seg_macs += seg.facts[l].macs;
+    infos.push_back(image::CreateLayerInfo(fb, fb.CreateString(seg.layers[l].first),
+                                           fb.CreateString(seg.layers[l].second), seg.facts[l].macs,
+                                           seg.layer_cycles[l], seg.facts[l].scratchpad_bytes));
+  }
+  std::vector<uint32_t> seg_in, seg_out;
+  for (int v : seg.inputs) seg_in.push_back(host_index.at(v));
+  for (int v : seg.outputs) seg_out.push_back(host_index.at(v));
+  fb.ForceVectorAlignment(commands.size(), 1, 32);
+  auto cmd_vec = fb.CreateVector(commands);
+  auto npu_seg = image::CreateNpuSegment(fb, cmd_vec, fb.CreateVectorOfStructs(relocs), seg.cycles, seg_macs,
+                                         fb.CreateVector(infos), fb.CreateVector(seg_in), fb.CreateVector(seg_out));
+  totals->macs += seg_macs;
+  totals->cycles += seg.cycles;
+  totals->instructions += seg.prog.size();
+  return image::CreateStep(fb, image::Segment::NpuSegment, npu_seg.Union());
+}
+
+// A host operator as an image step.
+flatbuffers::Offset<image::Step> host_step(flatbuffers::FlatBufferBuilder& fb, const Graph& g, const Node& n,
+                                           const std::map<int, uint32_t>& host_index) {
+  std::vector<uint32_t> hin, hout;
+  for (int v : n.inputs) hin.push_back(v >= 0 ? host_index.at(v) : UINT32_MAX);
+  for (int v : n.outputs) hout.push_back(host_index.at(v));
+  // Unused optional inputs are marked UINT32_MAX; the verifier and runtime treat them as absent.
+  auto host_seg = image::CreateHostSegment(fb, fb.CreateString(n.op), fb.CreateString(n.name),
+                                           fb.CreateVector(hin), fb.CreateVector(hout), g.opset,
+                                           host::encode_attributes(fb, n.attrs),
+                                           static_cast<uint32_t>(n.outputs.size()));
+  return image::CreateStep(fb, image::Segment::HostSegment, host_seg.Union());
+}
+
 }  // namespace
 
 Result<std::vector<uint8_t>> write_image(const std::string& onnx_path, uint32_t N, const Graph& g,
@@ -94,50 +146,10 @@ Result<std::vector<uint8_t>> write_image(const std::string& onnx_path, uint32_t 
   }
   std::vector<flatbuffers::Offset<image::Step>> image_steps;
   size_t next_segment = 0;
-  uint64_t total_macs = 0, total_cycles = 0;
-  size_t total_instructions = 0;
-  for (const auto& s : steps) {
-    if (s.on_npu) {
-      const Segment& seg = segments[next_segment++];
-      std::vector<uint8_t> commands(static_cast<size_t>(seg.prog.size()) * hw::kInstructionBytes);
-      for (uint32_t i = 0; i < seg.prog.size(); ++i)
-        std::memcpy(commands.data() + static_cast<size_t>(i) * hw::kInstructionBytes, seg.prog.words()[i].data(),
-                    hw::kInstructionBytes);
-      std::vector<image::Relocation> relocs;
-      for (const auto& r : seg.prog.relocations())
-        relocs.emplace_back(r.instr * hw::kInstructionBytes + r.word * 4, r.buffer, r.offset);
-      std::vector<flatbuffers::Offset<image::LayerInfo>> infos;
-      uint64_t seg_macs = 0;
-      for (size_t l = 0; l < seg.layers.size(); ++l) {
-        seg_macs += seg.facts[l].macs;
-        infos.push_back(image::CreateLayerInfo(fb, fb.CreateString(seg.layers[l].first),
-                                               fb.CreateString(seg.layers[l].second), seg.facts[l].macs,
-                                               seg.layer_cycles[l], seg.facts[l].scratchpad_bytes));
-      }
-      std::vector<uint32_t> seg_in, seg_out;
-      for (int v : seg.inputs) seg_in.push_back(host_index.at(v));
-      for (int v : seg.outputs) seg_out.push_back(host_index.at(v));
-      fb.ForceVectorAlignment(commands.size(), 1, 32);
-      auto cmd_vec = fb.CreateVector(commands);
-      auto npu_seg = image::CreateNpuSegment(fb, cmd_vec, fb.CreateVectorOfStructs(relocs), seg.cycles, seg_macs,
-                                             fb.CreateVector(infos), fb.CreateVector(seg_in), fb.CreateVector(seg_out));
-      image_steps.push_back(image::CreateStep(fb, image::Segment::NpuSegment, npu_seg.Union()));
-      total_macs += seg_macs;
-      total_cycles += seg.cycles;
-      total_instructions += seg.prog.size();
-    } else {
-      const Node& n = g.nodes[static_cast<size_t>(s.node)];
-      std::vector<uint32_t> hin, hout;
-      for (int v : n.inputs) hin.push_back(v >= 0 ? host_index.at(v) : UINT32_MAX);
-      for (int v : n.outputs) hout.push_back(host_index.at(v));
-      // Unused optional inputs are marked UINT32_MAX; the verifier and runtime treat them as absent.
-      auto host_seg = image::CreateHostSegment(fb, fb.CreateString(n.op), fb.CreateString(n.name),
-                                               fb.CreateVector(hin), fb.CreateVector(hout), g.opset,
-                                               host::encode_attributes(fb, n.attrs),
-                                               static_cast<uint32_t>(n.outputs.size()));
-      image_steps.push_back(image::CreateStep(fb, image::Segment::HostSegment, host_seg.Union()));
-    }
-  }
+  Totals totals;
+  for (const auto& s : steps)
+    image_steps.push_back(s.on_npu ? npu_step(fb, segments[next_segment++], host_index, &totals)
+                                   : host_step(fb, g, g.nodes[static_cast<size_t>(s.node)], host_index));
   std::vector<flatbuffers::Offset<image::SpecializedInput>> specialized_inputs;
   for (const auto& [i, t] : specialized)
     specialized_inputs.push_back(image::CreateSpecializedInput(fb, static_cast<uint32_t>(i), fb.CreateVector(t.data)));
@@ -158,8 +170,8 @@ Result<std::vector<uint8_t>> write_image(const std::string& onnx_path, uint32_t 
                       "image: the image npu-compile built fails its own verification (" +
                           check.status().message() + "); please report this bug");
   say("image: " + std::to_string(bytes.size()) + " bytes, " + std::to_string(segments.size()) + " NPU segment(s), " +
-      std::to_string(host_ops) + " host step(s), " + std::to_string(total_instructions) + " instructions, " +
-      std::to_string(total_macs) + " MACs, " + std::to_string(total_cycles) + " predicted cycles");
+      std::to_string(host_ops) + " host step(s), " + std::to_string(totals.instructions) + " instructions, " +
+      std::to_string(totals.macs) + " MACs, " + std::to_string(totals.cycles) + " predicted cycles");
   return bytes;
 }
 
