@@ -186,6 +186,28 @@ TEST(Pipeline, PlanMemoryNeverOverlapsLiveValues) {
   for (const auto& [v, r] : q.alias) EXPECT_EQ(m.offset.at(v), m.offset.at(root(v)));  // views share bytes
 }
 
+TEST(Pipeline, CorrectBiasesMovesConvBiasesAndSaysSo) {
+  CompileOptions o = options_for();
+  CalibratedGraph graph = calibrated("convnet.onnx", o);
+  Partition p = partitioned(graph);
+  QuantPlan q = plan_quantisation(graph.graph, p, graph.ranges, 16, ignore);
+  auto biases = [&] {
+    std::vector<std::vector<float>> out;
+    for (const auto& s : p.steps)
+      for (const NpuLayer& op : s.ops)
+        if (const auto* c = std::get_if<ConvLayer>(&op)) out.push_back(c->bias);
+    return out;
+  };
+  const auto before = biases();
+  ASSERT_FALSE(before.empty());
+  std::vector<std::string> said;
+  ASSERT_TRUE(correct_biases(graph.graph, p, q, graph.samples, [&](const std::string& s) { said.push_back(s); })
+                  .is_ok());
+  EXPECT_NE(biases(), before);  // the partition's layers carry the corrected biases
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0].rfind("bias correction: ", 0), 0u) << said[0];
+}
+
 TEST(Pipeline, LowerSegmentsAndPredictCycles) {
   CalibratedGraph graph = calibrated("mlp.onnx", options_for());
   Partition p = partitioned(graph);
