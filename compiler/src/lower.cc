@@ -955,491 +955,615 @@ isa::Words vec_mode(isa::VecRequant v, hw::VecMode mode, uint32_t aux, uint32_t 
 
 }  // namespace
 
-Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vector<int64_t>>& in_shapes,
-                                   const std::vector<int64_t>& out_shape, const std::vector<QParams>& qin,
-                                   const QParams& qy, const std::vector<uint32_t>& in_off, uint32_t out_off,
-                                   uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+namespace {
+
+// Pooling: a class of output positions along one axis whose windows clip the same taps.
+struct Taps {
+  int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
+  bool operator==(const Taps&) const = default;
+};
+
+// The distinct tap classes of `out` output positions along one axis (*kinds) and each
+// position's class (*of).
+void tap_classes(int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k, int64_t dil,
+                 std::vector<Taps>* kinds, std::vector<int>* of) {
+  // Taps t of output o read start + t·dil; valid while inside [0, in) (or the padded extent).
+  auto below = [dil](int64_t start, int64_t end) { return end <= start ? 0 : (end - 1 - start) / dil + 1; };
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * stride - pad_lo;
+    const Taps t{start < 0 ? (-start + dil - 1) / dil : 0, std::min(k, below(start, in)),
+                 std::min(k, below(start, in + pad_hi))};
+    auto it = std::find(kinds->begin(), kinds->end(), t);
+    if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
+    of->push_back(static_cast<int>(it - kinds->begin()));
+  }
+}
+
+// An average's divisor over a window of depth, row and column classes d, r, c. The window
+// is separable, so its tap count is the product of the per-axis counts.
+int64_t pool_divisor(const EltLayer& L, const Taps& d, const Taps& r, const Taps& c) {
+  return L.count_include_pad ? d.padded * r.padded * c.padded : (d.hi - d.lo) * (r.hi - r.lo) * (c.hi - c.lo);
+}
+
+// A pooling layer's geometry (EltLowering::pool_plan): planes, tap classes per axis, the
+// averages' divisors, the column phases of a dilated MaxPool.
+struct PoolPlan {
+  bool dense_rows, avg;
+  int64_t Nb, C, ODd, H, W, OH, OW, CB, pixel, plane_in, plane_out;
+  std::vector<Taps> depth_kinds, row_kinds, col_kinds;
+  std::vector<int> depth_kind, row_kind, col_kind;
+  int64_t fmax;        // most input slices one output slice reads
+  int64_t plane_rows;  // scratchpad rows of the input plane(s); output plane rows start here
+  std::vector<int64_t> divisors;  // AveragePool: one parameter row each
+  hw::VecMode mode;
+  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) plane-major, from
+  // scratchpad row fv·base[p] (fv interleaved slices of H·cnt[p] rows each).
+  int64_t phases;
+  std::vector<int64_t> cnt, base;
+};
+
+// lower_elt_layer's arguments, shared by its per-family lowerings (one member function per
+// operator family). The binary family (Add, Mul, PRelu, Div) shares its b operand and the
+// steps below `binary`. Aggregate-initialised by lower_elt_layer, in member order.
+struct EltLowering {
   using BK = image::BufferKind;
   using Kind = EltLayer::Kind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
-  LayerFacts facts;
-  if (L.kind == Kind::kView) return facts;  // the output aliases the input's bytes
-  const QParams qx = qin[0];
-  auto store_rows = [&](uint32_t base, uint32_t rows, uint64_t dram) {
+  // `compute` leaves the result of rows A (a) and B (b) in A; C is free scratch.
+  using Compute = std::function<void(uint32_t A, uint32_t B, uint32_t C, uint32_t rows)>;
+
+  Result<LayerFacts> repack();
+  Result<LayerFacts> lut();
+  Result<LayerFacts> binary();
+  Result<LayerFacts> clip();
+  Result<LayerFacts> resize();
+  Result<LayerFacts> pool();
+  Result<PoolPlan> pool_plan();
+  void pool_slice(const PoolPlan& P, int64_t b, int64_t cb, int64_t od);
+
+  Result<LayerFacts> integer_divide();
+  Result<LayerFacts> divide();
+  Result<LayerFacts> integer_arith();
+  Result<LayerFacts> prelu();
+  void run_binary(uint32_t reserved, uint32_t regions, const Compute& compute);
+  void binary_last_axis(uint32_t reserved, uint32_t regions, uint64_t capacity, const Compute& compute);
+  void binary_rows(uint32_t reserved, uint32_t regions, uint64_t capacity, const Compute& compute);
+  void binary_channels(uint32_t reserved, uint32_t regions, uint64_t capacity, const Compute& compute);
+  void vec_binary_clamped(hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
+                          int8_t zp, int8_t lo, int8_t hi, bool wrap);
+  void vec_binary(hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
+                  const QParams& out, bool wrap = false);
+  uint64_t add_params(const QParams& qa, const QParams& qbb, double sign, const QParams& out);
+  uint64_t mul_params(const QParams& qa, const QParams& qbb, const QParams& out);
+  void load_params(uint64_t first, uint32_t count) { load_scalar_params(prog, N, first, count); }
+  void store_rows(uint32_t base, uint32_t rows, uint64_t dram);
+
+  const EltLayer& L;
+  const std::vector<std::vector<int64_t>>& in_shapes;
+  const std::vector<int64_t>& out_shape;
+  const std::vector<QParams>& qin;
+  const QParams& qy;
+  const std::vector<uint32_t>& in_off;
+  const uint32_t out_off;
+  const uint32_t N;
+  std::vector<uint8_t>& weights;
+  Program& prog;
+  const uint32_t act_rows;
+  const QParams qx;
+  // The binary family's b operand: where its rows are and their quantisation (binary()).
+  BK b_buffer = BK::Activations;
+  uint64_t b_off = 0;
+  QParams qb;
+};
+
+void EltLowering::store_rows(uint32_t base, uint32_t rows, uint64_t dram) {
     isa::Store st;
     st.sp = hw::Scratchpad::kAct;
     st.sp_base = base;
     st.x = static_cast<uint16_t>(rows);
     st.x_stride = N;
     prog.store(st, BK::Activations, static_cast<uint32_t>(dram));
-  };
-  if (L.kind == Kind::kRepack) {
-    // [B,C,1,1] (CB rows of N lanes per batch) <-> dense [B,C]: per batch, the full blocks and
-    // the tail block move as rows; a LOAD of fewer lanes zero-fills the padding lanes.
-    const bool to_dense = in_shapes[0].size() == 4;
-    const int64_t B = out_shape[0], C = out_shape[1], full = C / N, tail = C % N, CB = full + (tail ? 1 : 0);
-    if (CB > act_rows)
-      return make_error(StatusCode::kUnsupported, "'" + L.name + "': " + std::to_string(C) + " channels do not fit the scratchpad");
-    for (int64_t b = 0; b < B; ++b) {
-      const uint64_t padded = static_cast<uint64_t>(b * CB) * N, dense = static_cast<uint64_t>(b * C);
-      if (to_dense) {
-        prog.load(rows_load(hw::Scratchpad::kAct, 0, static_cast<uint32_t>(CB), N), BK::Activations,
-                  static_cast<uint32_t>(in_off[0] + padded));
-      } else {
-        if (full) prog.load(rows_load(hw::Scratchpad::kAct, 0, static_cast<uint32_t>(full), N), BK::Activations,
-                            static_cast<uint32_t>(in_off[0] + dense));
-        if (tail) {
-          isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(full), 1, N);
-          ld.row_elems = static_cast<uint32_t>(tail);
-          prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + dense + full * N));
-        }
-      }
-      if (!to_dense) {
-        store_rows(0, static_cast<uint32_t>(CB), out_off + padded);
-        continue;
-      }
-      if (full) store_rows(0, static_cast<uint32_t>(full), out_off + dense);
+}
+
+Result<LayerFacts> EltLowering::repack() {
+  LayerFacts facts;
+  // [B,C,1,1] (CB rows of N lanes per batch) <-> dense [B,C]: per batch, the full blocks and
+  // the tail block move as rows; a LOAD of fewer lanes zero-fills the padding lanes.
+  const bool to_dense = in_shapes[0].size() == 4;
+  const int64_t B = out_shape[0], C = out_shape[1], full = C / N, tail = C % N, CB = full + (tail ? 1 : 0);
+  if (CB > act_rows)
+    return make_error(StatusCode::kUnsupported, "'" + L.name + "': " + std::to_string(C) + " channels do not fit the scratchpad");
+  for (int64_t b = 0; b < B; ++b) {
+    const uint64_t padded = static_cast<uint64_t>(b * CB) * N, dense = static_cast<uint64_t>(b * C);
+    if (to_dense) {
+      prog.load(rows_load(hw::Scratchpad::kAct, 0, static_cast<uint32_t>(CB), N), BK::Activations,
+                static_cast<uint32_t>(in_off[0] + padded));
+    } else {
+      if (full) prog.load(rows_load(hw::Scratchpad::kAct, 0, static_cast<uint32_t>(full), N), BK::Activations,
+                          static_cast<uint32_t>(in_off[0] + dense));
       if (tail) {
+        isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(full), 1, N);
+        ld.row_elems = static_cast<uint32_t>(tail);
+        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off[0] + dense + full * N));
+      }
+    }
+    if (!to_dense) {
+      store_rows(0, static_cast<uint32_t>(CB), out_off + padded);
+      continue;
+    }
+    if (full) store_rows(0, static_cast<uint32_t>(full), out_off + dense);
+    if (tail) {
+      isa::Store st;
+      st.sp = hw::Scratchpad::kAct;
+      st.sp_base = static_cast<uint32_t>(full);
+      st.x = 1;
+      st.row_elems = static_cast<uint32_t>(tail);
+      prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + dense + full * N));
+    }
+  }
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::lut() {
+  LayerFacts facts;
+  const uint64_t table_off = align_up(weights.size());
+  weights.resize(table_off + 256, 0);
+  for (int q = -128; q < 128; ++q)
+    weights[table_off + static_cast<uint64_t>(q + 128)] =
+        static_cast<uint8_t>(quantize_value(L.fn(qx.scale * static_cast<float>(q - qx.zero_point)), qy));
+  const uint32_t T = 0, D = 256 / N;
+  prog.load(rows_load(hw::Scratchpad::kAct, T, 256 / N, N), BK::Weights, static_cast<uint32_t>(table_off));
+  const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+  // Chunks alternate between two regions, so that the LOAD of chunk k+1 and the STORE of
+  // chunk k−1 overlap the lookup of chunk k (the token footprints order the rest); a
+  // tensor that fits one region stays one chunk.
+  const uint64_t region = std::min<uint64_t>((act_rows - D) / 2, 65535);
+  const uint64_t chunk = rows <= std::min<uint64_t>(act_rows - D, 65535)
+                             ? rows
+                             : std::min<uint64_t>(region, std::max<uint64_t>(1024, ceil_div(static_cast<int64_t>(rows), 8)));
+  for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
+    const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+    const auto base = static_cast<uint32_t>(D + (k % 2) * chunk);
+    prog.load(rows_load(hw::Scratchpad::kAct, base, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+    isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(T),
+                      .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1};
+    prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+    store_rows(base, n, out_off + r0 * N);
+  }
+  return facts;
+}
+
+// Binary element-wise work: rows of a go to scratchpad region A, the matching (possibly
+// broadcast) rows of b to region B, `compute` leaves the result in A (region C is free
+// scratch), and A is stored. `reserved` rows at the bottom of ACT hold lookup tables.
+Result<LayerFacts> EltLowering::binary() {
+  LayerFacts facts;
+  b_buffer = L.const_b.empty() ? BK::Activations : BK::Weights;
+  b_off = L.const_b.empty() ? in_off[1] : 0;
+  qb = L.const_b.empty() ? qin[1] : QParams{};
+  if (!L.const_b.empty()) {
+    // A constant b (PRelu slopes per channel): symmetric int8 rows of the weights.
+    float mx = 0;
+    for (float v : L.const_b) mx = std::max(mx, std::fabs(v));
+    qb = QParams{mx > 0 ? mx / 127.0f : 1.0f, 0};
+    b_off = align_up(weights.size());
+    weights.resize(b_off + static_cast<uint64_t>(padded_channels(static_cast<int64_t>(L.const_b.size()), N)), 0);
+    for (size_t i = 0; i < L.const_b.size(); ++i) weights[b_off + i] = static_cast<uint8_t>(quantize_value(L.const_b[i], qb));
+  }
+  if (L.kind == Kind::kDiv && L.wrap) return integer_divide();
+  if (L.kind == Kind::kDiv) return divide();
+  if (L.wrap) return integer_arith();
+  if (L.kind == Kind::kPRelu) return prelu();
+    load_params(L.kind == Kind::kAdd ? add_params(qx, qb, L.b_sign, qy) : mul_params(qx, qb, qy), 1);
+    const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
+    run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) { vec_binary(mode, 0, A, B, A, rows, qy); });
+    return facts;
+}
+
+void EltLowering::run_binary(uint32_t reserved, uint32_t regions, const Compute& compute) {
+  const uint64_t capacity = std::min<uint64_t>((act_rows - reserved) / regions, 65535);
+  if (L.broadcast_last) binary_last_axis(reserved, regions, capacity, compute);
+  else if (!L.broadcast_channels) binary_rows(reserved, regions, capacity, compute);
+  else binary_channels(reserved, regions, capacity, compute);
+}
+
+void EltLowering::binary_last_axis(uint32_t reserved, uint32_t regions, uint64_t capacity, const Compute& compute) {
+  // a is M rows of L elements; each row goes to the scratchpad as LB blocks of up to N
+  // (block-major), and b's one row is replicated over the M rows by a stride-0 LOAD.
+  const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
+  int64_t M = 1;
+  for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
+  // Two alternating sets of regions when the tensor needs more than one chunk (and a
+  // half still holds a row): chunk k+1's LOADs and chunk k−1's STOREs overlap chunk k's
+  // VEC work.
+  const bool two_sets = M * LB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= LB;
+  const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / LB);
+  const int64_t full = Lr / N, tail = Lr % N;
+  // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
+  auto blocks = [&](bool store, BK buffer, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
+    for (int part = 0; part < 2; ++part) {
+      const int64_t count = part == 0 ? full : (tail > 0 ? 1 : 0);
+      if (count == 0) continue;
+      const uint32_t sp = static_cast<uint32_t>(base + (part == 0 ? 0 : full * mt));
+      const uint64_t at = dram + static_cast<uint64_t>(part == 0 ? 0 : full * N);
+      const uint32_t elems = part == 0 ? 0 : static_cast<uint32_t>(tail);
+      if (store) {
         isa::Store st;
         st.sp = hw::Scratchpad::kAct;
-        st.sp_base = static_cast<uint32_t>(full);
-        st.x = 1;
-        st.row_elems = static_cast<uint32_t>(tail);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + dense + full * N));
+        st.sp_base = sp;
+        st.row_elems = elems;
+        st.x = static_cast<uint16_t>(mt);
+        st.x_stride = m_stride;
+        st.y = static_cast<uint16_t>(count);
+        st.y_stride = N;
+        prog.store(st, BK::Activations, static_cast<uint32_t>(at));
+      } else {
+        isa::Load ld = rows_load(hw::Scratchpad::kAct, sp, static_cast<uint32_t>(mt), m_stride);
+        ld.row_elems = elems;
+        ld.y = static_cast<uint16_t>(count);
+        ld.y_stride = N;
+        prog.load(ld, buffer, static_cast<uint32_t>(at));
       }
     }
-    return facts;
+  };
+  for (int64_t row0 = 0, k = 0; row0 < M; row0 += Mt, ++k) {
+    const int64_t mt = std::min(Mt, M - row0);
+    const auto rows = static_cast<uint32_t>(mt * LB);
+    const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * Mt * LB : 0));
+    const uint32_t B = A + rows, C = B + rows;
+    blocks(false, BK::Activations, A, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
+    blocks(false, b_buffer, B, b_off, mt, 0);
+    compute(A, B, C, rows);
+    blocks(true, BK::Activations, A, out_off + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
   }
-  if (L.kind == Kind::kLut) {
-    const uint64_t table_off = align_up(weights.size());
-    weights.resize(table_off + 256, 0);
-    for (int q = -128; q < 128; ++q)
-      weights[table_off + static_cast<uint64_t>(q + 128)] =
-          static_cast<uint8_t>(quantize_value(L.fn(qx.scale * static_cast<float>(q - qx.zero_point)), qy));
-    const uint32_t T = 0, D = 256 / N;
-    prog.load(rows_load(hw::Scratchpad::kAct, T, 256 / N, N), BK::Weights, static_cast<uint32_t>(table_off));
-    const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-    // Chunks alternate between two regions, so that the LOAD of chunk k+1 and the STORE of
-    // chunk k−1 overlap the lookup of chunk k (the token footprints order the rest); a
-    // tensor that fits one region stays one chunk.
-    const uint64_t region = std::min<uint64_t>((act_rows - D) / 2, 65535);
-    const uint64_t chunk = rows <= std::min<uint64_t>(act_rows - D, 65535)
-                               ? rows
-                               : std::min<uint64_t>(region, std::max<uint64_t>(1024, ceil_div(static_cast<int64_t>(rows), 8)));
-    for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
-      const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-      const auto base = static_cast<uint32_t>(D + (k % 2) * chunk);
-      prog.load(rows_load(hw::Scratchpad::kAct, base, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
-      isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(T),
-                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1};
-      prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
-      store_rows(base, n, out_off + r0 * N);
-    }
-    return facts;
+}
+
+void EltLowering::binary_rows(uint32_t reserved, uint32_t regions, uint64_t capacity, const Compute& compute) {
+  auto load_b = [&](uint32_t base, uint32_t rows, uint32_t stride, uint64_t at) {
+    prog.load(rows_load(hw::Scratchpad::kAct, base, rows, stride), b_buffer, static_cast<uint32_t>(at));
+  };
+  const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+  const bool two_sets = rows > capacity;  // alternating sets, as above
+  const uint64_t chunk = two_sets ? capacity / 2 : capacity;
+  for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
+    const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+    const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk : 0));
+    const uint32_t B = A + n, C = B + n;
+    prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+    load_b(B, n, N, b_off + r0 * N);
+    compute(A, B, C, n);
+    store_rows(A, n, out_off + r0 * N);
   }
-  if (L.kind == Kind::kAdd || L.kind == Kind::kMul || L.kind == Kind::kPRelu || L.kind == Kind::kDiv) {
-    // Binary element-wise work: rows of a go to scratchpad region A, the matching (possibly
-    // broadcast) rows of b to region B, `compute` leaves the result in A (region C is free
-    // scratch), and A is stored. `reserved` rows at the bottom of ACT hold lookup tables.
-    using Compute = std::function<void(uint32_t A, uint32_t B, uint32_t C, uint32_t rows)>;
-    const BK b_buffer = L.const_b.empty() ? BK::Activations : BK::Weights;
-    uint64_t b_off = L.const_b.empty() ? in_off[1] : 0;
-    QParams qb = L.const_b.empty() ? qin[1] : QParams{};
-    if (!L.const_b.empty()) {
-      // A constant b (PRelu slopes per channel): symmetric int8 rows of the weights.
-      float mx = 0;
-      for (float v : L.const_b) mx = std::max(mx, std::fabs(v));
-      qb = QParams{mx > 0 ? mx / 127.0f : 1.0f, 0};
-      b_off = align_up(weights.size());
-      weights.resize(b_off + static_cast<uint64_t>(padded_channels(static_cast<int64_t>(L.const_b.size()), N)), 0);
-      for (size_t i = 0; i < L.const_b.size(); ++i) weights[b_off + i] = static_cast<uint8_t>(quantize_value(L.const_b[i], qb));
+}
+
+void EltLowering::binary_channels(uint32_t reserved, uint32_t regions, uint64_t capacity, const Compute& compute) {
+  // b = one row block per channel block: its CB rows are replicated over each pixel by a
+  // stride-0 LOAD (per image when b has a batch dimension).
+  const auto& a = in_shapes[0];
+  const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
+  const bool two_sets = a[0] * pixels * CB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= CB;
+  const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / CB);
+  int64_t k = 0;  // chunk index: alternating sets, as above
+  for (int64_t b = 0; b < a[0]; ++b)
+    for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px, ++k) {
+      const int64_t np = std::min(chunk_px, pixels - p0);
+      const auto n = static_cast<uint32_t>(np * CB);
+      const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk_px * CB : 0));
+      const uint32_t B = A + n, C = B + n;
+      const uint64_t at = static_cast<uint64_t>((b * pixels + p0) * Cp);
+      prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + at));
+      isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
+      ld.y = static_cast<uint16_t>(np);
+      ld.y_stride = 0;
+      prog.load(ld, b_buffer, static_cast<uint32_t>(b_off + (L.b_per_image ? b * Cp : 0)));
+      compute(A, B, C, n);
+      store_rows(A, n, out_off + at);
     }
-    auto run_binary = [&](uint32_t reserved, uint32_t regions, const Compute& compute) {
-      const uint64_t capacity = std::min<uint64_t>((act_rows - reserved) / regions, 65535);
-      auto load_b = [&](uint32_t base, uint32_t rows, uint32_t stride, uint64_t at) {
-        prog.load(rows_load(hw::Scratchpad::kAct, base, rows, stride), b_buffer, static_cast<uint32_t>(at));
-      };
-      if (L.broadcast_last) {
-        // a is M rows of L elements; each row goes to the scratchpad as LB blocks of up to N
-        // (block-major), and b's one row is replicated over the M rows by a stride-0 LOAD.
-        const int64_t Lr = in_shapes[0].back(), LB = ceil_div(Lr, N);
-        int64_t M = 1;
-        for (size_t d = 0; d + 1 < in_shapes[0].size(); ++d) M *= in_shapes[0][d];
-        // Two alternating sets of regions when the tensor needs more than one chunk (and a
-        // half still holds a row): chunk k+1's LOADs and chunk k−1's STOREs overlap chunk k's
-        // VEC work.
-        const bool two_sets = M * LB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= LB;
-        const int64_t Mt = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / LB);
-        const int64_t full = Lr / N, tail = Lr % N;
-        // Moves rows [m0, m0 + mt) between DRAM (row stride `m_stride`) and scratchpad `base`.
-        auto blocks = [&](bool store, BK buffer, uint32_t base, uint64_t dram, int64_t mt, uint32_t m_stride) {
-          for (int part = 0; part < 2; ++part) {
-            const int64_t count = part == 0 ? full : (tail > 0 ? 1 : 0);
-            if (count == 0) continue;
-            const uint32_t sp = static_cast<uint32_t>(base + (part == 0 ? 0 : full * mt));
-            const uint64_t at = dram + static_cast<uint64_t>(part == 0 ? 0 : full * N);
-            const uint32_t elems = part == 0 ? 0 : static_cast<uint32_t>(tail);
-            if (store) {
-              isa::Store st;
-              st.sp = hw::Scratchpad::kAct;
-              st.sp_base = sp;
-              st.row_elems = elems;
-              st.x = static_cast<uint16_t>(mt);
-              st.x_stride = m_stride;
-              st.y = static_cast<uint16_t>(count);
-              st.y_stride = N;
-              prog.store(st, BK::Activations, static_cast<uint32_t>(at));
-            } else {
-              isa::Load ld = rows_load(hw::Scratchpad::kAct, sp, static_cast<uint32_t>(mt), m_stride);
-              ld.row_elems = elems;
-              ld.y = static_cast<uint16_t>(count);
-              ld.y_stride = N;
-              prog.load(ld, buffer, static_cast<uint32_t>(at));
-            }
-          }
-        };
-        for (int64_t row0 = 0, k = 0; row0 < M; row0 += Mt, ++k) {
-          const int64_t mt = std::min(Mt, M - row0);
-          const auto rows = static_cast<uint32_t>(mt * LB);
-          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * Mt * LB : 0));
-          const uint32_t B = A + rows, C = B + rows;
-          blocks(false, BK::Activations, A, in_off[0] + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
-          blocks(false, b_buffer, B, b_off, mt, 0);
-          compute(A, B, C, rows);
-          blocks(true, BK::Activations, A, out_off + static_cast<uint64_t>(row0 * Lr), mt, static_cast<uint32_t>(Lr));
-        }
-        return;
-      }
-      if (!L.broadcast_channels) {
-        const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-        const bool two_sets = rows > capacity;  // alternating sets, as above
-        const uint64_t chunk = two_sets ? capacity / 2 : capacity;
-        for (uint64_t r0 = 0, k = 0; r0 < rows; r0 += chunk, ++k) {
-          const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk : 0));
-          const uint32_t B = A + n, C = B + n;
-          prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
-          load_b(B, n, N, b_off + r0 * N);
-          compute(A, B, C, n);
-          store_rows(A, n, out_off + r0 * N);
-        }
-        return;
-      }
-      // b = one row block per channel block: its CB rows are replicated over each pixel by a
-      // stride-0 LOAD (per image when b has a batch dimension).
-      const auto& a = in_shapes[0];
-      const int64_t CB = (a[1] + N - 1) / N, Cp = CB * N, pixels = a[2] * a[3];
-      const bool two_sets = a[0] * pixels * CB > static_cast<int64_t>(capacity) && static_cast<int64_t>(capacity / 2) >= CB;
-      const int64_t chunk_px = std::max<int64_t>(1, static_cast<int64_t>(two_sets ? capacity / 2 : capacity) / CB);
-      int64_t k = 0;  // chunk index: alternating sets, as above
-      for (int64_t b = 0; b < a[0]; ++b)
-        for (int64_t p0 = 0; p0 < pixels; p0 += chunk_px, ++k) {
-          const int64_t np = std::min(chunk_px, pixels - p0);
-          const auto n = static_cast<uint32_t>(np * CB);
-          const uint32_t A = static_cast<uint32_t>(reserved + (two_sets ? (k % 2) * regions * chunk_px * CB : 0));
-          const uint32_t B = A + n, C = B + n;
-          const uint64_t at = static_cast<uint64_t>((b * pixels + p0) * Cp);
-          prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + at));
-          isa::Load ld = rows_load(hw::Scratchpad::kAct, B, static_cast<uint32_t>(CB), N);
-          ld.y = static_cast<uint16_t>(np);
-          ld.y_stride = 0;
-          prog.load(ld, b_buffer, static_cast<uint32_t>(b_off + (L.b_per_image ? b * Cp : 0)));
-          compute(A, B, C, n);
-          store_rows(A, n, out_off + at);
-        }
-    };
-    // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P;
-    // `wrap`: the result's low byte instead of the clamp (whose bounds are then 0).
-    // The general form: output zero point `zp` and clamp [lo, hi] as given.
-    auto vec_binary_clamped = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst,
-                                  uint32_t rows, int8_t zp, int8_t lo, int8_t hi, bool wrap) {
-      isa::VecRequant v{.wrap = wrap, .src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
-                        .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows), .zero_point = zp,
-                        .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
-      prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
-    };
-    auto vec_binary = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
-                          const QParams& out, bool wrap = false) {
-      vec_binary_clamped(mode, P, src, aux, dst, rows, static_cast<int8_t>(out.zero_point),
-                         static_cast<int8_t>(wrap ? 0 : -128), static_cast<int8_t>(wrap ? 0 : 127), wrap);
-    };
-    // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
-    auto add_params = [&](const QParams& qa, const QParams& qbb, double sign, const QParams& out) {
-      const double ma = qa.scale / static_cast<double>(out.scale), mb = sign * qbb.scale / static_cast<double>(out.scale);
-      const int32_t sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
-      return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(ma, sh))),
-                               static_cast<int32_t>(std::llround(std::ldexp(mb, sh))), sh, qa.zero_point, qbb.zero_point);
-    };
-    auto mul_params = [&](const QParams& qa, const QParams& qbb, const QParams& out) {
-      const double m = static_cast<double>(qa.scale) * qbb.scale / out.scale;
-      const int32_t sh = shared_shift(m);
-      return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qa.zero_point,
-                               qbb.zero_point);
-    };
-    auto load_params = [&](uint64_t first, uint32_t count) { load_scalar_params(prog, N, first, count); };
-    if (L.kind == Kind::kDiv && L.wrap) {
-      // ONNX uint8 Div (truncating) on codes of scale 1, zero point −128 (bind_integer_io):
-      // restoring division, one quotient bit per step from bit 7 down, all on the VEC unit
-      // with exact 64-bit intermediates (no reciprocal, so no rounding):
-      //   c = [r ≥ b·2^i]   ADD  r·1 + b·(−2^i), zp 1, clamp [0, 1]
-      //   p = c·b·2^i       MUL  (c − 0)(b + 128)·2^i, ≤ r ≤ 255 whenever c = 1
-      //   r = r − p         ADD
-      //   q = q + c·2^i     ADD  (step 7 ignores q's stale rows: multiplier 0)
-      // A zero divisor yields quotient 255 and leaves the remainder (every step subtracts 0).
-      if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f || qx.zero_point != -128 ||
-          qb.zero_point != -128 || qy.zero_point != -128)
-        return make_error(StatusCode::kInternal, "integer Div '" + L.name + "' needs uint8 codes of scale 1");
-      // Parameter rows: [0] copy, then per step i = 7..0: compare, product, q update; [25] r update.
-      const uint64_t first = put_scalar_params(weights, N, 1, 0, 0, -128, 0);
-      for (int i = 7; i >= 0; --i) {
-        put_scalar_params(weights, N, 1, -(1 << i), 0, -128, -128);
-        put_scalar_params(weights, N, 1 << i, 0, 0, 0, -128);
-        put_scalar_params(weights, N, i == 7 ? 0 : 1, 1 << i, 0, -128, 0);
-      }
-      put_scalar_params(weights, N, 1, -1, 0, -128, -128);
-      load_params(first, 26);
-      auto vec = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows, int8_t zp,
-                     int8_t lo, int8_t hi) { vec_binary_clamped(mode, P, src, aux, dst, rows, zp, lo, hi, false); };
-      // Regions: A dividend, then quotient (stored); B divisor; C the bit c; D remainder; E c·b·2^i.
-      run_binary(0, 5, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
-        const uint32_t D = C + rows, E = D + rows;
-        vec(hw::VecMode::kAdd, 0, A, A, D, rows, -128, -128, 127);  // r = a
-        for (uint32_t step = 0; step < 8; ++step) {
-          const uint32_t P = 1 + 3 * step;
-          vec(hw::VecMode::kAdd, P, D, B, C, rows, 1, 0, 1);
-          vec(hw::VecMode::kMul, P + 1, C, B, E, rows, -128, -128, 127);
-          vec(hw::VecMode::kAdd, 25, D, E, D, rows, -128, -128, 127);
-          vec(hw::VecMode::kAdd, P + 2, A, C, A, rows, -128, -128, 127);
-        }
-      });
-      return facts;
-    }
-    if (L.kind == Kind::kDiv) {
-      // 1/y over y's codes (clamped to y's calibrated range, which keeps one sign), then
-      // x · (1/y) by VEC MUL; the table runs in place on the divisor rows.
-      const QParams qr = activation_qparams(std::min(1.0f / L.divisor_lo, 1.0f / L.divisor_hi),
-                                            std::max(1.0f / L.divisor_lo, 1.0f / L.divisor_hi));
-      const uint64_t table = align_up(weights.size());
-      weights.resize(table + 256, 0);
-      for (int q = -128; q < 128; ++q) {
-        const float y = std::clamp(qb.scale * static_cast<float>(q - qb.zero_point), L.divisor_lo, L.divisor_hi);
-        weights[table + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(1.0f / y, qr));
-      }
-      const uint32_t table_rows = 256 / N;
-      prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(table));
-      load_params(mul_params(qx, qr, qy), 1);
-      run_binary(table_rows, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
-        isa::VecRequant v{.src = static_cast<uint16_t>(B), .dst = static_cast<uint16_t>(B), .param = 0,
-                          .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
-        prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
-        vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qy);
-      });
-      return facts;
-    }
-    if (L.wrap) {
-      // ONNX integer Add/Sub/Mul on codes of scale 1 (bind_integer_io): with multipliers ±1
-      // and no shift, t = (a − za) ± (b − zb) or (a − za)·(b − zb) is the exact integer
-      // result (a code minus its zero point is the user's integer), and the wrapped low byte
-      // of t + zp is the result's code modulo 2^8, as ONNX wraps.
-      if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f)
-        return make_error(StatusCode::kInternal, "integer " + L.op + " '" + L.name + "' needs codes of scale 1");
-      const bool add = L.kind == Kind::kAdd;
-      load_params(put_scalar_params(weights, N, 1, add ? (L.b_sign < 0 ? -1 : 1) : 0, 0, qx.zero_point, qb.zero_point), 1);
-      run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
-        vec_binary(add ? hw::VecMode::kAdd : hw::VecMode::kMul, 0, A, B, A, rows, qy, true);
-      });
-      return facts;
-    }
-    if (L.kind != Kind::kPRelu) {
-      load_params(L.kind == Kind::kAdd ? add_params(qx, qb, L.b_sign, qy) : mul_params(qx, qb, qy), 1);
-      const auto mode = L.kind == Kind::kAdd ? hw::VecMode::kAdd : hw::VecMode::kMul;
-      run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) { vec_binary(mode, 0, A, B, A, rows, qy); });
-      return facts;
-    }
-    // PRelu(x, a) = max(x, 0) + a·min(x, 0): two lookup tables split x into its positive part
-    // r and negative part n, VEC MUL forms p = a·n, VEC ADD y = r + p. The intermediates are
-    // quantised over the calibrated ranges of x and a (else what their int8 codes reach).
-    auto real = [](const QParams& q, int code) { return q.scale * static_cast<float>(code - q.zero_point); };
-    const float x_lo = std::min(L.x_range ? std::max(L.x_range->first, real(qx, -128)) : real(qx, -128), 0.0f);
-    const float x_hi = std::max(L.x_range ? std::min(L.x_range->second, real(qx, 127)) : real(qx, 127), 0.0f);
-    const float a_lo = L.b_range ? std::max(L.b_range->first, real(qb, -128)) : real(qb, -128);
-    const float a_hi = L.b_range ? std::min(L.b_range->second, real(qb, 127)) : real(qb, 127);
-    const QParams qn = activation_qparams(x_lo, 0.0f), qr = activation_qparams(0.0f, x_hi);
-    const QParams qp = activation_qparams(std::min({x_lo * a_lo, x_lo * a_hi, 0.0f}), std::max({x_lo * a_lo, x_lo * a_hi, 0.0f}));
-    const uint32_t table_rows = 256 / N;
-    const uint64_t tables = align_up(weights.size());
-    weights.resize(tables + 512, 0);
-    for (int q = -128; q < 128; ++q) {
-      const float v = real(qx, q);
-      weights[tables + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::min(v, 0.0f), qn));
-      weights[tables + 256 + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::max(v, 0.0f), qr));
-    }
-    prog.load(rows_load(hw::Scratchpad::kAct, 0, 2 * table_rows, N), BK::Weights, static_cast<uint32_t>(tables));
-    const uint64_t first = mul_params(qn, qb, qp);
-    add_params(qr, qp, 1.0, qy);
-    load_params(first, 2);
-    run_binary(2 * table_rows, 3, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
-      auto lut = [&](uint32_t table, uint32_t src, uint32_t dst) {
-        isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
-                          .param = static_cast<uint16_t>(table), .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
-        prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
-      };
-      lut(table_rows, A, C);                            // r = max(x, 0)
-      lut(0, A, A);                                     // n = min(x, 0)
-      vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qp);  // p = a·n
-      vec_binary(hw::VecMode::kAdd, 1, C, A, A, rows, qy);  // y = r + p
-    });
-    return facts;
+}
+
+  // VEC ADD/MUL of rows a (at `src`) and b (at `aux`) into `dst`, with the parameter row P;
+  // `wrap`: the result's low byte instead of the clamp (whose bounds are then 0).
+  // The general form: output zero point `zp` and clamp [lo, hi] as given.
+void EltLowering::vec_binary_clamped(hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst,
+                                     uint32_t rows, int8_t zp, int8_t lo, int8_t hi, bool wrap) {
+  isa::VecRequant v{.wrap = wrap, .src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                    .param = static_cast<uint16_t>(P), .r = static_cast<uint16_t>(rows), .zero_point = zp,
+                    .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+  prog.vec_words(vec_mode(v, mode, aux, 0, 0, 0));
+}
+
+void EltLowering::vec_binary(hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows,
+                             const QParams& out, bool wrap) {
+  vec_binary_clamped(mode, P, src, aux, dst, rows, static_cast<int8_t>(out.zero_point),
+                     static_cast<int8_t>(wrap ? 0 : -128), static_cast<int8_t>(wrap ? 0 : 127), wrap);
+}
+
+  // Parameter rows for a + sign·b and a·b (VEC ADD/MUL, shared shift), consecutive in ACC.
+uint64_t EltLowering::add_params(const QParams& qa, const QParams& qbb, double sign, const QParams& out) {
+  const double ma = qa.scale / static_cast<double>(out.scale), mb = sign * qbb.scale / static_cast<double>(out.scale);
+  const int32_t sh = shared_shift(std::max(std::fabs(ma), std::fabs(mb)));
+  return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(ma, sh))),
+                           static_cast<int32_t>(std::llround(std::ldexp(mb, sh))), sh, qa.zero_point, qbb.zero_point);
+}
+
+uint64_t EltLowering::mul_params(const QParams& qa, const QParams& qbb, const QParams& out) {
+  const double m = static_cast<double>(qa.scale) * qbb.scale / out.scale;
+  const int32_t sh = shared_shift(m);
+  return put_scalar_params(weights, N, static_cast<int32_t>(std::llround(std::ldexp(m, sh))), 0, sh, qa.zero_point,
+                           qbb.zero_point);
+}
+
+Result<LayerFacts> EltLowering::integer_divide() {
+  LayerFacts facts;
+  // ONNX uint8 Div (truncating) on codes of scale 1, zero point −128 (bind_integer_io):
+  // restoring division, one quotient bit per step from bit 7 down, all on the VEC unit
+  // with exact 64-bit intermediates (no reciprocal, so no rounding):
+  //   c = [r ≥ b·2^i]   ADD  r·1 + b·(−2^i), zp 1, clamp [0, 1]
+  //   p = c·b·2^i       MUL  (c − 0)(b + 128)·2^i, ≤ r ≤ 255 whenever c = 1
+  //   r = r − p         ADD
+  //   q = q + c·2^i     ADD  (step 7 ignores q's stale rows: multiplier 0)
+  // A zero divisor yields quotient 255 and leaves the remainder (every step subtracts 0).
+  if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f || qx.zero_point != -128 ||
+      qb.zero_point != -128 || qy.zero_point != -128)
+    return make_error(StatusCode::kInternal, "integer Div '" + L.name + "' needs uint8 codes of scale 1");
+  // Parameter rows: [0] copy, then per step i = 7..0: compare, product, q update; [25] r update.
+  const uint64_t first = put_scalar_params(weights, N, 1, 0, 0, -128, 0);
+  for (int i = 7; i >= 0; --i) {
+    put_scalar_params(weights, N, 1, -(1 << i), 0, -128, -128);
+    put_scalar_params(weights, N, 1 << i, 0, 0, 0, -128);
+    put_scalar_params(weights, N, i == 7 ? 0 : 1, 1 << i, 0, -128, 0);
   }
-  if (L.kind == Kind::kClip) {
-    // Clip with run-time bounds. A bound's one int8 code (quantised like x, so codes compare
-    // like reals) is spread over all lanes and rows by a GEMM against a tile whose row 0 is
-    // all ones (act stride r = 0 repeats the one input row), then REQUANT by 1 writes the
-    // rows back to ACT. max(x, lo) is a VEC MAXPOOL over the 2-row window {x row, lo row};
-    // min(y, hi) = NOT max(NOT y, NOT hi), where NOT q = −1 − q is an exact, decreasing
-    // int8 lookup table. Constant bounds are the last instruction's clamp.
-    const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
-    const uint32_t table_rows = 256 / N;
-    const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
-    const bool has_lo = L.lo_input >= 0, has_hi = L.hi_input >= 0;
-    // ACT: NOT table | bound source rows (2) | x chunk A | lo rows | hi rows.
-    const uint32_t S = table_rows, A = S + 2;
-    const uint64_t chunk = std::min<uint64_t>({(act_rows - A) / 3, acc_rows - 3, 65535, rows});
-    const uint32_t LO = static_cast<uint32_t>(A + chunk), HI = static_cast<uint32_t>(LO + chunk);
-    const uint64_t blob = align_up(weights.size());
-    weights.resize(blob + 256 + uint64_t{N} * N + 3 * uint64_t{N} * 4, 0);
-    for (int q = -128; q < 128; ++q) weights[blob + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(static_cast<int8_t>(-1 - q));
-    const uint64_t ones = blob + 256, params = ones + uint64_t{N} * N;
-    for (uint32_t n = 0; n < N; ++n) weights[ones + n] = 1;  // tile row 0
-    put_u32(weights, params + uint64_t{N} * 4, 1);              // REQUANT: bias 0, multiplier 1, shift 0
-    for (uint32_t n = 1; n < N; ++n) put_u32(weights, params + uint64_t{N} * 4 + n * 4, 1);
-    prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(blob));
-    prog.load(rows_load(hw::Scratchpad::kWgt, 0, N, N), BK::Weights, static_cast<uint32_t>(ones));
-    {
-      isa::Load pl = rows_load(hw::Scratchpad::kAcc, 0, 3, 4 * N);
-      prog.load(pl, BK::Weights, static_cast<uint32_t>(params));
+  put_scalar_params(weights, N, 1, -1, 0, -128, -128);
+  load_params(first, 26);
+  auto vec = [&](hw::VecMode mode, uint32_t P, uint32_t src, uint32_t aux, uint32_t dst, uint32_t rows, int8_t zp,
+                 int8_t lo, int8_t hi) { vec_binary_clamped(mode, P, src, aux, dst, rows, zp, lo, hi, false); };
+  // Regions: A dividend, then quotient (stored); B divisor; C the bit c; D remainder; E c·b·2^i.
+  run_binary(0, 5, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
+    const uint32_t D = C + rows, E = D + rows;
+    vec(hw::VecMode::kAdd, 0, A, A, D, rows, -128, -128, 127);  // r = a
+    for (uint32_t step = 0; step < 8; ++step) {
+      const uint32_t P = 1 + 3 * step;
+      vec(hw::VecMode::kAdd, P, D, B, C, rows, 1, 0, 1);
+      vec(hw::VecMode::kMul, P + 1, C, B, E, rows, -128, -128, 127);
+      vec(hw::VecMode::kAdd, 25, D, E, D, rows, -128, -128, 127);
+      vec(hw::VecMode::kAdd, P + 2, A, C, A, rows, -128, -128, 127);
     }
-    auto lut_not = [&](uint32_t src, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
-      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
-                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+  });
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::divide() {
+  LayerFacts facts;
+  // 1/y over y's codes (clamped to y's calibrated range, which keeps one sign), then
+  // x · (1/y) by VEC MUL; the table runs in place on the divisor rows.
+  const QParams qr = activation_qparams(std::min(1.0f / L.divisor_lo, 1.0f / L.divisor_hi),
+                                        std::max(1.0f / L.divisor_lo, 1.0f / L.divisor_hi));
+  const uint64_t table = align_up(weights.size());
+  weights.resize(table + 256, 0);
+  for (int q = -128; q < 128; ++q) {
+    const float y = std::clamp(qb.scale * static_cast<float>(q - qb.zero_point), L.divisor_lo, L.divisor_hi);
+    weights[table + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(1.0f / y, qr));
+  }
+  const uint32_t table_rows = 256 / N;
+  prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(table));
+  load_params(mul_params(qx, qr, qy), 1);
+  run_binary(table_rows, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
+    isa::VecRequant v{.src = static_cast<uint16_t>(B), .dst = static_cast<uint16_t>(B), .param = 0,
+                      .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
+    prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+    vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qy);
+  });
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::integer_arith() {
+  LayerFacts facts;
+  // ONNX integer Add/Sub/Mul on codes of scale 1 (bind_integer_io): with multipliers ±1
+  // and no shift, t = (a − za) ± (b − zb) or (a − za)·(b − zb) is the exact integer
+  // result (a code minus its zero point is the user's integer), and the wrapped low byte
+  // of t + zp is the result's code modulo 2^8, as ONNX wraps.
+  if (qx.scale != 1.0f || qb.scale != 1.0f || qy.scale != 1.0f)
+    return make_error(StatusCode::kInternal, "integer " + L.op + " '" + L.name + "' needs codes of scale 1");
+  const bool add = L.kind == Kind::kAdd;
+  load_params(put_scalar_params(weights, N, 1, add ? (L.b_sign < 0 ? -1 : 1) : 0, 0, qx.zero_point, qb.zero_point), 1);
+  run_binary(0, 2, [&](uint32_t A, uint32_t B, uint32_t, uint32_t rows) {
+    vec_binary(add ? hw::VecMode::kAdd : hw::VecMode::kMul, 0, A, B, A, rows, qy, true);
+  });
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::prelu() {
+  LayerFacts facts;
+  // PRelu(x, a) = max(x, 0) + a·min(x, 0): two lookup tables split x into its positive part
+  // r and negative part n, VEC MUL forms p = a·n, VEC ADD y = r + p. The intermediates are
+  // quantised over the calibrated ranges of x and a (else what their int8 codes reach).
+  auto real = [](const QParams& q, int code) { return q.scale * static_cast<float>(code - q.zero_point); };
+  const float x_lo = std::min(L.x_range ? std::max(L.x_range->first, real(qx, -128)) : real(qx, -128), 0.0f);
+  const float x_hi = std::max(L.x_range ? std::min(L.x_range->second, real(qx, 127)) : real(qx, 127), 0.0f);
+  const float a_lo = L.b_range ? std::max(L.b_range->first, real(qb, -128)) : real(qb, -128);
+  const float a_hi = L.b_range ? std::min(L.b_range->second, real(qb, 127)) : real(qb, 127);
+  const QParams qn = activation_qparams(x_lo, 0.0f), qr = activation_qparams(0.0f, x_hi);
+  const QParams qp = activation_qparams(std::min({x_lo * a_lo, x_lo * a_hi, 0.0f}), std::max({x_lo * a_lo, x_lo * a_hi, 0.0f}));
+  const uint32_t table_rows = 256 / N;
+  const uint64_t tables = align_up(weights.size());
+  weights.resize(tables + 512, 0);
+  for (int q = -128; q < 128; ++q) {
+    const float v = real(qx, q);
+    weights[tables + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::min(v, 0.0f), qn));
+    weights[tables + 256 + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(quantize_value(std::max(v, 0.0f), qr));
+  }
+  prog.load(rows_load(hw::Scratchpad::kAct, 0, 2 * table_rows, N), BK::Weights, static_cast<uint32_t>(tables));
+  const uint64_t first = mul_params(qn, qb, qp);
+  add_params(qr, qp, 1.0, qy);
+  load_params(first, 2);
+  run_binary(2 * table_rows, 3, [&](uint32_t A, uint32_t B, uint32_t C, uint32_t rows) {
+    auto lut = [&](uint32_t table, uint32_t src, uint32_t dst) {
+      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst),
+                        .param = static_cast<uint16_t>(table), .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
       prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
     };
-    auto spread = [&](uint32_t source_row, uint64_t dram, uint32_t dst) {
-      isa::Load ld = rows_load(hw::Scratchpad::kAct, source_row, 1, N);
-      ld.row_elems = 1;
-      prog.load(ld, BK::Activations, static_cast<uint32_t>(dram));
-      isa::Gemm gm;
-      gm.clear = true;
-      gm.act = static_cast<uint16_t>(source_row);
-      gm.acc = 3;
-      gm.r = static_cast<uint16_t>(chunk);
-      gm.act_sr = 0;
-      gm.acc_sr = 1;
-      prog.gemm(gm);
-      isa::VecRequant vq;
-      vq.src = 3;
-      vq.dst = static_cast<uint16_t>(dst);
-      vq.param = 0;
-      vq.r = static_cast<uint16_t>(chunk);
-      vq.src_sr = 1;
-      vq.dst_sr = 1;
-      prog.vec(vq);
-    };
-    size_t next = 1;
-    if (has_lo) spread(S, in_off[next++], LO);
+    lut(table_rows, A, C);                            // r = max(x, 0)
+    lut(0, A, A);                                     // n = min(x, 0)
+    vec_binary(hw::VecMode::kMul, 0, A, B, A, rows, qp);  // p = a·n
+    vec_binary(hw::VecMode::kAdd, 1, C, A, A, rows, qy);  // y = r + p
+  });
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::clip() {
+  LayerFacts facts;
+  // Clip with run-time bounds. A bound's one int8 code (quantised like x, so codes compare
+  // like reals) is spread over all lanes and rows by a GEMM against a tile whose row 0 is
+  // all ones (act stride r = 0 repeats the one input row), then REQUANT by 1 writes the
+  // rows back to ACT. max(x, lo) is a VEC MAXPOOL over the 2-row window {x row, lo row};
+  // min(y, hi) = NOT max(NOT y, NOT hi), where NOT q = −1 − q is an exact, decreasing
+  // int8 lookup table. Constant bounds are the last instruction's clamp.
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t table_rows = 256 / N;
+  const uint64_t rows = (device_bytes(out_shape, N) + N - 1) / N;
+  const bool has_lo = L.lo_input >= 0, has_hi = L.hi_input >= 0;
+  // ACT: NOT table | bound source rows (2) | x chunk A | lo rows | hi rows.
+  const uint32_t S = table_rows, A = S + 2;
+  const uint64_t chunk = std::min<uint64_t>({(act_rows - A) / 3, acc_rows - 3, 65535, rows});
+  const uint32_t LO = static_cast<uint32_t>(A + chunk), HI = static_cast<uint32_t>(LO + chunk);
+  const uint64_t blob = align_up(weights.size());
+  weights.resize(blob + 256 + uint64_t{N} * N + 3 * uint64_t{N} * 4, 0);
+  for (int q = -128; q < 128; ++q) weights[blob + static_cast<uint64_t>(q + 128)] = static_cast<uint8_t>(static_cast<int8_t>(-1 - q));
+  const uint64_t ones = blob + 256, params = ones + uint64_t{N} * N;
+  for (uint32_t n = 0; n < N; ++n) weights[ones + n] = 1;  // tile row 0
+  put_u32(weights, params + uint64_t{N} * 4, 1);              // REQUANT: bias 0, multiplier 1, shift 0
+  for (uint32_t n = 1; n < N; ++n) put_u32(weights, params + uint64_t{N} * 4 + n * 4, 1);
+  prog.load(rows_load(hw::Scratchpad::kAct, 0, table_rows, N), BK::Weights, static_cast<uint32_t>(blob));
+  prog.load(rows_load(hw::Scratchpad::kWgt, 0, N, N), BK::Weights, static_cast<uint32_t>(ones));
+  {
+    isa::Load pl = rows_load(hw::Scratchpad::kAcc, 0, 3, 4 * N);
+    prog.load(pl, BK::Weights, static_cast<uint32_t>(params));
+  }
+  auto lut_not = [&](uint32_t src, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
+    isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
+                      .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+    prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+  };
+  auto spread = [&](uint32_t source_row, uint64_t dram, uint32_t dst) {
+    isa::Load ld = rows_load(hw::Scratchpad::kAct, source_row, 1, N);
+    ld.row_elems = 1;
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(dram));
+    isa::Gemm gm;
+    gm.clear = true;
+    gm.act = static_cast<uint16_t>(source_row);
+    gm.acc = 3;
+    gm.r = static_cast<uint16_t>(chunk);
+    gm.act_sr = 0;
+    gm.acc_sr = 1;
+    prog.gemm(gm);
+    isa::VecRequant vq;
+    vq.src = 3;
+    vq.dst = static_cast<uint16_t>(dst);
+    vq.param = 0;
+    vq.r = static_cast<uint16_t>(chunk);
+    vq.src_sr = 1;
+    vq.dst_sr = 1;
+    prog.vec(vq);
+  };
+  size_t next = 1;
+  if (has_lo) spread(S, in_off[next++], LO);
+  if (has_hi) {
+    spread(S + 1, in_off[next++], HI);
+    lut_not(HI, HI, static_cast<uint32_t>(chunk), -128, 127);
+  }
+  const int8_t lo_c = quantize_bound(L.clip_lo, qy, -128), hi_c = quantize_bound(L.clip_hi, qy, 127);
+  auto maxpool2 = [&](uint32_t src, uint32_t other, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
+    isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
+                      .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+    prog.vec_words(vec_mode(v, hw::VecMode::kMaxpool, 0, 1, 2, other - src));
+  };
+  for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
+    prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
+    // In place in A (each VEC row reads only its own rows); the window's second row lies
+    // above A (wys > 0).
+    if (has_lo) maxpool2(A, LO, A, n, has_hi ? -128 : lo_c, has_hi ? 127 : hi_c);
     if (has_hi) {
-      spread(S + 1, in_off[next++], HI);
-      lut_not(HI, HI, static_cast<uint32_t>(chunk), -128, 127);
+      lut_not(A, A, n, -128, 127);
+      maxpool2(A, HI, A, n, -128, 127);
+      lut_not(A, A, n, lo_c, hi_c);
     }
-    const int8_t lo_c = quantize_bound(L.clip_lo, qy, -128), hi_c = quantize_bound(L.clip_hi, qy, 127);
-    auto maxpool2 = [&](uint32_t src, uint32_t other, uint32_t dst, uint32_t n, int8_t lo, int8_t hi) {
-      isa::VecRequant v{.src = static_cast<uint16_t>(src), .dst = static_cast<uint16_t>(dst), .param = 0,
-                        .r = static_cast<uint16_t>(n), .src_sr = 1, .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
-      prog.vec_words(vec_mode(v, hw::VecMode::kMaxpool, 0, 1, 2, other - src));
-    };
-    for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const auto n = static_cast<uint32_t>(std::min(chunk, rows - r0));
-      prog.load(rows_load(hw::Scratchpad::kAct, A, n, N), BK::Activations, static_cast<uint32_t>(in_off[0] + r0 * N));
-      // In place in A (each VEC row reads only its own rows); the window's second row lies
-      // above A (wys > 0).
-      if (has_lo) maxpool2(A, LO, A, n, has_hi ? -128 : lo_c, has_hi ? 127 : hi_c);
-      if (has_hi) {
-        lut_not(A, A, n, -128, 127);
-        maxpool2(A, HI, A, n, -128, 127);
-        lut_not(A, A, n, lo_c, hi_c);
-      }
-      store_rows(A, n, out_off + r0 * N);
-    }
-    facts.scratchpad_bytes = static_cast<uint64_t>(HI + chunk) * N + static_cast<uint64_t>(3 + chunk) * N * 4 + uint64_t{N} * N;
-    return facts;
+    store_rows(A, n, out_off + r0 * N);
   }
-  if (L.kind == Kind::kResize) {
-    // Nearest resize, per channel block and output row: LOAD gathers the distinct input
-    // pixels the row uses (runs of equal column step are one LOAD), STOREs scatter them to
-    // the output pixels (runs where the gathered row advances by one and the output column
-    // by a constant step are one STORE: an ×2 upsample is two STOREs per row). Output rows
-    // that repeat the previous input row reuse the gathered pixels.
-    const auto& x = in_shapes[0];
-    const int64_t Nb = x[0], C = x[1], H = x[2], W = x[3], OH = out_shape[2], OW = out_shape[3];
-    const int64_t Cp = padded_channels(C, N);
-    std::vector<int64_t> cols = L.src_cols;
-    std::sort(cols.begin(), cols.end());
-    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-    std::vector<int64_t> pos(static_cast<size_t>(OW));
-    for (int64_t ox = 0; ox < OW; ++ox)
-      pos[static_cast<size_t>(ox)] = std::lower_bound(cols.begin(), cols.end(), L.src_cols[static_cast<size_t>(ox)]) - cols.begin();
-    struct Run {
-      int64_t first, count, step;  // LOAD: first index into cols; STORE: first output column
-    };
-    std::vector<Run> loads, stores;
-    for (size_t j = 0; j < cols.size();) {
-      const int64_t step = j + 1 < cols.size() ? cols[j + 1] - cols[j] : 1;
-      size_t k = j + 1;
-      while (k < cols.size() && cols[k] - cols[k - 1] == step) ++k;
-      loads.push_back({static_cast<int64_t>(j), static_cast<int64_t>(k - j), step});
-      j = k;
-    }
-    std::vector<bool> covered(static_cast<size_t>(OW), false);
-    for (int64_t ox0 = 0; ox0 < OW; ++ox0) {
-      if (covered[static_cast<size_t>(ox0)]) continue;
-      int64_t step = 0;
-      for (int64_t o = ox0 + 1; o < OW && step == 0; ++o)
-        if (!covered[static_cast<size_t>(o)] && pos[static_cast<size_t>(o)] == pos[static_cast<size_t>(ox0)] + 1) step = o - ox0;
-      int64_t count = 1;
-      while (step > 0 && ox0 + count * step < OW && !covered[static_cast<size_t>(ox0 + count * step)] &&
-             pos[static_cast<size_t>(ox0 + count * step)] == pos[static_cast<size_t>(ox0)] + count)
-        ++count;
-      for (int64_t k = 0; k < count; ++k) covered[static_cast<size_t>(ox0 + k * std::max<int64_t>(step, 1))] = true;
-      stores.push_back({ox0, count, std::max<int64_t>(step, 1)});
-    }
-    const int64_t CB = Cp / N;
-    for (int64_t b = 0; b < Nb; ++b)
-      for (int64_t cb = 0; cb < CB; ++cb) {
-        const auto elems = static_cast<uint32_t>(std::min<int64_t>(N, C - cb * N));
-        for (int64_t oy = 0; oy < OH; ++oy) {
-          const int64_t iy = L.src_rows[static_cast<size_t>(oy)];
-          if (oy == 0 || iy != L.src_rows[static_cast<size_t>(oy - 1)])
-            for (const Run& r : loads) {
-              isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(r.first), static_cast<uint32_t>(r.count),
-                                       static_cast<uint32_t>(r.step * Cp));
-              ld.row_elems = elems == N ? 0 : elems;
-              prog.load(ld, BK::Activations,
-                        static_cast<uint32_t>(in_off[0] + ((b * H + iy) * W + cols[static_cast<size_t>(r.first)]) * Cp + cb * N));
-            }
-          for (const Run& r : stores) {
-            isa::Store st;
-            st.sp = hw::Scratchpad::kAct;
-            st.sp_base = static_cast<uint32_t>(pos[static_cast<size_t>(r.first)]);
-            st.row_elems = elems == N ? 0 : elems;
-            st.x = static_cast<uint16_t>(r.count);
-            st.x_stride = static_cast<uint32_t>(r.step * Cp);
-            prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * OH + oy) * OW + r.first) * Cp + cb * N));
+  facts.scratchpad_bytes = static_cast<uint64_t>(HI + chunk) * N + static_cast<uint64_t>(3 + chunk) * N * 4 + uint64_t{N} * N;
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::resize() {
+  LayerFacts facts;
+  // Nearest resize, per channel block and output row: LOAD gathers the distinct input
+  // pixels the row uses (runs of equal column step are one LOAD), STOREs scatter them to
+  // the output pixels (runs where the gathered row advances by one and the output column
+  // by a constant step are one STORE: an ×2 upsample is two STOREs per row). Output rows
+  // that repeat the previous input row reuse the gathered pixels.
+  const auto& x = in_shapes[0];
+  const int64_t Nb = x[0], C = x[1], H = x[2], W = x[3], OH = out_shape[2], OW = out_shape[3];
+  const int64_t Cp = padded_channels(C, N);
+  std::vector<int64_t> cols = L.src_cols;
+  std::sort(cols.begin(), cols.end());
+  cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+  std::vector<int64_t> pos(static_cast<size_t>(OW));
+  for (int64_t ox = 0; ox < OW; ++ox)
+    pos[static_cast<size_t>(ox)] = std::lower_bound(cols.begin(), cols.end(), L.src_cols[static_cast<size_t>(ox)]) - cols.begin();
+  struct Run {
+    int64_t first, count, step;  // LOAD: first index into cols; STORE: first output column
+  };
+  std::vector<Run> loads, stores;
+  for (size_t j = 0; j < cols.size();) {
+    const int64_t step = j + 1 < cols.size() ? cols[j + 1] - cols[j] : 1;
+    size_t k = j + 1;
+    while (k < cols.size() && cols[k] - cols[k - 1] == step) ++k;
+    loads.push_back({static_cast<int64_t>(j), static_cast<int64_t>(k - j), step});
+    j = k;
+  }
+  std::vector<bool> covered(static_cast<size_t>(OW), false);
+  for (int64_t ox0 = 0; ox0 < OW; ++ox0) {
+    if (covered[static_cast<size_t>(ox0)]) continue;
+    int64_t step = 0;
+    for (int64_t o = ox0 + 1; o < OW && step == 0; ++o)
+      if (!covered[static_cast<size_t>(o)] && pos[static_cast<size_t>(o)] == pos[static_cast<size_t>(ox0)] + 1) step = o - ox0;
+    int64_t count = 1;
+    while (step > 0 && ox0 + count * step < OW && !covered[static_cast<size_t>(ox0 + count * step)] &&
+           pos[static_cast<size_t>(ox0 + count * step)] == pos[static_cast<size_t>(ox0)] + count)
+      ++count;
+    for (int64_t k = 0; k < count; ++k) covered[static_cast<size_t>(ox0 + k * std::max<int64_t>(step, 1))] = true;
+    stores.push_back({ox0, count, std::max<int64_t>(step, 1)});
+  }
+  const int64_t CB = Cp / N;
+  for (int64_t b = 0; b < Nb; ++b)
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      const auto elems = static_cast<uint32_t>(std::min<int64_t>(N, C - cb * N));
+      for (int64_t oy = 0; oy < OH; ++oy) {
+        const int64_t iy = L.src_rows[static_cast<size_t>(oy)];
+        if (oy == 0 || iy != L.src_rows[static_cast<size_t>(oy - 1)])
+          for (const Run& r : loads) {
+            isa::Load ld = rows_load(hw::Scratchpad::kAct, static_cast<uint32_t>(r.first), static_cast<uint32_t>(r.count),
+                                     static_cast<uint32_t>(r.step * Cp));
+            ld.row_elems = elems == N ? 0 : elems;
+            prog.load(ld, BK::Activations,
+                      static_cast<uint32_t>(in_off[0] + ((b * H + iy) * W + cols[static_cast<size_t>(r.first)]) * Cp + cb * N));
           }
+        for (const Run& r : stores) {
+          isa::Store st;
+          st.sp = hw::Scratchpad::kAct;
+          st.sp_base = static_cast<uint32_t>(pos[static_cast<size_t>(r.first)]);
+          st.row_elems = elems == N ? 0 : elems;
+          st.x = static_cast<uint16_t>(r.count);
+          st.x_stride = static_cast<uint32_t>(r.step * Cp);
+          prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + ((b * OH + oy) * OW + r.first) * Cp + cb * N));
         }
       }
-    facts.scratchpad_bytes = static_cast<uint64_t>(cols.size()) * N;
-    return facts;
-  }
+    }
+  facts.scratchpad_bytes = static_cast<uint64_t>(cols.size()) * N;
+  return facts;
+}
+
+Result<LayerFacts> EltLowering::pool() {
+  LayerFacts facts;
   // Pooling: each channel block's plane is loaded plane-major (row = y·W + x) so that a
   // window is kh rows of kw consecutive scratchpad rows. A 1-D pool of a dense [N, C, L]
   // value is the same with the channels as plane rows (H = C, W = L) and one element per
@@ -1458,6 +1582,16 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   // step of one image row: one VEC instruction and one rounding, as in 2-D. A MaxPool first
   // reduces the fv slices to one plane (max is exact in any order), then pools it in 2-D
   // (which also serves vertical dilation).
+  NPU_ASSIGN_OR_RETURN(const PoolPlan P, pool_plan());
+  for (int64_t b = 0; b < P.Nb; ++b)
+    for (int64_t cb = 0; cb < P.CB; ++cb)
+      for (int64_t od = 0; od < P.ODd; ++od) pool_slice(P, b, cb, od);
+  facts.scratchpad_bytes = static_cast<uint64_t>(P.plane_rows + P.OH * P.OW) * N + P.divisors.size() * N * 4;
+  return facts;
+}
+
+// The geometry, its checks, and the averages' parameter rows (loaded once for all planes).
+Result<PoolPlan> EltLowering::pool_plan() {
   const auto& x = in_shapes[0];
   const size_t rank = x.size();
   const bool one_d = rank == 3, three_d = rank == 5, dense_rows = rank != 4;
@@ -1467,28 +1601,11 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   const int64_t OH = one_d ? out_shape[1] : out_shape[rank - 2], OW = out_shape[rank - 1];
   const int64_t CB = (C + N - 1) / N, pixel = dense_rows ? 1 : CB * N;
   const int64_t plane_in = Dd * H * W * pixel, plane_out = ODd * OH * OW * pixel;
-  struct Taps {
-    int64_t lo, hi, padded;  // valid taps [lo, hi); taps inside the padded extent
-    bool operator==(const Taps&) const = default;
-  };
-  auto classes = [](int64_t out, int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t in, int64_t k, int64_t dil,
-                    std::vector<Taps>* kinds, std::vector<int>* of) {
-    // Taps t of output o read start + t·dil; valid while inside [0, in) (or the padded extent).
-    auto below = [dil](int64_t start, int64_t end) { return end <= start ? 0 : (end - 1 - start) / dil + 1; };
-    for (int64_t o = 0; o < out; ++o) {
-      const int64_t start = o * stride - pad_lo;
-      const Taps t{start < 0 ? (-start + dil - 1) / dil : 0, std::min(k, below(start, in)),
-                   std::min(k, below(start, in + pad_hi))};
-      auto it = std::find(kinds->begin(), kinds->end(), t);
-      if (it == kinds->end()) it = kinds->insert(kinds->end(), t);
-      of->push_back(static_cast<int>(it - kinds->begin()));
-    }
-  };
   std::vector<Taps> depth_kinds, row_kinds, col_kinds;
   std::vector<int> depth_kind, row_kind, col_kind;
-  classes(ODd, L.sd, L.pad_f, L.pad_k, Dd, L.kd, L.dd, &depth_kinds, &depth_kind);
-  classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
-  classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
+  tap_classes(ODd, L.sd, L.pad_f, L.pad_k, Dd, L.kd, L.dd, &depth_kinds, &depth_kind);
+  tap_classes(OH, L.sh, L.pad_t, L.pad_b, H, L.kh, L.dh, &row_kinds, &row_kind);
+  tap_classes(OW, L.sw, L.pad_l, L.pad_r, W, L.kw, L.dw, &col_kinds, &col_kind);
   for (const auto* kinds : {&depth_kinds, &row_kinds, &col_kinds})
     for (const Taps& t : *kinds)
       if (t.hi <= t.lo)
@@ -1503,18 +1620,14 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
   for (const Taps& r : row_kinds)
     if (avg && (r.hi - r.lo) * fmax > 255)
       return make_error(StatusCode::kUnsupported, "pooling '" + L.name + "': the window spans more than 255 rows × slices");
-  // Average pools: one parameter row per distinct divisor. The window is separable, so its
-  // tap count is the product of the per-axis counts.
+  // Average pools: one parameter row per distinct divisor.
   std::vector<int64_t> divisors;
-  auto divisor_of = [&](const Taps& d, const Taps& r, const Taps& c) {
-    return L.count_include_pad ? d.padded * r.padded * c.padded : (d.hi - d.lo) * (r.hi - r.lo) * (c.hi - c.lo);
-  };
   if (avg) {
     for (const Taps& d : depth_kinds)
       for (const Taps& r : row_kinds)
         for (const Taps& c : col_kinds)
-          if (std::find(divisors.begin(), divisors.end(), divisor_of(d, r, c)) == divisors.end())
-            divisors.push_back(divisor_of(d, r, c));
+          if (std::find(divisors.begin(), divisors.end(), pool_divisor(L, d, r, c)) == divisors.end())
+            divisors.push_back(pool_divisor(L, d, r, c));
     const uint64_t p_off = align_up(weights.size());
     for (int64_t d : divisors) {
       const double m = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * static_cast<double>(d));
@@ -1524,9 +1637,6 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     load_scalar_params(prog, N, p_off, static_cast<uint32_t>(divisors.size()));
   }
   const auto mode = avg ? hw::VecMode::kAvgpool : hw::VecMode::kMaxpool;
-  const uint32_t D = static_cast<uint32_t>(plane_rows);  // output plane rows start here
-  // Column phases: phase p holds columns p, p + dw, ... (cnt[p] of them) plane-major, from
-  // scratchpad row fv·base[p] (fv interleaved slices of H·cnt[p] rows each).
   const int64_t phases = std::min<int64_t>(L.dw, W);
   std::vector<int64_t> cnt(static_cast<size_t>(phases)), base(static_cast<size_t>(phases));
   for (int64_t p = 0, row = 0; p < phases; ++p) {
@@ -1534,88 +1644,130 @@ Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vec
     base[static_cast<size_t>(p)] = row;
     row += H * cnt[static_cast<size_t>(p)];
   }
-  for (int64_t b = 0; b < Nb; ++b)
-    for (int64_t cb = 0; cb < CB; ++cb)
-      for (int64_t od = 0; od < ODd; ++od) {
-        const auto elems = static_cast<uint32_t>(dense_rows ? 1 : std::min<int64_t>(N, C - cb * N));
-        const Taps& dk = depth_kinds[static_cast<size_t>(depth_kind[static_cast<size_t>(od)])];
-        const int64_t fv = dk.hi - dk.lo, first_slice = od * L.sd - L.pad_f + dk.lo * L.dd;
-        for (int64_t p = 0; p < phases; ++p) {
-          isa::Load ld;
-          ld.sp = hw::Scratchpad::kAct;
-          ld.sp_base = static_cast<uint32_t>(fv * base[static_cast<size_t>(p)]);
-          ld.row_elems = elems == N ? 0 : elems;
-          ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
-          ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
-          if (fv == 1) {
-            ld.y = static_cast<uint16_t>(H);
-            ld.y_stride = static_cast<uint32_t>(W * pixel);
-          } else {
-            ld.z = static_cast<uint16_t>(H);
-            ld.z_stride = static_cast<uint32_t>(W * pixel);
-            ld.y = static_cast<uint16_t>(fv);
-            ld.y_stride = static_cast<uint32_t>(L.dd * H * W * pixel);
-          }
-          prog.load(ld, BK::Activations,
-                    static_cast<uint32_t>(in_off[0] + b * plane_in + first_slice * H * W * pixel + p * pixel + cb * N));
-        }
-        // Where the 2-D windows read: the loaded plane(s), fv slices interleaved (AveragePool),
-        // or the MaxPool's reduced plane.
-        int64_t slices = fv, plane = 0;
-        if (!avg && fv > 1) {
-          for (int64_t p = 0; p < phases; ++p) {
-            const int64_t c = cnt[static_cast<size_t>(p)];
-            isa::VecRequant v{.src = static_cast<uint16_t>(fv * base[static_cast<size_t>(p)]),
-                              .dst = static_cast<uint16_t>(fmax * H * W + base[static_cast<size_t>(p)]),
-                              .param = 0, .r = static_cast<uint16_t>(c), .o = static_cast<uint16_t>(H),
-                              .zero_point = 0, .src_so = static_cast<uint16_t>(fv * c), .src_sr = 1,
-                              .dst_so = static_cast<uint16_t>(c), .dst_sr = 1};
-            prog.vec_words(vec_mode(v, mode, 0, 1, static_cast<uint32_t>(fv), static_cast<uint32_t>(c)));
-          }
-          slices = 1;
-          plane = fmax * H * W;
-        }
-        for (int64_t r0 = 0; r0 < OH;) {
-          int64_t r1 = r0 + 1;
-          while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-          const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
-          for (int64_t c0 = 0; c0 < OW;) {
-            int64_t c1 = c0 + 1;
-            while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-            const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
-            const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
-            const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
-            const int64_t param =
-                avg ? std::find(divisors.begin(), divisors.end(), divisor_of(dk, rk, ck)) - divisors.begin() : 0;
-            isa::VecRequant v{
-                .src = static_cast<uint16_t>(plane + slices * base[static_cast<size_t>(p)] + y * slices * stride_rows +
-                                             xx / L.dw),
-                .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
-                .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
-                .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
-                .src_so = static_cast<uint16_t>(L.sh * slices * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
-                .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
-            // Window rows: kh image rows (step dh rows), each the `slices` interleaved slices
-            // (AveragePool has no dilation, so with slices > 1 the step is one plane row).
-            prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo),
-                                    static_cast<uint32_t>((rk.hi - rk.lo) * slices),
-                                    static_cast<uint32_t>((slices > 1 ? 1 : L.dh) * stride_rows)));
-            c0 = c1;
-          }
-          r0 = r1;
-        }
-        isa::Store st;
-        st.sp = hw::Scratchpad::kAct;
-        st.sp_base = D;
-        st.row_elems = elems == N ? 0 : elems;
-        st.x = static_cast<uint16_t>(OW);
-        st.x_stride = static_cast<uint32_t>(pixel);
-        st.y = static_cast<uint16_t>(OH);
-        st.y_stride = static_cast<uint32_t>(OW * pixel);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + od * OH * OW * pixel + cb * N));
-      }
-  facts.scratchpad_bytes = static_cast<uint64_t>(plane_rows + OH * OW) * N + divisors.size() * N * 4;
-  return facts;
+  return PoolPlan{.dense_rows = dense_rows, .avg = avg, .Nb = Nb, .C = C, .ODd = ODd, .H = H, .W = W, .OH = OH,
+                  .OW = OW, .CB = CB, .pixel = pixel, .plane_in = plane_in, .plane_out = plane_out,
+                  .depth_kinds = std::move(depth_kinds), .row_kinds = std::move(row_kinds),
+                  .col_kinds = std::move(col_kinds), .depth_kind = std::move(depth_kind),
+                  .row_kind = std::move(row_kind), .col_kind = std::move(col_kind), .fmax = fmax,
+                  .plane_rows = plane_rows, .divisors = std::move(divisors), .mode = mode, .phases = phases,
+                  .cnt = std::move(cnt), .base = std::move(base)};
+}
+
+// One output plane: batch (or batch × channel) b, channel block cb, output depth slice od.
+void EltLowering::pool_slice(const PoolPlan& P, int64_t b, int64_t cb, int64_t od) {
+  const bool dense_rows = P.dense_rows, avg = P.avg;
+  const int64_t C = P.C, H = P.H, W = P.W, OH = P.OH, OW = P.OW, pixel = P.pixel, plane_in = P.plane_in,
+                plane_out = P.plane_out, fmax = P.fmax, phases = P.phases;
+  const std::vector<Taps>& depth_kinds = P.depth_kinds;
+  const std::vector<Taps>& row_kinds = P.row_kinds;
+  const std::vector<Taps>& col_kinds = P.col_kinds;
+  const std::vector<int>& depth_kind = P.depth_kind;
+  const std::vector<int>& row_kind = P.row_kind;
+  const std::vector<int>& col_kind = P.col_kind;
+  const std::vector<int64_t>& divisors = P.divisors;
+  const std::vector<int64_t>& cnt = P.cnt;
+  const std::vector<int64_t>& base = P.base;
+  const auto mode = P.mode;
+  const uint32_t D = static_cast<uint32_t>(P.plane_rows);  // output plane rows start here
+  const auto elems = static_cast<uint32_t>(dense_rows ? 1 : std::min<int64_t>(N, C - cb * N));
+  const Taps& dk = depth_kinds[static_cast<size_t>(depth_kind[static_cast<size_t>(od)])];
+  const int64_t fv = dk.hi - dk.lo, first_slice = od * L.sd - L.pad_f + dk.lo * L.dd;
+  for (int64_t p = 0; p < phases; ++p) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.sp_base = static_cast<uint32_t>(fv * base[static_cast<size_t>(p)]);
+    ld.row_elems = elems == N ? 0 : elems;
+    ld.x = static_cast<uint16_t>(cnt[static_cast<size_t>(p)]);
+    ld.x_stride = static_cast<uint32_t>(L.dw * pixel);
+    if (fv == 1) {
+      ld.y = static_cast<uint16_t>(H);
+      ld.y_stride = static_cast<uint32_t>(W * pixel);
+    } else {
+      ld.z = static_cast<uint16_t>(H);
+      ld.z_stride = static_cast<uint32_t>(W * pixel);
+      ld.y = static_cast<uint16_t>(fv);
+      ld.y_stride = static_cast<uint32_t>(L.dd * H * W * pixel);
+    }
+    prog.load(ld, BK::Activations,
+              static_cast<uint32_t>(in_off[0] + b * plane_in + first_slice * H * W * pixel + p * pixel + cb * N));
+  }
+  // Where the 2-D windows read: the loaded plane(s), fv slices interleaved (AveragePool),
+  // or the MaxPool's reduced plane.
+  int64_t slices = fv, plane = 0;
+  if (!avg && fv > 1) {
+    for (int64_t p = 0; p < phases; ++p) {
+      const int64_t c = cnt[static_cast<size_t>(p)];
+      isa::VecRequant v{.src = static_cast<uint16_t>(fv * base[static_cast<size_t>(p)]),
+                        .dst = static_cast<uint16_t>(fmax * H * W + base[static_cast<size_t>(p)]),
+                        .param = 0, .r = static_cast<uint16_t>(c), .o = static_cast<uint16_t>(H),
+                        .zero_point = 0, .src_so = static_cast<uint16_t>(fv * c), .src_sr = 1,
+                        .dst_so = static_cast<uint16_t>(c), .dst_sr = 1};
+      prog.vec_words(vec_mode(v, mode, 0, 1, static_cast<uint32_t>(fv), static_cast<uint32_t>(c)));
+    }
+    slices = 1;
+    plane = fmax * H * W;
+  }
+  for (int64_t r0 = 0; r0 < OH;) {
+    int64_t r1 = r0 + 1;
+    while (r1 < OH && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+    const Taps& rk = row_kinds[static_cast<size_t>(row_kind[static_cast<size_t>(r0)])];
+    for (int64_t c0 = 0; c0 < OW;) {
+      int64_t c1 = c0 + 1;
+      while (L.dw == 1 && c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+      const Taps& ck = col_kinds[static_cast<size_t>(col_kind[static_cast<size_t>(c0)])];
+      const int64_t y = r0 * L.sh - L.pad_t + rk.lo * L.dh, xx = c0 * L.sw - L.pad_l + ck.lo * L.dw;
+      const int64_t p = xx % L.dw, stride_rows = cnt[static_cast<size_t>(p)];
+      const int64_t param =
+          avg ? std::find(divisors.begin(), divisors.end(), pool_divisor(L, dk, rk, ck)) - divisors.begin() : 0;
+      isa::VecRequant v{
+          .src = static_cast<uint16_t>(plane + slices * base[static_cast<size_t>(p)] + y * slices * stride_rows +
+                                       xx / L.dw),
+          .dst = static_cast<uint16_t>(D + r0 * OW + c0), .param = static_cast<uint16_t>(param),
+          .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+          .zero_point = static_cast<int8_t>(avg ? qy.zero_point : 0),
+          .src_so = static_cast<uint16_t>(L.sh * slices * stride_rows), .src_sr = static_cast<uint16_t>(L.sw),
+          .dst_so = static_cast<uint16_t>(OW), .dst_sr = 1};
+      // Window rows: kh image rows (step dh rows), each the `slices` interleaved slices
+      // (AveragePool has no dilation, so with slices > 1 the step is one plane row).
+      prog.vec_words(vec_mode(v, mode, 0, static_cast<uint32_t>(ck.hi - ck.lo),
+                              static_cast<uint32_t>((rk.hi - rk.lo) * slices),
+                              static_cast<uint32_t>((slices > 1 ? 1 : L.dh) * stride_rows)));
+      c0 = c1;
+    }
+    r0 = r1;
+  }
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAct;
+  st.sp_base = D;
+  st.row_elems = elems == N ? 0 : elems;
+  st.x = static_cast<uint16_t>(OW);
+  st.x_stride = static_cast<uint32_t>(pixel);
+  st.y = static_cast<uint16_t>(OH);
+  st.y_stride = static_cast<uint32_t>(OW * pixel);
+  prog.store(st, BK::Activations, static_cast<uint32_t>(out_off + b * plane_out + od * OH * OW * pixel + cb * N));
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_elt_layer(const EltLayer& L, const std::vector<std::vector<int64_t>>& in_shapes,
+                                   const std::vector<int64_t>& out_shape, const std::vector<QParams>& qin,
+                                   const QParams& qy, const std::vector<uint32_t>& in_off, uint32_t out_off,
+                                   uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+  using Kind = EltLayer::Kind;
+  if (L.kind == Kind::kView) return LayerFacts{};  // the output aliases the input's bytes
+  EltLowering lower{L, in_shapes, out_shape, qin, qy, in_off, out_off, N, weights,
+                    prog, static_cast<uint32_t>(hw::kActSpBytes / N), qin[0]};
+  switch (L.kind) {
+    case Kind::kRepack: return lower.repack();
+    case Kind::kLut: return lower.lut();
+    case Kind::kAdd:
+    case Kind::kMul:
+    case Kind::kPRelu:
+    case Kind::kDiv: return lower.binary();
+    case Kind::kClip: return lower.clip();
+    case Kind::kResize: return lower.resize();
+    default: return lower.pool();  // MaxPool, AveragePool (what the chain of ifs left to the end)
+  }
 }
 
 Result<LayerFacts> lower_copy(const std::vector<int64_t>& shape, uint32_t src_off, std::vector<int64_t> src_strides,
