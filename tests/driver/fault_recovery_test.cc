@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "driver_test_util.h"
+#include "npu/driver/log.h"
 #include "npu/sim/device.h"
 
 namespace npu::driver::test {
@@ -340,6 +341,45 @@ TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
   EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
   EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), EBUSY);
   EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, 32, &seq), 0);
+}
+
+// The kernel-driver model's environment knobs are read when an instance is probed: a valid
+// value is used, a malformed or out-of-range one is reported (never silently) and the default
+// is kept.
+TEST(ModelParameters, MalformedValuesAreReportedAndTheDefaultsKept) {
+  struct Capture {
+    std::vector<std::string> lines;
+    static void sink(void* self, npu::log::Category /*category*/, const char* m) {
+      static_cast<Capture*>(self)->lines.emplace_back(m);
+    }
+  } notices;
+  npu::log::set_sink(&Capture::sink, &notices);
+  auto hang_ms = [](const char* device) {
+    std::string err;
+    auto dev = UmdDevice::open(device, &err);
+    EXPECT_NE(dev, nullptr) << err;
+    drm_npu_get_param a{};
+    a.param = DRM_NPU_PARAM_HANG_TIMEOUT_MS;
+    return dev && raw(*dev, DRM_IOCTL_NPU_GET_PARAM, &a) == 0 ? a.value : 0;
+  };
+  ASSERT_EQ(setenv("NPU_KMD_HANG_TIMEOUT_MS", "1234", 1), 0);
+  ASSERT_EQ(register_functional("paramsim1"), 0);
+  EXPECT_EQ(hang_ms("paramsim1"), 1234u);
+  ASSERT_EQ(setenv("NPU_KMD_HANG_TIMEOUT_MS", "10x", 1), 0);
+  ASSERT_EQ(setenv("NPU_WAIT_SPIN_US", "-3", 1), 0);
+  ASSERT_EQ(register_functional("paramsim2"), 0);
+  EXPECT_EQ(hang_ms("paramsim2"), 2000u);
+  unsetenv("NPU_KMD_HANG_TIMEOUT_MS");
+  unsetenv("NPU_WAIT_SPIN_US");
+  npu::log::set_sink(nullptr, nullptr);
+  auto reported = [&](const std::string& what) {
+    for (const auto& l : notices.lines)
+      if (l.find(what) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(reported("ignoring NPU_KMD_HANG_TIMEOUT_MS=10x: expected milliseconds 1..3600000"));
+  EXPECT_TRUE(reported("ignoring NPU_WAIT_SPIN_US=-3: expected microseconds"));
+  EXPECT_FALSE(reported("NPU_KMD_HANG_TIMEOUT_MS=1234"));
 }
 
 // NPU_WAIT_SPIN_US (docs/architecture.md 6.3): a WAIT polls before it sleeps, so a short

@@ -23,6 +23,24 @@ constexpr uint64_t kPtPages = kPtBytes / kPage;
 constexpr uint64_t kVaPages = (1ull << hw::kVaBits) / hw::kPageBytes;
 
 void put32(std::byte* p, uint32_t v) { std::memcpy(p, &v, 4); }
+
+// A module-parameter-like environment variable: a whole number in [lo, hi]. Unset: false. Set
+// but malformed or out of range: reported (it must not pass silently) and false, so the
+// caller keeps its default.
+bool env_number(const char* name, long lo, long hi, const char* unit, long fallback, long* out) {
+  const char* t = std::getenv(name);
+  if (!t) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(t, &end, 10);
+  if (end == t || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    log::notice(log::kFault, "ignoring %s=%s: expected %s %ld..%ld; using %ld", name, t, unit,
+                lo, hi, fallback);
+    return false;
+  }
+  *out = v;
+  return true;
+}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -138,20 +156,13 @@ int KDevice::init(const DeviceFactory& make) {
   fault_pt_ = kPage;
   phys_.init(1 + kPtPages, dram_size_ / kPage - 1 - kPtPages);
 
-  if (const char* t = std::getenv("NPU_KMD_HANG_TIMEOUT_MS")) {
-    long ms = std::strtol(t, nullptr, 10);
-    if (ms > 0) hang_timeout_ = std::chrono::milliseconds(ms);
-  }
-  if (const char* t = std::getenv("NPU_WAIT_SPIN_US")) {
-    char* end = nullptr;
-    const long us = std::strtol(t, &end, 10);
-    if (end == t || *end != '\0' || us < 0 || us > kMaxWaitSpinUs) {
-      log::notice(log::kFault, "ignoring NPU_WAIT_SPIN_US=%s: expected microseconds 0..%u "
-                  "(0 = never spin); using %u", t, kMaxWaitSpinUs, kDefaultWaitSpinUs);
-    } else {
-      wait_spin_ = std::chrono::microseconds(us);
-    }
-  }
+  long v = 0;
+  if (env_number("NPU_KMD_HANG_TIMEOUT_MS", 1, kMaxHangTimeoutMs, "milliseconds",
+                 static_cast<long>(hang_timeout_.count()), &v))
+    hang_timeout_ = std::chrono::milliseconds(v);
+  if (env_number("NPU_WAIT_SPIN_US", 0, kMaxWaitSpinUs, "microseconds (0 = never spin)",
+                 kDefaultWaitSpinUs, &v))
+    wait_spin_ = std::chrono::microseconds(v);
   if (const char* spec = std::getenv("NPU_FAULT")) {
     std::vector<NamedFaultRule> rules;
     std::string error;

@@ -173,6 +173,7 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   static constexpr uint64_t kSliceCycles = 1u << 16;
   static constexpr uint32_t kDefaultWaitSpinUs = 50;  // NPU_WAIT_SPIN_US; 0 = never spin
   static constexpr uint32_t kMaxWaitSpinUs = 10000;
+  static constexpr uint32_t kMaxHangTimeoutMs = 3600 * 1000;  // NPU_KMD_HANG_TIMEOUT_MS
 
   // Creates and starts an instance. 0 or a positive errno.
   static int create(std::string name, uint32_t platform, const DeviceFactory& make,
