@@ -62,13 +62,20 @@ class GemmRowCursor {
   GemmRowCursor(const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
                 ptrdiff_t acc_sr, uint32_t r_count)
       : act_(act), acc_(acc), act_so_(act_so), act_sr_(act_sr), acc_so_(acc_so), acc_sr_(acc_sr), r_count_(r_count) {}
-  // The next row's activation and accumulator pointers.
+  // The next row's activation and accumulator pointers. The element offsets advance by
+  // additions instead of being recomputed from (o, r): the kernels call this for every row.
   void next(const int8_t** a, int32_t** c) {
-    *a = act_ + static_cast<ptrdiff_t>(o_) * act_so_ + static_cast<ptrdiff_t>(r_) * act_sr_;
-    *c = acc_ + static_cast<ptrdiff_t>(o_) * acc_so_ + static_cast<ptrdiff_t>(r_) * acc_sr_;
+    *a = act_ + a_off_;
+    *c = acc_ + c_off_;
     if (++r_ == r_count_) {
       r_ = 0;
-      ++o_;
+      block_a_off_ += act_so_;
+      block_c_off_ += acc_so_;
+      a_off_ = block_a_off_;
+      c_off_ = block_c_off_;
+    } else {
+      a_off_ += act_sr_;
+      c_off_ += acc_sr_;
     }
   }
   // The next `count` rows, into a[0..count) and c[0..count).
@@ -80,7 +87,9 @@ class GemmRowCursor {
   const int8_t* act_;
   int32_t* acc_;
   ptrdiff_t act_so_, act_sr_, acc_so_, acc_sr_;
-  uint32_t r_count_, o_ = 0, r_ = 0;
+  uint32_t r_count_, r_ = 0;
+  ptrdiff_t a_off_ = 0, c_off_ = 0;              // the next row's
+  ptrdiff_t block_a_off_ = 0, block_c_off_ = 0;  // row (o, 0)'s
 };
 
 // Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) for `kernel`, which must be usable for n.
