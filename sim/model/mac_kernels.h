@@ -46,6 +46,11 @@ struct PackedTile {
   uint32_t n = 0;
   // kPortable, kMadd: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
   alignas(64) int16_t pairs[32 * 32];
+  // kMadd: the k-pairs before which the last non-zero weight lies (0..n/2); every weight of a
+  // later pair is zero. The kernels stop there: a zero weight adds nothing to a wrapping int32
+  // sum, and a tile whose input channels are padded (24 = 16 + 8 channels: the second k-tile's
+  // last 8 rows) spends no multiply-adds on the padding.
+  uint32_t live_pairs = 0;
   // VNNI: int8 k-quads, quads[(j*n + c)*4 + h] = W[4j + h][c], and minus_128_colsum[c] =
   // -128·Σ_k W[k][c]. vpdpbusd multiplies unsigned by signed bytes, so the kernels feed
   // a + 128 (an XOR of the sign bit) and start each column at -128·Σ_k W[k][c]:

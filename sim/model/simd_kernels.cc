@@ -566,6 +566,8 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     hn::StoreU(overwrite ? p1 : hn::Add(hn::LoadU(d, row + lanes), p1), d, row + lanes);
   };
   const int16_t* HWY_RESTRICT pairs = tile.pairs;
+  // Pairs from tile.live_pairs on are zero (PackedTile); pair 0 starts the sums either way.
+  const uint32_t live = tile.live_pairs;
   uint64_t k = 0;
   for (; k + 4 <= rows; k += 4) {
     const int8_t* a_row[4];
@@ -583,7 +585,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     a = pair_of(a16[3], 0);
     V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
 #pragma GCC unroll 1
-    for (uint32_t j = 1; j < N / 2; ++j) {
+    for (uint32_t j = 1; j < live; ++j) {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       w0 = hn::Load(d16, w);
       w1 = hn::Load(d16, w + lanes * 2);
@@ -618,7 +620,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     alignas(64) int16_t a16[N];
     widen(a_row, a16);
     V c0 = hn::Zero(d), c1 = hn::Zero(d);
-    for (uint32_t j = 0; j < N / 2; ++j) {
+    for (uint32_t j = 0; j < live; ++j) {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       const auto a = pair_of(a16, j);
       c0 = hn::Add(c0, Madd(d, a, hn::Load(d16, w)));
@@ -673,7 +675,7 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
       for (size_t v = 0; v < vecs; ++v) p[b][v] = odd[b][v] = hn::Zero(d);
     // Not unrolled: GCC 12 unrolls the k-pairs fully and spills the accumulators.
 #pragma GCC unroll 1
-    for (uint32_t j = 0; j < N / 2; ++j) {
+    for (uint32_t j = 0; j < tile.live_pairs; ++j) {  // later pairs are zero (PackedTile)
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
       for (uint32_t b = 0; b < kBatch; ++b) {
         const auto av = pair_of(a16[b], j);
@@ -691,7 +693,7 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
     widen(a_row, a16);
     V p[kMaxVecs], odd[kMaxVecs];
     for (size_t v = 0; v < vecs; ++v) p[v] = odd[v] = hn::Zero(d);
-    for (uint32_t j = 0; j < N / 2; ++j) {
+    for (uint32_t j = 0; j < tile.live_pairs; ++j) {
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
       const auto av = pair_of(a16, j);
       for (size_t v = 0; v < vecs; ++v)
