@@ -26,6 +26,22 @@ void naive(const std::vector<int8_t>& w, const int8_t* act, ptrdiff_t act_stride
   }
 }
 
+// Runs mac_rows_2d of `kernel` on the O×R walk (act and acc as given) and compares the
+// accumulators with the naive GEMM once per o, in order.
+void expect_walk_matches_naive(MacKernel kernel, uint32_t n, const std::vector<int8_t>& w,
+                               const std::vector<int8_t>& act, ptrdiff_t act_so, ptrdiff_t act_sr,
+                               std::vector<int32_t> acc, ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count,
+                               uint32_t r_count, bool overwrite) {
+  std::vector<int32_t> want = acc;
+  for (uint32_t o = 0; o < o_count; ++o)
+    naive(w, act.data() + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n, overwrite);
+  PackedTile tile;
+  pack_tile(w.data(), n, kernel, &tile);
+  mac_rows_2d(tile, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr, o_count, r_count, overwrite);
+  ASSERT_EQ(acc, want) << o_count << "x" << r_count << " act so/sr " << act_so << "/" << act_sr << " acc so/sr "
+                       << acc_so << "/" << acc_sr << (overwrite ? " overwrite" : " accumulate");
+}
+
 std::string describe(MacKernel k, uint32_t n) { return mac_kernel_name(k) + " n=" + std::to_string(n); }
 
 TEST(MacKernels, PortableIsAlwaysUsableAndBestIsUsable) {
@@ -111,14 +127,9 @@ TEST(MacKernels, TilesWithTrailingZeroRowsMatchTheNaiveGemm) {
           for (auto& x : act) x = static_cast<int8_t>(byte(rng));
           std::vector<int32_t> acc(act.size());
           for (auto& x : acc) x = std::uniform_int_distribution<int32_t>(INT32_MIN, INT32_MAX)(rng);
-          const bool overwrite = trial % 2 == 0;
-          std::vector<int32_t> want = acc;
-          for (uint32_t o = 0; o < o_count; ++o)
-            naive(w, act.data() + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n, overwrite);
-          PackedTile tile;
-          pack_tile(w.data(), n, kernel, &tile);
-          mac_rows_2d(tile, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr, o_count, r_count, overwrite);
-          ASSERT_EQ(acc, want) << o_count << "x" << r_count << (overwrite ? " overwrite" : " accumulate");
+          expect_walk_matches_naive(kernel, n, w, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+                                    trial % 2 == 0);
+          if (HasFatalFailure()) return;
         }
       }
     }
@@ -145,15 +156,9 @@ TEST(MacKernels, TwoDimensionalWalkIsOneNaiveGemmPerO) {
         for (auto& x : act) x = static_cast<int8_t>(byte(rng));
         std::vector<int32_t> acc(static_cast<size_t>(o_count * acc_so + r_count * acc_sr + n));
         for (auto& x : acc) x = std::uniform_int_distribution<int32_t>(INT32_MIN, INT32_MAX)(rng);
-        const bool overwrite = trial % 3 == 0;
-        std::vector<int32_t> want = acc;
-        for (uint32_t o = 0; o < o_count; ++o)
-          naive(w, act.data() + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n, overwrite);
-        PackedTile tile;
-        pack_tile(w.data(), n, kernel, &tile);
-        mac_rows_2d(tile, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr, o_count, r_count, overwrite);
-        ASSERT_EQ(acc, want) << o_count << "x" << r_count << " act so/sr " << act_so << "/" << act_sr << " acc so/sr "
-                             << acc_so << "/" << acc_sr << (overwrite ? " overwrite" : " accumulate");
+        expect_walk_matches_naive(kernel, n, w, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+                                  trial % 3 == 0);
+        if (HasFatalFailure()) return;
       }
     }
   }
