@@ -9,6 +9,7 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <array>
 
 #include "quantize_kernels.h"
 
@@ -87,6 +88,44 @@ void ScatterBytes(const int8_t* chunk, int64_t count, int64_t stride, std::byte*
       const __mmask64 tail = positions(count - k);
       _mm512_mask_storeu_epi8(y + k * stride, tail, _mm512_maskz_expandloadu_epi8(tail, chunk + k));
     }
+    return;
+  }
+#endif
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  // AVX2 has no byte-masked store: for strides 2..4 (channels-last inputs of 2..4 channels) the
+  // elements of a 32-byte window of y are spread to every stride-th byte by one byte shuffle of
+  // 16 elements and blended into the window's bytes as read, so the bytes between are rewritten
+  // with their own values (the caller's one thread writes the buffer). A window is taken only
+  // while 16 elements remain past it (its load reads no element past the run) and its bytes
+  // end by the run's last byte (no byte past the run is read or written).
+  if (stride >= 2 && stride <= 4) {
+    // Per stride: the shuffle (byte b of the window takes element b / stride, or zero) and
+    // the blend mask (the bytes b % stride == 0).
+    struct Spread {
+      alignas(32) int8_t index[32];
+      alignas(32) int8_t select[32];
+    };
+    static constexpr auto kSpread = [] {
+      std::array<Spread, 3> t{};
+      for (int s = 2; s <= 4; ++s)
+        for (int b = 0; b < 32; ++b) {
+          t[s - 2].index[b] = b % s == 0 ? static_cast<int8_t>(b / s) : int8_t{-128};
+          t[s - 2].select[b] = b % s == 0 ? int8_t{-1} : int8_t{0};
+        }
+      return t;
+    }();
+    const Spread& spread = kSpread[static_cast<size_t>(stride - 2)];
+    const int64_t per_block = 31 / stride + 1;  // elements whose bytes lie in the 32-byte window
+    const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(spread.index));
+    const __m256i sel = _mm256_load_si256(reinterpret_cast<const __m256i*>(spread.select));
+    int64_t k = 0;
+    // The window's 32 bytes end at or before the run's last byte, (count - 1)·stride.
+    for (; k + 16 <= count && k * stride + 32 <= (count - 1) * stride + 1; k += per_block) {
+      const __m256i elements = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + k)));
+      auto* window = reinterpret_cast<__m256i*>(y + k * stride);
+      _mm256_storeu_si256(window, _mm256_blendv_epi8(_mm256_loadu_si256(window), _mm256_shuffle_epi8(elements, idx), sel));
+    }
+    for (; k < count; ++k) y[k * stride] = static_cast<std::byte>(chunk[k]);
     return;
   }
 #endif

@@ -46,6 +46,11 @@ struct PackedTile {
   uint32_t n = 0;
   // kPortable, kMadd: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
   alignas(64) int16_t pairs[32 * 32];
+  // kMadd: the k-pairs before which the last non-zero weight lies (0..n/2); every weight of a
+  // later pair is zero. The kernels stop there: a zero weight adds nothing to a wrapping int32
+  // sum, and a tile whose input channels are padded (24 = 16 + 8 channels: the second k-tile's
+  // last 8 rows) spends no multiply-adds on the padding.
+  uint32_t live_pairs = 0;
   // VNNI: int8 k-quads, quads[(j*n + c)*4 + h] = W[4j + h][c], and minus_128_colsum[c] =
   // -128·Σ_k W[k][c]. vpdpbusd multiplies unsigned by signed bytes, so the kernels feed
   // a + 128 (an XOR of the sign bit) and start each column at -128·Σ_k W[k][c]:
@@ -62,13 +67,20 @@ class GemmRowCursor {
   GemmRowCursor(const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
                 ptrdiff_t acc_sr, uint32_t r_count)
       : act_(act), acc_(acc), act_so_(act_so), act_sr_(act_sr), acc_so_(acc_so), acc_sr_(acc_sr), r_count_(r_count) {}
-  // The next row's activation and accumulator pointers.
+  // The next row's activation and accumulator pointers. The element offsets advance by
+  // additions instead of being recomputed from (o, r): the kernels call this for every row.
   void next(const int8_t** a, int32_t** c) {
-    *a = act_ + static_cast<ptrdiff_t>(o_) * act_so_ + static_cast<ptrdiff_t>(r_) * act_sr_;
-    *c = acc_ + static_cast<ptrdiff_t>(o_) * acc_so_ + static_cast<ptrdiff_t>(r_) * acc_sr_;
+    *a = act_ + a_off_;
+    *c = acc_ + c_off_;
     if (++r_ == r_count_) {
       r_ = 0;
-      ++o_;
+      block_a_off_ += act_so_;
+      block_c_off_ += acc_so_;
+      a_off_ = block_a_off_;
+      c_off_ = block_c_off_;
+    } else {
+      a_off_ += act_sr_;
+      c_off_ += acc_sr_;
     }
   }
   // The next `count` rows, into a[0..count) and c[0..count).
@@ -80,7 +92,9 @@ class GemmRowCursor {
   const int8_t* act_;
   int32_t* acc_;
   ptrdiff_t act_so_, act_sr_, acc_so_, acc_sr_;
-  uint32_t r_count_, o_ = 0, r_ = 0;
+  uint32_t r_count_, r_ = 0;
+  ptrdiff_t a_off_ = 0, c_off_ = 0;              // the next row's
+  ptrdiff_t block_a_off_ = 0, block_c_off_ = 0;  // row (o, 0)'s
 };
 
 // Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) for `kernel`, which must be usable for n.

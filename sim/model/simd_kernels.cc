@@ -519,7 +519,28 @@ void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const R
 // --- GEMM on int16 k-pairs ------
 // Rows 2j and 2j+1, sign-extended to int16 eight columns at a time and interleaved (128-bit
 // vectors, so that the interleave does not work per block of a wider one).
+// With 256-bit vectors or wider, sixteen columns at a time: the two rows' bytes are
+// interleaved first (128-bit, so in column order) and each half then sign-extended to sixteen
+// int16, two shuffles and two extensions per 16 columns instead of four extensions and four
+// shuffles.
 void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
+#if HWY_TARGET <= HWY_AVX2
+  if (n % 16 == 0) {
+    const hn::Full128<int8_t> d8;
+    const hn::Rebind<int16_t, decltype(d8)> d16w;  // sixteen int16
+    for (uint32_t j = 0; j < n / 2; ++j) {
+      const int8_t* r0 = tile + size_t{2 * j} * n;
+      const int8_t* r1 = r0 + n;
+      int16_t* out = pairs + size_t{j} * n * 2;
+      for (uint32_t c = 0; c < n; c += 16) {
+        const auto a = hn::LoadU(d8, r0 + c), b = hn::LoadU(d8, r1 + c);
+        hn::StoreU(hn::PromoteTo(d16w, hn::InterleaveLower(d8, a, b)), d16w, out + c * 2);
+        hn::StoreU(hn::PromoteTo(d16w, hn::InterleaveUpper(d8, a, b)), d16w, out + c * 2 + 16);
+      }
+    }
+    return;
+  }
+#endif
   const hn::CappedTag<int16_t, 8> d16;
   const hn::Rebind<int8_t, decltype(d16)> d8;
   for (uint32_t j = 0; j < n / 2; ++j) {
@@ -566,6 +587,8 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     hn::StoreU(overwrite ? p1 : hn::Add(hn::LoadU(d, row + lanes), p1), d, row + lanes);
   };
   const int16_t* HWY_RESTRICT pairs = tile.pairs;
+  // Pairs from tile.live_pairs on are zero (PackedTile); pair 0 starts the sums either way.
+  const uint32_t live = tile.live_pairs;
   uint64_t k = 0;
   for (; k + 4 <= rows; k += 4) {
     const int8_t* a_row[4];
@@ -583,7 +606,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     a = pair_of(a16[3], 0);
     V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
 #pragma GCC unroll 1
-    for (uint32_t j = 1; j < N / 2; ++j) {
+    for (uint32_t j = 1; j < live; ++j) {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       w0 = hn::Load(d16, w);
       w1 = hn::Load(d16, w + lanes * 2);
@@ -618,7 +641,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     alignas(64) int16_t a16[N];
     widen(a_row, a16);
     V c0 = hn::Zero(d), c1 = hn::Zero(d);
-    for (uint32_t j = 0; j < N / 2; ++j) {
+    for (uint32_t j = 0; j < live; ++j) {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       const auto a = pair_of(a16, j);
       c0 = hn::Add(c0, Madd(d, a, hn::Load(d16, w)));
@@ -673,7 +696,7 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
       for (size_t v = 0; v < vecs; ++v) p[b][v] = odd[b][v] = hn::Zero(d);
     // Not unrolled: GCC 12 unrolls the k-pairs fully and spills the accumulators.
 #pragma GCC unroll 1
-    for (uint32_t j = 0; j < N / 2; ++j) {
+    for (uint32_t j = 0; j < tile.live_pairs; ++j) {  // later pairs are zero (PackedTile)
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
       for (uint32_t b = 0; b < kBatch; ++b) {
         const auto av = pair_of(a16[b], j);
@@ -691,7 +714,7 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
     widen(a_row, a16);
     V p[kMaxVecs], odd[kMaxVecs];
     for (size_t v = 0; v < vecs; ++v) p[v] = odd[v] = hn::Zero(d);
-    for (uint32_t j = 0; j < N / 2; ++j) {
+    for (uint32_t j = 0; j < tile.live_pairs; ++j) {
       const int16_t* w = tile.pairs + static_cast<size_t>(j) * N * 2;
       const auto av = pair_of(a16, j);
       for (size_t v = 0; v < vecs; ++v)

@@ -71,6 +71,9 @@ struct RowWalk {
 };
 
 // Walks the rows of a RowWalk in order: src and dst are the current row's element offsets.
+// The walk is held by value and the offsets advance by additions: the row loops store int8
+// through pointers that may alias anything, so fields read through a reference would be
+// reloaded, and the offsets recomputed by multiplications, for every row.
 struct RowCursor {
   explicit RowCursor(const RowWalk& walk) : w(walk) {}
   bool done() const { return o == w.o_count; }
@@ -78,13 +81,19 @@ struct RowCursor {
     if (++r == w.r_count) {
       r = 0;
       ++o;
+      block_src += w.src_so;
+      block_dst += w.dst_so;
+      src = block_src;
+      dst = block_dst;
+    } else {
+      src += w.src_sr;
+      dst += w.dst_sr;
     }
-    src = static_cast<ptrdiff_t>(o) * w.src_so + static_cast<ptrdiff_t>(r) * w.src_sr;
-    dst = static_cast<ptrdiff_t>(o) * w.dst_so + static_cast<ptrdiff_t>(r) * w.dst_sr;
   }
-  const RowWalk& w;
+  const RowWalk w;
   uint32_t o = 0, r = 0;
   ptrdiff_t src = 0, dst = 0;
+  ptrdiff_t block_src = 0, block_dst = 0;  // row (o, 0)'s offsets
 };
 
 // Whether every row of the walk follows the previous one directly on both sides (row k of

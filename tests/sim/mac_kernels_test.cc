@@ -26,6 +26,22 @@ void naive(const std::vector<int8_t>& w, const int8_t* act, ptrdiff_t act_stride
   }
 }
 
+// Runs mac_rows_2d of `kernel` on the O×R walk (act and acc as given) and compares the
+// accumulators with the naive GEMM once per o, in order.
+void expect_walk_matches_naive(MacKernel kernel, uint32_t n, const std::vector<int8_t>& w,
+                               const std::vector<int8_t>& act, ptrdiff_t act_so, ptrdiff_t act_sr,
+                               std::vector<int32_t> acc, ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count,
+                               uint32_t r_count, bool overwrite) {
+  std::vector<int32_t> want = acc;
+  for (uint32_t o = 0; o < o_count; ++o)
+    naive(w, act.data() + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n, overwrite);
+  PackedTile tile;
+  pack_tile(w.data(), n, kernel, &tile);
+  mac_rows_2d(tile, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr, o_count, r_count, overwrite);
+  ASSERT_EQ(acc, want) << o_count << "x" << r_count << " act so/sr " << act_so << "/" << act_sr << " acc so/sr "
+                       << acc_so << "/" << acc_sr << (overwrite ? " overwrite" : " accumulate");
+}
+
 std::string describe(MacKernel k, uint32_t n) { return mac_kernel_name(k) + " n=" + std::to_string(n); }
 
 TEST(MacKernels, PortableIsAlwaysUsableAndBestIsUsable) {
@@ -87,6 +103,39 @@ TEST(MacKernels, EveryUsableKernelMatchesTheNaiveGemm) {
   EXPECT_GT(tested, 0);
 }
 
+// Tiles whose last k rows are zero (padded input channels; kMadd kernels stop at the last
+// non-zero k-pair), from none to all of them, on every kernel and on 1- and 2-D walks.
+TEST(MacKernels, TilesWithTrailingZeroRowsMatchTheNaiveGemm) {
+  std::mt19937 rng(777);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (MacKernel kernel : all_mac_kernels()) {
+    for (uint32_t n : {8u, 16u, 32u}) {
+      if (!mac_kernel_usable(kernel, n)) continue;
+      for (uint32_t zero_rows = 0; zero_rows <= n; ++zero_rows) {
+        for (int trial = 0; trial < 6; ++trial) {
+          SCOPED_TRACE(describe(kernel, n) + " zero rows " + std::to_string(zero_rows) + " trial " + std::to_string(trial));
+          std::vector<int8_t> w(n * n);
+          for (uint32_t k = 0; k < n; ++k)
+            for (uint32_t c = 0; c < n; ++c) w[k * n + c] = k < n - zero_rows ? static_cast<int8_t>(byte(rng)) : 0;
+          // An odd count of live rows leaves a k-pair half zero; a single non-zero weight
+          // in the last live row (trial 1) must keep that row's pair.
+          if (trial == 1 && zero_rows < n)
+            for (uint32_t c = 0; c < n; ++c) w[(n - zero_rows - 1) * n + c] = c == n - 1 ? int8_t{-128} : int8_t{0};
+          const uint32_t o_count = 1 + static_cast<uint32_t>(trial % 3), r_count = 1 + 5 * static_cast<uint32_t>(trial);
+          const ptrdiff_t act_sr = n, act_so = ptrdiff_t{n} * r_count, acc_sr = n, acc_so = ptrdiff_t{n} * r_count;
+          std::vector<int8_t> act(static_cast<size_t>(o_count * r_count * n));
+          for (auto& x : act) x = static_cast<int8_t>(byte(rng));
+          std::vector<int32_t> acc(act.size());
+          for (auto& x : acc) x = std::uniform_int_distribution<int32_t>(INT32_MIN, INT32_MAX)(rng);
+          expect_walk_matches_naive(kernel, n, w, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+                                    trial % 2 == 0);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 // mac_rows_2d is the naive GEMM once per o, in order, for every kernel: walks whose o blocks
 // are disjoint, overlap, or alias completely (so_ = 0), and whose batches straddle o.
 TEST(MacKernels, TwoDimensionalWalkIsOneNaiveGemmPerO) {
@@ -107,15 +156,9 @@ TEST(MacKernels, TwoDimensionalWalkIsOneNaiveGemmPerO) {
         for (auto& x : act) x = static_cast<int8_t>(byte(rng));
         std::vector<int32_t> acc(static_cast<size_t>(o_count * acc_so + r_count * acc_sr + n));
         for (auto& x : acc) x = std::uniform_int_distribution<int32_t>(INT32_MIN, INT32_MAX)(rng);
-        const bool overwrite = trial % 3 == 0;
-        std::vector<int32_t> want = acc;
-        for (uint32_t o = 0; o < o_count; ++o)
-          naive(w, act.data() + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n, overwrite);
-        PackedTile tile;
-        pack_tile(w.data(), n, kernel, &tile);
-        mac_rows_2d(tile, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr, o_count, r_count, overwrite);
-        ASSERT_EQ(acc, want) << o_count << "x" << r_count << " act so/sr " << act_so << "/" << act_sr << " acc so/sr "
-                             << acc_so << "/" << acc_sr << (overwrite ? " overwrite" : " accumulate");
+        expect_walk_matches_naive(kernel, n, w, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+                                  trial % 3 == 0);
+        if (HasFatalFailure()) return;
       }
     }
   }
