@@ -1455,14 +1455,8 @@ Result<LayerFacts> EltLowering::clip() {
     gm.act_sr = 0;
     gm.acc_sr = 1;
     prog.gemm(gm);
-    isa::VecRequant vq;
-    vq.src = 3;
-    vq.dst = static_cast<uint16_t>(dst);
-    vq.param = 0;
-    vq.r = static_cast<uint16_t>(chunk);
-    vq.src_sr = 1;
-    vq.dst_sr = 1;
-    prog.vec(vq);
+    prog.vec(isa::VecRequant{.src = 3, .dst = static_cast<uint16_t>(dst), .param = 0,
+                             .r = static_cast<uint16_t>(chunk), .src_sr = 1, .dst_sr = 1});
   };
   size_t next = 1;
   if (has_lo) spread(S, in_off[next++], LO);
