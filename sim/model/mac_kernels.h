@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "npu/sim/kernel_paths.h"
+#include "row_walk.h"
 
 namespace npu::sim {
 
@@ -61,27 +62,20 @@ struct PackedTile {
 
 // The rows of an o_count × r_count GEMM walk in (o, r) order: row (o, r) reads
 // act + o·act_so + r·act_sr and updates acc + o·acc_so + r·acc_sr. Batching kernels take their
-// rows from it in order.
+// rows from it in order (they count the rows themselves).
 class GemmRowCursor {
  public:
   GemmRowCursor(const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
                 ptrdiff_t acc_sr, uint32_t r_count)
-      : act_(act), acc_(acc), act_so_(act_so), act_sr_(act_sr), acc_so_(acc_so), acc_sr_(acc_sr), r_count_(r_count) {}
-  // The next row's activation and accumulator pointers. The element offsets advance by
-  // additions instead of being recomputed from (o, r): the kernels call this for every row.
+      : act_(act),
+        acc_(acc),
+        rows_(RowWalk{.o_count = UINT32_MAX, .r_count = r_count, .src_so = act_so, .src_sr = act_sr,
+                      .dst_so = acc_so, .dst_sr = acc_sr}) {}
+  // The next row's activation and accumulator pointers.
   void next(const int8_t** a, int32_t** c) {
-    *a = act_ + a_off_;
-    *c = acc_ + c_off_;
-    if (++r_ == r_count_) {
-      r_ = 0;
-      block_a_off_ += act_so_;
-      block_c_off_ += acc_so_;
-      a_off_ = block_a_off_;
-      c_off_ = block_c_off_;
-    } else {
-      a_off_ += act_sr_;
-      c_off_ += acc_sr_;
-    }
+    *a = act_ + rows_.src;
+    *c = acc_ + rows_.dst;
+    rows_.next();
   }
   // The next `count` rows, into a[0..count) and c[0..count).
   void next(const int8_t** a, int32_t** c, uint32_t count) {
@@ -91,10 +85,7 @@ class GemmRowCursor {
  private:
   const int8_t* act_;
   int32_t* acc_;
-  ptrdiff_t act_so_, act_sr_, acc_so_, acc_sr_;
-  uint32_t r_count_, r_ = 0;
-  ptrdiff_t a_off_ = 0, c_off_ = 0;              // the next row's
-  ptrdiff_t block_a_off_ = 0, block_c_off_ = 0;  // row (o, 0)'s
+  RowCursor rows_;
 };
 
 // Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) for `kernel`, which must be usable for n.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "npu/sim/kernel_paths.h"
+#include "row_walk.h"
 
 namespace npu::sim {
 
@@ -59,42 +60,6 @@ inline int8_t vec_requantize(int32_t v, int32_t mult, uint32_t shift, int8_t zp,
                              bool wrap = false) {
   return vec_finish(vec_round_shift(static_cast<int64_t>(v) * mult, shift) + zp, lo, hi, wrap);
 }
-
-// The rows of one VEC instruction: output row (o, r), o < o_count, r < r_count (both >= 1),
-// reads the source row at element offset o·src_so + r·src_sr from the source pointer (and the
-// same offset from the second operand's pointer for ADD/MUL) and writes the row at
-// o·dst_so + r·dst_sr from the output pointer. Rows go in (o, r) order, each read completely
-// before it is written, as the ISA defines for overlapping rows.
-struct RowWalk {
-  uint32_t o_count = 1, r_count = 1;
-  ptrdiff_t src_so = 0, src_sr = 0, dst_so = 0, dst_sr = 0;
-};
-
-// Walks the rows of a RowWalk in order: src and dst are the current row's element offsets.
-// The walk is held by value and the offsets advance by additions: the row loops store int8
-// through pointers that may alias anything, so fields read through a reference would be
-// reloaded, and the offsets recomputed by multiplications, for every row.
-struct RowCursor {
-  explicit RowCursor(const RowWalk& walk) : w(walk) {}
-  bool done() const { return o == w.o_count; }
-  void next() {
-    if (++r == w.r_count) {
-      r = 0;
-      ++o;
-      block_src += w.src_so;
-      block_dst += w.dst_so;
-      src = block_src;
-      dst = block_dst;
-    } else {
-      src += w.src_sr;
-      dst += w.dst_sr;
-    }
-  }
-  const RowWalk w;
-  uint32_t o = 0, r = 0;
-  ptrdiff_t src = 0, dst = 0;
-  ptrdiff_t block_src = 0, block_dst = 0;  // row (o, 0)'s offsets
-};
 
 // Whether every row of the walk follows the previous one directly on both sides (row k of
 // the walk at element offset k·n), so that the walk is one run of o_count·r_count·n elements.
