@@ -655,18 +655,22 @@ void KDevice::spin_until(std::unique_lock<std::mutex>& lk, const std::atomic<uin
     std::this_thread::yield();
   }
   // Take the lock back without sleeping on it either: whoever bumped the counter (the device
-  // thread ending the job, a submitter ringing the doorbell) still holds it for a moment, and
-  // a contended std::mutex sleeps in the kernel, which is the wake-up the spin is avoiding.
-  const auto relock_until = Clock::now() + wait_spin_;
-  while (!lk.try_lock()) {
-    if (Clock::now() >= relock_until) {
-      lk.lock();
-      return;
-    }
+  // thread ending the job, a submitter ringing the doorbell) still holds it for a moment.
+  lock_spinning(lk);
+}
+
+void KDevice::lock_spinning(std::unique_lock<std::mutex>& lk) {
+  if (lk.try_lock()) return;
+  const auto until = Clock::now() + wait_spin_;
+  do {
+    for (int i = 0; i < 16; ++i) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-  }
+    }
+    if (lk.try_lock()) return;
+  } while (Clock::now() < until);
+  lk.lock();
 }
 
 // The device thread: runs the simulator while jobs are in the rings, services interrupts and
@@ -711,7 +715,7 @@ void KDevice::thread_main() {
       sig = sim::read_counter(*sim_, hw::Counter::kInstrs) +
             sim::read_counter(*sim_, hw::Counter::kJobs);
     }
-    lk.lock();
+    lock_spinning(lk);  // a WAIT or SUBMIT holds it for a moment: do not sleep on it
     if (stop_ || unplugged_) continue;
     if (reason == sim::StopReason::kInterrupt) {
       handle_irq_locked();

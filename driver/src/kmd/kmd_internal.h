@@ -245,6 +245,11 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   // it would have without the spin, so results, ordering and wake conditions are unchanged.
   void spin_until(std::unique_lock<std::mutex>& lk, const std::atomic<uint64_t>& counter,
                   uint64_t seen, Clock::time_point until);
+  // Takes the device lock `lk` (not held) as std::mutex::lock does, but polls try_lock for up
+  // to NPU_WAIT_SPIN_US first: the lock is held for microseconds at a time, and a contended
+  // std::mutex puts the thread to sleep in the kernel, so that the holder's unlock must wake
+  // it (a futex syscall and a reschedule: the wake-ups the spin avoids).
+  void lock_spinning(std::unique_lock<std::mutex>& lk);
 
   // Handlers (kmd_ioctl.cc).
   int do_get_param(File& f, void* data);

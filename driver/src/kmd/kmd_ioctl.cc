@@ -156,7 +156,8 @@ long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
     return -EINVAL;
   }
 
-  std::unique_lock<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+  lock_spinning(lk);  // the device thread holds it for a moment at a job's end
   if (check_fault_locked(Fault::kUnplug)) unplug_locked();
   if (unplugged_) return -ENODEV;
   if (file->closed) return -EBADF;
