@@ -11,6 +11,10 @@ check_accuracy_report.py NPU_COMPILE NPU_RUN DATA_DIR WORKDIR
    normal image and numpy's float result (within 0.1 dB: the table prints one decimal), and the exposing image reproduces
    the image's outputs bit for bit.
 3. MobileNet-style (tests/data): every row has a measured SQNR, and the output's SQNR matches.
+4. A conv whose output channels span ranges 64x apart, read by a depthwise conv: the report
+   names the spread (on the conv's value, or as the depthwise conv's input) with the median
+   channel's SQNR on the per-tensor grid, which numpy reproduces; the probe of 1. (channels
+   alike) names none.
 """
 import os
 import re
@@ -111,6 +115,8 @@ def main():
         raise SystemExit("FAIL: the model inputs are calibrated on their own distribution and must not clip")
     if "bit for bit" not in report:
         raise SystemExit("FAIL: the exposing image must reproduce the image's outputs")
+    if "channel ranges" in report:
+        raise SystemExit("FAIL: the probe's channels have alike ranges; no spread may be named")
 
     # 2. The output's SQNR is the one npu-run and numpy give.
     ref, act = [], []
@@ -153,7 +159,55 @@ def main():
                          f"layers, unmeasured {unmeasured}")
     summary = next(line for line in report.splitlines() if line.startswith("model outputs:"))
     print(f"MobileNet-style: {len(r)} rows; {summary}")
+
+    check_channel_spread(npu_compile, work, rng)
     print("PASS")
+
+
+def check_channel_spread(npu_compile, work, rng):
+    """4. y = DepthwiseConv3x3(Conv1x1(x)) with one output channel of the 1x1 conv 64x the rest."""
+    c = 16
+    gains = np.ones(c, dtype=np.float32)
+    gains[5] = 64.0
+    w1 = np.diag(gains).reshape(c, c, 1, 1).astype(np.float32)
+    wd = (rng.standard_normal((c, 1, 3, 3)) / 3).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["wide"], name="conv_wide"),
+         helper.make_node("Conv", ["wide", "wd"], ["y"], name="dw", group=c, pads=[1, 1, 1, 1])],
+        "spread_probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 8, 8])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(wd, "wd")])
+    model = os.path.join(work, "spread.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    calib = os.path.join(work, "spread_calib")
+    xs = [rng.standard_normal((1, c, 8, 8)).astype(np.float32) for _ in range(4)]
+    for k, x in enumerate(xs):
+        d = os.path.join(calib, f"s{k:02d}")
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "input_0.npy"), x)
+    report = sh([npu_compile, model, "-o", os.path.join(work, "spread.npuimg"), "--calib", calib, "--accuracy-report"])
+    print(report)
+    worst = report.split("worst layers")[1]
+    m = re.search(r"channel ranges (\d+)x apart \(widest ([0-9.e+]+), median ([0-9.e+]+)\): "
+                  r"the median channel is at ([0-9.-]+) dB", worst)
+    if not m:
+        raise SystemExit(f"FAIL: the report does not name the spread of 'wide' channels:\n{worst}")
+    # numpy: the conv's float output on the samples, its per-tensor grid from the report's row.
+    wide = np.concatenate([x * gains.reshape(1, c, 1, 1) for x in xs]).astype(np.float64)
+    widest = np.abs(wide).max(axis=(0, 2, 3))
+    if abs(float(m.group(2)) - widest.max()) > 0.01 * widest.max() or \
+            abs(float(m.group(3)) - np.sort(widest)[c // 2]) > 0.01 * np.sort(widest)[c // 2]:
+        raise SystemExit(f"FAIL: widest/median {m.group(2)}/{m.group(3)} are not numpy's "
+                         f"{widest.max():.3g}/{np.sort(widest)[c // 2]:.3g}")
+    lo, hi = wide.min(), wide.max()
+    scale = (hi - lo) / 255
+    zp = np.clip(np.round(-128 - lo / scale), -128, 127)
+    err = wide - scale * (np.clip(np.round(wide / scale) + zp, -128, 127) - zp)
+    per_ch = 10 * np.log10((wide ** 2).sum(axis=(0, 2, 3)) / (err ** 2).sum(axis=(0, 2, 3)))
+    want = np.sort(per_ch)[c // 2]
+    print(f"channel spread: report median channel {m.group(4)} dB, numpy (min/max grid) {want:.1f} dB")
+    if abs(float(m.group(4)) - want) > 2.0:  # the compiler's grid is min/max with a rounded zero point
+        raise SystemExit(f"FAIL: the median channel's grid SQNR {m.group(4)} dB is far from numpy's {want:.1f} dB")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,19 @@ struct Accumulator {
   double signal = 0, noise = 0, grid_noise = 0;
   uint64_t elements = 0, clipped = 0;
   float lo = INFINITY, hi = -INFINITY;
+  // Per channel of a feature map (v.shape NCHW): largest |x|, signal and grid noise powers.
+  std::vector<float> ch_max;
+  std::vector<double> ch_signal, ch_grid_noise;
 
   void add(std::span<const float> ref, std::span<const float> npu, const ValueAccuracy& v) {
+    const bool per_channel = v.shape.size() == 4 && v.shape[1] > 1;
+    const size_t channels = per_channel ? static_cast<size_t>(v.shape[1]) : 0;
+    const size_t plane = per_channel ? static_cast<size_t>(v.shape[2] * v.shape[3]) : 1;
+    if (per_channel && ch_max.size() != channels) {
+      ch_max.assign(channels, 0);
+      ch_signal.assign(channels, 0);
+      ch_grid_noise.assign(channels, 0);
+    }
     const float scale = v.scale;
     const int32_t zp = v.zero_point;
     const bool grid = std::isfinite(scale) && scale > 0;
@@ -39,6 +50,12 @@ struct Accumulator {
       const double q = std::clamp(std::nearbyint(r / scale) + zp, -128.0, 127.0);
       const double e = r - scale * (q - zp);
       grid_noise += e * e;
+      if (per_channel) {
+        const size_t c = (i / plane) % channels;
+        ch_max[c] = std::max(ch_max[c], static_cast<float>(std::fabs(r)));
+        ch_signal[c] += r * r;
+        ch_grid_noise[c] += e * e;
+      }
       clipped += r < qmin - scale / 2 || r > qmax + scale / 2;
     }
   }
@@ -57,6 +74,20 @@ void finish(ValueAccuracy& v, const Accumulator& a, bool measured) {
   if (std::isfinite(v.scale)) {
     v.grid_db = db(a.signal, a.grid_noise);
     v.clipped_percent = a.elements ? 100.0 * static_cast<double>(a.clipped) / static_cast<double>(a.elements) : 0;
+  }
+  if (a.ch_max.empty()) return;
+  // The median channel by range, and the median of the channels' grid SQNRs.
+  std::vector<float> ranges = a.ch_max;
+  std::vector<double> grid;
+  for (size_t c = 0; c < a.ch_max.size(); ++c)
+    if (a.ch_signal[c] > 0) grid.push_back(db(a.ch_signal[c], a.ch_grid_noise[c]));
+  std::nth_element(ranges.begin(), ranges.begin() + static_cast<std::ptrdiff_t>(ranges.size() / 2), ranges.end());
+  v.channels = ranges.size();
+  v.channel_median = ranges[ranges.size() / 2];
+  v.channel_widest = *std::max_element(a.ch_max.begin(), a.ch_max.end());
+  if (!grid.empty()) {
+    std::nth_element(grid.begin(), grid.begin() + static_cast<std::ptrdiff_t>(grid.size() / 2), grid.end());
+    v.channel_grid_median_db = grid[grid.size() / 2];
   }
 }
 
@@ -233,6 +264,17 @@ std::string likely_cause(const ValueAccuracy& v) {
   return "the layer's arithmetic or its inputs' noise amplified (tables, requantisation, weights)";
 }
 
+std::string channel_spread_note(const ValueAccuracy& v) {
+  if (v.channels < 2 || !(v.channel_median > 0) || v.channel_widest < 8 * v.channel_median) return "";
+  char note[160];
+  std::snprintf(note, sizeof note, "channel ranges %.0fx apart (widest %.3g, median %.3g)", v.channel_widest / v.channel_median,
+                v.channel_widest, v.channel_median);
+  std::string out = note;
+  if (!std::isnan(v.channel_grid_median_db))
+    out += ": the median channel is at " + fmt_db(v.channel_grid_median_db) + " dB on the per-tensor grid";
+  return out;
+}
+
 std::string format_report(const AccuracyReport& report, size_t worst, double mark_db) {
   std::string out;
   char line[512];
@@ -272,12 +314,29 @@ std::string format_report(const AccuracyReport& report, size_t worst, double mar
   out += "model outputs:";
   for (const auto& v : report.outputs) out += " '" + v.value + "' " + fmt_db(v.sqnr_db) + " dB";
   out += "\nworst layers (largest SQNR drop):\n";
+  std::map<std::string, const ValueAccuracy*> by_value;
+  for (const auto* list : {&report.inputs, &report.values, &report.outputs})
+    for (const auto& v : *list) by_value.emplace(v.value, &v);
   for (size_t i : order) {
     const ValueAccuracy& v = report.values[i];
-    std::snprintf(line, sizeof line, "  #%zu %s (%s): %s dB -> %s dB (drop %s dB)%s%s\n", i, v.layer.c_str(),
+    std::snprintf(line, sizeof line, "  #%zu %s (%s): %s dB -> %s dB (drop %s dB)%s%s", i, v.layer.c_str(),
                   v.op.c_str(), fmt_db(v.sqnr_db + v.drop_db).c_str(), fmt_db(v.sqnr_db).c_str(),
                   fmt_db(v.drop_db).c_str(), likely_cause(v).empty() ? "" : ": ", likely_cause(v).c_str());
     out += line;
+    // A per-tensor grid over channels of very different ranges: on the value itself, or on
+    // the input whose error this layer carried on (the one with the lowest SQNR).
+    std::string note = channel_spread_note(v);
+    if (note.empty()) {
+      const ValueAccuracy* worst_in = nullptr;
+      for (const auto& name : v.inputs)
+        if (auto it = by_value.find(name); it != by_value.end() && !std::isnan(it->second->sqnr_db) &&
+                                           (!worst_in || it->second->sqnr_db < worst_in->sqnr_db))
+          worst_in = it->second;
+      if (worst_in && !channel_spread_note(*worst_in).empty())
+        note = "its input '" + worst_in->value + "' has " + channel_spread_note(*worst_in);
+    }
+    if (!note.empty()) out += "; " + note;
+    out += "\n";
   }
   if (report.image_compared)
     out += report.image_outputs_identical

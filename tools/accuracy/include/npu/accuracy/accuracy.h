@@ -48,6 +48,14 @@ struct ValueAccuracy {
   // live_hi] (compiler::ExposedValue): both sides are clamped to it before comparing, as
   // the device saturates it there by design (a host operator's float output is not). NaN: not narrowed.
   float live_lo = NAN, live_hi = NAN;
+  // Per channel, for a feature map (rank 4, NCHW, more than one channel): the largest |x| of
+  // the widest channel and of the median channel, and the median channel's SQNR on the
+  // value's per-tensor grid. A per-tensor grid over channels of very different ranges leaves
+  // the narrow ones a few levels, which the report names (channel_spread_note). 0 channels:
+  // not measured.
+  size_t channels = 0;
+  float channel_widest = 0, channel_median = 0;
+  double channel_grid_median_db = NAN;
 };
 
 struct AccuracyReport {
@@ -74,9 +82,14 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
                                        const std::vector<uint8_t>* image = nullptr, const std::string& device = "",
                                        const std::string& dump_dir = "");
 
+// When `v`'s channels span ranges 8x or more apart (widest against median), a note saying so
+// with the median channel's SQNR on the per-tensor grid; else "".
+std::string channel_spread_note(const ValueAccuracy& v);
+
 // The report as text for a terminal: one row per value (marked "<<" where the drop is at least
 // `mark_db`), then the model outputs and the `worst` values with the largest drops, each with
-// the likely cause (weights, the value's own grid, or the layer's arithmetic).
+// the likely cause (weights, the value's own grid, or the layer's arithmetic) and, where the
+// value or the input it lost against has channels of very different ranges, that note.
 std::string format_report(const AccuracyReport& report, size_t worst = 5, double mark_db = 3.0);
 
 // The likely cause of a value's loss, in a few words (used by format_report): the output
