@@ -75,34 +75,69 @@ int8_t quantize_weight(float w, float scale, bool declared) {
   return static_cast<int8_t>(std::clamp(std::nearbyint(w / scale), declared ? -128.0f : -127.0f, 127.0f));
 }
 
-Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
-                                  uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                  Program& prog, const DynamicOperands& dyn) {
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
-  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
-  const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
-  const bool dynamic = L.weight_input >= 0;
-  const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
-  const uint64_t tile_bytes = uint64_t{N} * N;
-  if (L.int32_output && (L.relu || L.bias_input >= 0))
-    return make_error(StatusCode::kInternal, "layer '" + L.name + "': an int32 output takes no fused Relu or run-time bias");
-  // Zero points of a dynamic B and its x (both codes, any zero point):
-  //   Σ_k (x_k − zx)(b_kn − zw) = Σ_k x_k·b_kn + α·Σ_k b_kn + β·Σ_k x_k + K·α·β,  α = −zx, β = −zw.
-  // α·Σ_k b_kn is a GEMM of constant rows (α in the K valid lanes) against B's own tiles, β·Σ_k x_k
-  // a GEMM of x against a tile of β everywhere (x's lanes beyond K are zero), both accumulating
-  // onto the product; K·α·β joins the constant bias. α, β of 128 run as two int8 halves.
-  // Constant weights need none of this: their column sums fold zx into the bias.
-  const std::vector<int32_t> alpha_parts = dynamic ? int8_parts(-qx.zero_point) : std::vector<int32_t>{};
-  const std::vector<int32_t> beta_parts = dynamic ? int8_parts(-dyn.qw.zero_point) : std::vector<int32_t>{};
-  const int64_t zero_point_product = dynamic ? int64_t{qx.zero_point} * dyn.qw.zero_point : 0;
+namespace {
+
+// A fully-connected layer's constant weight tiles and parameter rows in the weights blob
+// (FcLowering::pack).
+struct FcPacking {
+  uint64_t tiles_off = 0;   // (nb, set, kb) weight tiles; constant weights only
+  uint64_t params_off = 0;  // 3 parameter rows (bias, multiplier, shift) per output block
+  // Constant integer weights of an int32 output (declared scale 1) beyond int8 run as `sets`
+  // int8 weight sets whose GEMMs accumulate (lower_conv_layer does the same per tap).
+  int64_t sets = 1;
+  int64_t KBW = 0;  // weight tiles per output block
+};
+
+// Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
+// 3*NB], WGT [B tiles | bias ones tile | β tiles] (FcLowering::plan).
+struct FcPlan {
+  bool spread;  // a one-element bias: one more ACT row (its code), one more WGT tile (the ones row)
+  int64_t extra_tiles, alpha_rows;
+  bool weights_fit;  // every output block's weight tiles at once
+  int64_t Mt;        // rows of one M tile
+  uint32_t A, Bout, C, P, S, T, Z, TB;
+};
+
+// lower_fc_layer's arguments and block counts, shared by its steps. Aggregate-initialised
+// by lower_fc_layer, in member order.
+struct FcLowering {
+  using BK = image::BufferKind;
+
+  Result<FcPacking> pack();
+  Result<FcPlan> plan(const FcPacking& pk) const;
+  void load_constants(const FcPacking& pk, const FcPlan& pl);
+  void alpha_into_bias(const FcPacking& pk, const FcPlan& pl, int64_t nb, uint32_t wgt_tile);
+  void load_weights(const FcPacking& pk, int64_t batch, int64_t nb_first, int64_t nb_count);
+  void load_input_rows(const FcPlan& pl, uint64_t x_base, int64_t m0, int64_t mt);
+  void emit_block(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb, uint64_t y_base);
+  void start_accumulators(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb);
+  void accumulate(const FcPacking& pk, const FcPlan& pl, int64_t mt, int64_t nb);
+  void store_block(const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb, uint64_t y_base);
+  LayerFacts facts(const FcPacking& pk, const FcPlan& pl) const;
+
+  const FcLayer& L;
+  const QParams& qx;
+  const QParams& qy;
+  const uint32_t N;
+  std::vector<uint8_t>& weights;
+  Program& prog;
+  const DynamicOperands& dyn;
+  const bool dynamic;
+  const int64_t KB, NB;
+  const uint64_t tile_bytes;
+  const std::vector<int32_t> alpha_parts, beta_parts;  // α = −zx, β = −zw as int8 shares
+  const int64_t zero_point_product;
+  const bool alpha_in_bias;  // α·Σ_k b_kn joins the bias rows (alpha_into_bias)
+};
+
+// Quantises the constant weights into tiles and writes the parameter rows; produces their
+// offsets and the number of integer weight sets.
+Result<FcPacking> FcLowering::pack() {
+  FcPacking pk;
   // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
   // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
   std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
   std::vector<int32_t> wq;
-  uint64_t tiles_off = 0;
-  // Constant integer weights of an int32 output (declared scale 1) beyond int8 run as `sets`
-  // int8 weight sets whose GEMMs accumulate (lower_conv_layer does the same per tap).
-  int64_t sets = 1;
   if (!dynamic) {
     const std::vector<float> scales = fc_weight_scales(L);
     wq.resize(static_cast<size_t>(L.K * L.N));
@@ -118,11 +153,12 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
           return make_error(StatusCode::kInternal, "layer '" + L.name + "': weight " + std::to_string(w) +
                                                        " is not an integer code at its scale; its int32 output would be wrong");
         q = static_cast<int32_t>(v);
-        sets = std::max<int64_t>(sets, int8_sets_for(q));
+        pk.sets = std::max<int64_t>(pk.sets, int8_sets_for(q));
       }
     }
-    tiles_off = align_up(weights.size());
-    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB * sets) * tile_bytes, 0);
+    const int64_t sets = pk.sets;
+    pk.tiles_off = align_up(weights.size());
+    weights.resize(pk.tiles_off + static_cast<uint64_t>(KB * NB * sets) * tile_bytes, 0);
     for (int64_t nb = 0; nb < NB; ++nb)
       for (int64_t p = 0; p < sets; ++p)
         for (int64_t kb = 0; kb < KB; ++kb)
@@ -130,13 +166,13 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
             for (uint32_t c = 0; c < N; ++c) {
               const int64_t kk = kb * N + k, jj = nb * N + c;
               if (kk < L.K && jj < L.N)
-                weights[tiles_off + static_cast<uint64_t>((nb * sets + p) * KB + kb) * tile_bytes + k * N + c] =
+                weights[pk.tiles_off + static_cast<uint64_t>((nb * sets + p) * KB + kb) * tile_bytes + k * N + c] =
                     static_cast<uint8_t>(int8_share(wq[static_cast<size_t>(kk * L.N + jj)], sets, p));
             }
   }
-  const int64_t KBW = KB * sets;  // weight tiles per output block
-  const uint64_t params_off = align_up(weights.size());
-  weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  pk.KBW = KB * pk.sets;
+  pk.params_off = align_up(weights.size());
+  weights.resize(pk.params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   for (int64_t j = 0; j < L.N; ++j) {
     int64_t colsum = 0;
     if (!dynamic)
@@ -148,38 +184,56 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
                            L.K * zero_point_product;
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-    const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
+    const uint64_t row = pk.params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
     const uint64_t lane = static_cast<uint64_t>(j % N) * 4;
     put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
     put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
+  return pk;
+}
 
-  // Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
-  // 3*NB], WGT [B tiles | bias ones tile | β tiles].
-  // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
-  const bool spread = L.bias_input >= 0 && L.bias_scalar;
-  const int64_t extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
-  const int64_t alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
-  const bool weights_fit = KBW * NB + extra_tiles <= wgt_tiles;
-  if (KBW + extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + alpha_rows + KB + 1 > act_rows)
+// The scratchpad plan: M tile height and the base row of every operand, or the error when
+// one output block does not fit.
+Result<FcPlan> FcLowering::plan(const FcPacking& pk) const {
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
+  const int64_t KBW = pk.KBW;
+  FcPlan pl;
+  pl.spread = L.bias_input >= 0 && L.bias_scalar;
+  const bool spread = pl.spread;
+  pl.extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
+  pl.alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
+  pl.weights_fit = KBW * NB + pl.extra_tiles <= wgt_tiles;
+  if (KBW + pl.extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + pl.alpha_rows + KB + 1 > act_rows)
     return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
                                                     std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
-  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
-  const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
-  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KBW * NB : KBW);
-  const uint32_t Z = S + (spread ? 1 : 0), TB = T + (spread ? 1 : 0);
-  using BK = image::BufferKind;
+  pl.Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - pl.alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
+  pl.A = 0;
+  pl.Bout = static_cast<uint32_t>(pl.Mt * KB);
+  pl.C = 0;
+  pl.P = static_cast<uint32_t>(pl.Mt);
+  pl.S = static_cast<uint32_t>(pl.Mt * (KB + 1));
+  pl.T = static_cast<uint32_t>(pl.weights_fit ? KBW * NB : KBW);
+  pl.Z = pl.S + (spread ? 1 : 0);
+  pl.TB = pl.T + (spread ? 1 : 0);
+  return pl;
+}
+
+// Writes and LOADs the layer-wide constants: the α rows, the β tiles, the bias ones tile and
+// code of a one-element bias, then the parameter rows.
+void FcLowering::load_constants(const FcPacking& pk, const FcPlan& pl) {
   if (!alpha_parts.empty()) {
     // Rows (part p, block kb): α_p in the block's valid K lanes (B's tile rows beyond K are stale).
     const uint64_t rows = align_up(weights.size());
-    weights.resize(rows + static_cast<uint64_t>(alpha_rows) * N, 0);
+    weights.resize(rows + static_cast<uint64_t>(pl.alpha_rows) * N, 0);
     for (size_t p = 0; p < alpha_parts.size(); ++p)
       for (int64_t kb = 0; kb < KB; ++kb)
         for (int64_t k = 0; k < std::min<int64_t>(N, L.K - kb * N); ++k)
           weights[rows + (p * static_cast<uint64_t>(KB) + static_cast<uint64_t>(kb)) * N + static_cast<uint64_t>(k)] =
               static_cast<uint8_t>(static_cast<int8_t>(alpha_parts[p]));
-    prog.load(rows_load(hw::Scratchpad::kAct, Z, static_cast<uint32_t>(alpha_rows), N), BK::Weights,
+    prog.load(rows_load(hw::Scratchpad::kAct, pl.Z, static_cast<uint32_t>(pl.alpha_rows), N), BK::Weights,
               static_cast<uint32_t>(rows));
   }
   if (!beta_parts.empty()) {
@@ -188,202 +242,226 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     for (size_t p = 0; p < beta_parts.size(); ++p)
       std::fill_n(weights.begin() + static_cast<std::ptrdiff_t>(tiles + p * tile_bytes), tile_bytes,
                   static_cast<uint8_t>(static_cast<int8_t>(beta_parts[p])));
-    prog.load(rows_load(hw::Scratchpad::kWgt, TB * N, static_cast<uint32_t>(beta_parts.size() * N), N), BK::Weights,
+    prog.load(rows_load(hw::Scratchpad::kWgt, pl.TB * N, static_cast<uint32_t>(beta_parts.size() * N), N), BK::Weights,
               static_cast<uint32_t>(tiles));
   }
-  if (spread) {
+  if (pl.spread) {
     const uint64_t tile = align_up(weights.size());
     weights.resize(tile + tile_bytes, 0);
     const int32_t row_value = std::min(dyn.bias_spread, 127);
     for (uint32_t n = 0; n < N; ++n) weights[tile + n] = static_cast<uint8_t>(static_cast<int8_t>(row_value));
     isa::Load wl;
     wl.sp = hw::Scratchpad::kWgt;
-    wl.sp_base = T * N;
+    wl.sp_base = pl.T * N;
     wl.x = static_cast<uint16_t>(N);
     wl.x_stride = N;
     prog.load(wl, BK::Weights, static_cast<uint32_t>(tile));
     isa::Load cl;
     cl.sp = hw::Scratchpad::kAct;
-    cl.sp_base = S;
+    cl.sp_base = pl.S;
     cl.row_elems = 1;
     cl.x = 1;
     prog.load(cl, BK::Activations, dyn.bias_off);
   }
-  load_acc_rows(prog, P, 3 * NB, N, static_cast<uint32_t>(params_off));
-  // With a requantisation, α·Σ_k b_kn is the same for every row: it joins block nb's bias
-  // row (REQUANT adds it to every row) by one GEMM row per B (reloaded with the constant
-  // bias first), not a GEMM over all rows. An int32 output has no bias row to carry it.
-  const bool alpha_in_bias = !L.int32_output && !alpha_parts.empty();
-  auto alpha_into_bias = [&](int64_t nb, uint32_t wgt_tile) {
-    load_acc_rows(prog, static_cast<uint32_t>(P + 3 * nb), 1, N,
-                  static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
-    for (size_t p = 0; p < alpha_parts.size(); ++p) {
-      isa::Gemm ag;
-      ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
-      ag.wgt = static_cast<uint16_t>(wgt_tile);
-      ag.acc = static_cast<uint16_t>(P + 3 * nb);
-      ag.i = static_cast<uint16_t>(KB);
-      ag.act_si = 1;
-      ag.wgt_si = 1;
-      prog.gemm(ag);
-    }
-  };
-  // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
-  auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
-    if (!dynamic) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kWgt;
-      ld.sp_base = 0;
-      ld.x = static_cast<uint16_t>(KBW * N);
-      ld.x_stride = N;
-      ld.y = static_cast<uint16_t>(nb_count);
-      ld.y_stride = static_cast<uint32_t>(KBW * tile_bytes);
-      prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KBW) * tile_bytes));
-      return;
-    }
-    // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
-    // tile keep stale bytes, which meet the zero lanes the input's tail LOAD fills in.
-    for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kWgt;
-      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-      ld.sp_base = static_cast<uint32_t>((nb - nb_first) * KB * N);
-      ld.x = static_cast<uint16_t>(L.K);
-      ld.x_stride = dyn.w_k_stride;
-      prog.load(ld, BK::Activations,
-                static_cast<uint32_t>(dyn.w_off + static_cast<uint64_t>(batch) * dyn.w_batch_stride + nb * N));
-    }
-  };
-  for (int64_t batch = 0; batch < L.batches; ++batch) {
-    const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
-    const uint64_t out_elem = L.int32_output ? 4 : 1;
-    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
-    if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
-    if (weights_fit && alpha_in_bias)
-      for (int64_t nb = 0; nb < NB; ++nb) alpha_into_bias(nb, static_cast<uint32_t>(nb * KBW));
-    for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
-      const int64_t mt = std::min(Mt, L.M - m0);
-      const int64_t full_kb = L.K / N, tail = L.K % N;
-      if (full_kb > 0) {
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = A;
-        ld.x = static_cast<uint16_t>(mt);
-        ld.x_stride = static_cast<uint32_t>(L.K);
-        ld.y = static_cast<uint16_t>(full_kb);
-        ld.y_stride = N;
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K));
-      }
-      if (tail > 0) {
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.row_elems = static_cast<uint32_t>(tail);
-        ld.sp_base = static_cast<uint32_t>(A + full_kb * mt);
-        ld.x = static_cast<uint16_t>(mt);
-        ld.x_stride = static_cast<uint32_t>(L.K);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K + full_kb * N));
-      }
-      for (int64_t nb = 0; nb < NB; ++nb) {
-        if (!weights_fit) load_weights(batch, nb, 1);
-        if (!weights_fit && alpha_in_bias) alpha_into_bias(nb, 0);
-        const bool preload_bias = L.bias_input >= 0;
-        if (spread) {
-          // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
-          // ACT row S, repeated by act stride r = 0) times the tile's ones row k.
-          isa::Gemm sg;
-          sg.clear = true;
-          sg.act = static_cast<uint16_t>(S);
-          sg.wgt = static_cast<uint16_t>(T);
-          sg.acc = static_cast<uint16_t>(C);
-          sg.r = static_cast<uint16_t>(mt);
-          sg.act_sr = 0;
-          sg.acc_sr = 1;
-          sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
-          prog.gemm(sg);
-        } else if (L.int32_output) {
-          // No requantisation follows: the accumulators start from the constant bias row
-          // (zero-point terms included), repeated by the X stride 0.
-          repeat_acc_row(prog, C, mt, static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
-        } else if (preload_bias) {
-          // The accumulators start from the int32 bias rows (one row for every m when the bias
-          // is a vector); the GEMM then accumulates onto them.
-          isa::Load ld;
-          ld.sp = hw::Scratchpad::kAcc;
-          ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-          ld.sp_base = C;
-          ld.x = static_cast<uint16_t>(mt);
-          ld.x_stride = dyn.bias_m_stride;
-          prog.load(ld, BK::Activations,
-                    static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
-        }
-        isa::Gemm gm;
-        gm.clear = !preload_bias && !L.int32_output;
-        gm.act = static_cast<uint16_t>(A);
-        gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KBW : 0);
-        gm.acc = static_cast<uint16_t>(C);
-        gm.r = static_cast<uint16_t>(mt);
-        gm.i = static_cast<uint16_t>(KB);
-        gm.act_si = static_cast<uint16_t>(mt);
-        gm.act_sr = 1;
-        gm.wgt_si = 1;
-        gm.acc_sr = 1;
-        prog.gemm(gm);
-        for (int64_t p = 1; p < sets; ++p) {  // the other integer weight sets
-          isa::Gemm pg = gm;
-          pg.clear = false;
-          pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
-          prog.gemm(pg);
-        }
-        for (size_t p = 0; p < (alpha_in_bias ? 0 : alpha_parts.size()); ++p) {
-          // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
-          isa::Gemm ag = gm;
-          ag.clear = false;
-          ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
-          ag.act_si = 1;
-          ag.act_sr = 0;
-          prog.gemm(ag);
-        }
-        for (size_t p = 0; p < beta_parts.size(); ++p) {
-          // β·Σ_k x_mk: x against the β tile of part p, the same tile for every K block.
-          isa::Gemm bg = gm;
-          bg.clear = false;
-          bg.wgt = static_cast<uint16_t>(TB + p);
-          bg.wgt_si = 0;
-          prog.gemm(bg);
-        }
-        if (L.int32_output) {
-          isa::Store st;
-          st.sp = hw::Scratchpad::kAcc;
-          st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-          st.sp_base = C;
-          st.x = static_cast<uint16_t>(mt);
-          st.x_stride = static_cast<uint32_t>(L.N * 4);
-          prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + static_cast<uint64_t>(m0 * L.N + nb * N) * 4));
-          continue;
-        }
-        isa::VecRequant vq;
-        vq.bias = true;
-        vq.src = static_cast<uint16_t>(C);
-        vq.dst = static_cast<uint16_t>(Bout);
-        vq.param = static_cast<uint16_t>(P + 3 * nb);
-        vq.r = static_cast<uint16_t>(mt);
-        vq.src_sr = 1;
-        vq.dst_sr = 1;
-        vq.zero_point = static_cast<int8_t>(qy.zero_point);
-        vq.clamp_lo = static_cast<int8_t>(L.relu ? std::max(-128, qy.zero_point) : -128);
-        vq.clamp_hi = 127;
-        prog.vec(vq);
-        isa::Store st;
-        st.sp = hw::Scratchpad::kAct;
-        st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-        st.sp_base = Bout;
-        st.x = static_cast<uint16_t>(mt);
-        st.x_stride = static_cast<uint32_t>(L.N);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + m0 * L.N + nb * N));
-      }
-    }
+  load_acc_rows(prog, pl.P, 3 * NB, N, static_cast<uint32_t>(pk.params_off));
+}
+
+// With a requantisation, α·Σ_k b_kn is the same for every row: it joins block nb's bias
+// row (REQUANT adds it to every row) by one GEMM row per B (reloaded with the constant
+// bias first), not a GEMM over all rows. An int32 output has no bias row to carry it.
+void FcLowering::alpha_into_bias(const FcPacking& pk, const FcPlan& pl, int64_t nb, uint32_t wgt_tile) {
+  load_acc_rows(prog, static_cast<uint32_t>(pl.P + 3 * nb), 1, N,
+                static_cast<uint32_t>(pk.params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+  for (size_t p = 0; p < alpha_parts.size(); ++p) {
+    isa::Gemm ag;
+    ag.act = static_cast<uint16_t>(pl.Z + p * static_cast<uint64_t>(KB));
+    ag.wgt = static_cast<uint16_t>(wgt_tile);
+    ag.acc = static_cast<uint16_t>(pl.P + 3 * nb);
+    ag.i = static_cast<uint16_t>(KB);
+    ag.act_si = 1;
+    ag.wgt_si = 1;
+    prog.gemm(ag);
   }
+}
+
+// Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
+void FcLowering::load_weights(const FcPacking& pk, int64_t batch, int64_t nb_first, int64_t nb_count) {
+  if (!dynamic) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kWgt;
+    ld.sp_base = 0;
+    ld.x = static_cast<uint16_t>(pk.KBW * N);
+    ld.x_stride = N;
+    ld.y = static_cast<uint16_t>(nb_count);
+    ld.y_stride = static_cast<uint32_t>(pk.KBW * tile_bytes);
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(pk.tiles_off + static_cast<uint64_t>(nb_first * pk.KBW) * tile_bytes));
+    return;
+  }
+  // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
+  // tile keep stale bytes, which meet the zero lanes the input's tail LOAD fills in.
+  for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kWgt;
+    ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+    ld.sp_base = static_cast<uint32_t>((nb - nb_first) * KB * N);
+    ld.x = static_cast<uint16_t>(L.K);
+    ld.x_stride = dyn.w_k_stride;
+    prog.load(ld, BK::Activations,
+              static_cast<uint32_t>(dyn.w_off + static_cast<uint64_t>(batch) * dyn.w_batch_stride + nb * N));
+  }
+}
+
+// LOADs rows [m0, m0 + mt) of x as KB blocks of mt rows at ACT row A: the full K blocks,
+// then the tail block.
+void FcLowering::load_input_rows(const FcPlan& pl, uint64_t x_base, int64_t m0, int64_t mt) {
+  const int64_t full_kb = L.K / N, tail = L.K % N;
+  if (full_kb > 0) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.sp_base = pl.A;
+    ld.x = static_cast<uint16_t>(mt);
+    ld.x_stride = static_cast<uint32_t>(L.K);
+    ld.y = static_cast<uint16_t>(full_kb);
+    ld.y_stride = N;
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K));
+  }
+  if (tail > 0) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.row_elems = static_cast<uint32_t>(tail);
+    ld.sp_base = static_cast<uint32_t>(pl.A + full_kb * mt);
+    ld.x = static_cast<uint16_t>(mt);
+    ld.x_stride = static_cast<uint32_t>(L.K);
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K + full_kb * N));
+  }
+}
+
+// Output block nb of M tile [m0, m0 + mt): the accumulators' start (bias), the GEMMs, then
+// an int32 ACC STORE or a REQUANT and its STORE.
+void FcLowering::emit_block(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb,
+                            uint64_t y_base) {
+  start_accumulators(pk, pl, m0, mt, nb);
+  accumulate(pk, pl, mt, nb);
+  store_block(pl, m0, mt, nb, y_base);
+}
+
+// The accumulators' start for block nb: the spread bias, the constant bias rows of an int32
+// output, or the run-time bias rows (none: the first GEMM clears them).
+void FcLowering::start_accumulators(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb) {
+  const uint32_t C = pl.C, S = pl.S, T = pl.T;
+  const bool preload_bias = L.bias_input >= 0;
+  if (pl.spread) {
+    // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
+    // ACT row S, repeated by act stride r = 0) times the tile's ones row k.
+    isa::Gemm sg;
+    sg.clear = true;
+    sg.act = static_cast<uint16_t>(S);
+    sg.wgt = static_cast<uint16_t>(T);
+    sg.acc = static_cast<uint16_t>(C);
+    sg.r = static_cast<uint16_t>(mt);
+    sg.act_sr = 0;
+    sg.acc_sr = 1;
+    sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
+    prog.gemm(sg);
+  } else if (L.int32_output) {
+    // No requantisation follows: the accumulators start from the constant bias row
+    // (zero-point terms included), repeated by the X stride 0.
+    repeat_acc_row(prog, C, mt, static_cast<uint32_t>(pk.params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+  } else if (preload_bias) {
+    // The accumulators start from the int32 bias rows (one row for every m when the bias
+    // is a vector); the GEMM then accumulates onto them.
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+    ld.sp_base = C;
+    ld.x = static_cast<uint16_t>(mt);
+    ld.x_stride = dyn.bias_m_stride;
+    prog.load(ld, BK::Activations,
+              static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
+  }
+}
+
+// Block nb's GEMMs onto its accumulators: x against every weight set, then the α and β
+// zero-point GEMMs of a dynamic B.
+void FcLowering::accumulate(const FcPacking& pk, const FcPlan& pl, int64_t mt, int64_t nb) {
+  const uint32_t A = pl.A, C = pl.C, Z = pl.Z, TB = pl.TB;
+  const bool preload_bias = L.bias_input >= 0;
+  isa::Gemm gm;
+  gm.clear = !preload_bias && !L.int32_output;
+  gm.act = static_cast<uint16_t>(A);
+  gm.wgt = static_cast<uint16_t>(pl.weights_fit ? nb * pk.KBW : 0);
+  gm.acc = static_cast<uint16_t>(C);
+  gm.r = static_cast<uint16_t>(mt);
+  gm.i = static_cast<uint16_t>(KB);
+  gm.act_si = static_cast<uint16_t>(mt);
+  gm.act_sr = 1;
+  gm.wgt_si = 1;
+  gm.acc_sr = 1;
+  prog.gemm(gm);
+  for (int64_t p = 1; p < pk.sets; ++p) {  // the other integer weight sets
+    isa::Gemm pg = gm;
+    pg.clear = false;
+    pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
+    prog.gemm(pg);
+  }
+  for (size_t p = 0; p < (alpha_in_bias ? 0 : alpha_parts.size()); ++p) {
+    // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
+    isa::Gemm ag = gm;
+    ag.clear = false;
+    ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
+    ag.act_si = 1;
+    ag.act_sr = 0;
+    prog.gemm(ag);
+  }
+  for (size_t p = 0; p < beta_parts.size(); ++p) {
+    // β·Σ_k x_mk: x against the β tile of part p, the same tile for every K block.
+    isa::Gemm bg = gm;
+    bg.clear = false;
+    bg.wgt = static_cast<uint16_t>(TB + p);
+    bg.wgt_si = 0;
+    prog.gemm(bg);
+  }
+}
+
+// Block nb's rows leave: an int32 ACC STORE, or a REQUANT into ACT and its STORE.
+void FcLowering::store_block(const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb, uint64_t y_base) {
+  const uint32_t Bout = pl.Bout, C = pl.C, P = pl.P;
+  if (L.int32_output) {
+    isa::Store st;
+    st.sp = hw::Scratchpad::kAcc;
+    st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+    st.sp_base = C;
+    st.x = static_cast<uint16_t>(mt);
+    st.x_stride = static_cast<uint32_t>(L.N * 4);
+    prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + static_cast<uint64_t>(m0 * L.N + nb * N) * 4));
+    return;
+  }
+  isa::VecRequant vq;
+  vq.bias = true;
+  vq.src = static_cast<uint16_t>(C);
+  vq.dst = static_cast<uint16_t>(Bout);
+  vq.param = static_cast<uint16_t>(P + 3 * nb);
+  vq.r = static_cast<uint16_t>(mt);
+  vq.src_sr = 1;
+  vq.dst_sr = 1;
+  vq.zero_point = static_cast<int8_t>(qy.zero_point);
+  vq.clamp_lo = static_cast<int8_t>(L.relu ? std::max(-128, qy.zero_point) : -128);
+  vq.clamp_hi = 127;
+  prog.vec(vq);
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAct;
+  st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+  st.sp_base = Bout;
+  st.x = static_cast<uint16_t>(mt);
+  st.x_stride = static_cast<uint32_t>(L.N);
+  prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + m0 * L.N + nb * N));
+}
+
+// The layer's MAC count, note and scratchpad footprint.
+LayerFacts FcLowering::facts(const FcPacking& pk, const FcPlan& pl) const {
   LayerFacts facts;
+  const int64_t sets = pk.sets, KBW = pk.KBW, Mt = pl.Mt;
+  const bool weights_fit = pl.weights_fit;
   const int64_t m_tiles = ceil_div(L.M, Mt);
   facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N *
                    (static_cast<uint64_t>(sets) + (alpha_in_bias ? 0 : alpha_parts.size()) + beta_parts.size()) +
@@ -393,10 +471,53 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   if (sets > 1)
     facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
                  std::to_string(sets) + "x the GEMMs)";
-  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (spread ? 1 : 0) + alpha_rows) * N +
+  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (pl.spread ? 1 : 0) + pl.alpha_rows) * N +
                            static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
-                           static_cast<uint64_t>((weights_fit ? KBW * NB : KBW) + extra_tiles) * tile_bytes;
+                           static_cast<uint64_t>((weights_fit ? KBW * NB : KBW) + pl.extra_tiles) * tile_bytes;
   return facts;
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                  uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                  Program& prog, const DynamicOperands& dyn) {
+  const bool dynamic = L.weight_input >= 0;
+  if (L.int32_output && (L.relu || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "layer '" + L.name + "': an int32 output takes no fused Relu or run-time bias");
+  // Zero points of a dynamic B and its x (both codes, any zero point):
+  //   Σ_k (x_k − zx)(b_kn − zw) = Σ_k x_k·b_kn + α·Σ_k b_kn + β·Σ_k x_k + K·α·β,  α = −zx, β = −zw.
+  // α·Σ_k b_kn is a GEMM of constant rows (α in the K valid lanes) against B's own tiles, β·Σ_k x_k
+  // a GEMM of x against a tile of β everywhere (x's lanes beyond K are zero), both accumulating
+  // onto the product; K·α·β joins the constant bias. α, β of 128 run as two int8 halves.
+  // Constant weights need none of this: their column sums fold zx into the bias.
+  std::vector<int32_t> alpha_parts = dynamic ? int8_parts(-qx.zero_point) : std::vector<int32_t>{};
+  std::vector<int32_t> beta_parts = dynamic ? int8_parts(-dyn.qw.zero_point) : std::vector<int32_t>{};
+  const bool alpha_in_bias = !L.int32_output && !alpha_parts.empty();
+  FcLowering fc{L, qx, qy, N, weights, prog, dyn, dynamic, ceil_div(L.K, N), ceil_div(L.N, N), uint64_t{N} * N,
+                std::move(alpha_parts), std::move(beta_parts),
+                dynamic ? int64_t{qx.zero_point} * dyn.qw.zero_point : 0, alpha_in_bias};
+  NPU_ASSIGN_OR_RETURN(const FcPacking pk, fc.pack());
+  NPU_ASSIGN_OR_RETURN(const FcPlan pl, fc.plan(pk));
+  fc.load_constants(pk, pl);
+  for (int64_t batch = 0; batch < L.batches; ++batch) {
+    const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
+    const uint64_t out_elem = L.int32_output ? 4 : 1;
+    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
+    if (pl.weights_fit && (dynamic || batch == 0)) fc.load_weights(pk, batch, 0, fc.NB);
+    if (pl.weights_fit && alpha_in_bias)
+      for (int64_t nb = 0; nb < fc.NB; ++nb) fc.alpha_into_bias(pk, pl, nb, static_cast<uint32_t>(nb * pk.KBW));
+    for (int64_t m0 = 0; m0 < L.M; m0 += pl.Mt) {
+      const int64_t mt = std::min(pl.Mt, L.M - m0);
+      fc.load_input_rows(pl, x_base, m0, mt);
+      for (int64_t nb = 0; nb < fc.NB; ++nb) {
+        if (!pl.weights_fit) fc.load_weights(pk, batch, nb, 1);
+        if (!pl.weights_fit && alpha_in_bias) fc.alpha_into_bias(pk, pl, nb, 0);
+        fc.emit_block(pk, pl, m0, mt, nb, y_base);
+      }
+    }
+  }
+  return fc.facts(pk, pl);
 }
 
 namespace {
