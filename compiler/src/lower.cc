@@ -622,33 +622,153 @@ void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows
   prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
 }
 
-Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
-                                    uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
-  if (L.transposed || L.three_d)
-    return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
-  using BK = image::BufferKind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
-  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
-  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
-  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
-  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
-  const int64_t Cp = CB * N, Coutp = NB * N;
-  const int64_t Wp = L.W + L.pad_l + L.pad_r;
-  const bool dynamic = L.weight_input >= 0;
-  const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
-                                        : conv_weight_scales(L);
-  // int32 output (ConvInteger): the accumulators start from the bias (border regions
-  // included) loaded from the weights and leave through an ACC STORE, no requantisation.
-  if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
-    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
+namespace {
 
+// Which taps of one kernel axis fall inside the image, for one class of output positions.
+struct TapRange {
+  int64_t lo, hi;
+  bool operator==(const TapRange&) const = default;
+};
+
+// The distinct tap ranges of `out` output positions along one axis (*kinds) and each
+// position's class (*of).
+void tap_range_classes(int64_t out, int64_t stride, int64_t pad, int64_t in, int64_t k, std::vector<TapRange>* kinds,
+                       std::vector<int>* of) {
+  for (int64_t o = 0; o < out; ++o) {
+    const TapRange r{std::max<int64_t>(0, pad - o * stride), std::min<int64_t>(k, in + pad - o * stride)};
+    auto it = std::find(kinds->begin(), kinds->end(), r);
+    if (it == kinds->end()) it = kinds->insert(kinds->end(), r);
+    of->push_back(static_cast<int>(it - kinds->begin()));
+  }
+}
+
+// A regular or depthwise conv's weights and parameter rows as packed into the weights blob
+// (ConvLowering::pack).
+struct ConvPacking {
+  uint64_t w_off = 0;  // weight tiles or depthwise rows (a dynamic W: one zero row)
+  uint64_t p_off = 0;  // 3 parameter rows (bias, multiplier, shift) per parameter block
+  int64_t sets = 1;    // int8 weight sets of an int32 output's integer weights
+  int64_t wtaps = 0;   // weight tiles per (output block, input block)
+  bool border_bias = false, fill_padding = false;
+  // Tap-validity classes of the output rows and columns (one each without border biases).
+  std::vector<TapRange> row_kinds, col_kinds;
+  std::vector<int> row_kind, col_kind;
+  int64_t regions = 1;       // row classes × column classes
+  int64_t param_blocks = 0;  // regions × blocks, 3 ACC rows each
+
+  // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
+  // [oy0, oy0 + oh) and columns [c0, c1) whose pixels share one tap-validity class.
+  template <class Emit>
+  void for_each_region(int64_t OW, int64_t oy0, int64_t oh, const Emit& emit) const {
+    for (int64_t r0 = oy0; r0 < oy0 + oh;) {
+      int64_t r1 = r0 + 1;
+      while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+      for (int64_t c0 = 0; c0 < OW;) {
+        int64_t c1 = c0 + 1;
+        while (c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+        emit(r0, r1, c0, c1,
+             row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) + col_kind[static_cast<size_t>(c0)]);
+        c0 = c1;
+      }
+      r0 = r1;
+    }
+  }
+};
+
+// A conv's output-row tiling and scratchpad layout (ConvLowering::plan).
+struct ConvTiling {
+  uint32_t P = 0;            // parameter rows at the bottom of ACC
+  uint32_t Cacc = 0;         // ACC rows of the parameter rows; the accumulators follow
+  int64_t OHt = 0;           // output rows per tile
+  int64_t copies = 1;        // input tiles and output blocks alternating in ACT
+  int64_t in_tile_rows = 0;  // ACT rows of one input tile (all channel blocks)
+  bool weights_fit = false;  // every block's weights in WGT at once
+};
+
+// One output-row tile: its output rows, the input rows it reads and where they sit.
+struct ConvTile {
+  int64_t b, oy0, oh;
+  int64_t iy0, iy1;      // input rows read, before padding
+  int64_t ptile, pbtile;  // padding rows above and below them
+  int64_t Hp;            // padded input rows
+  uint32_t A, C0;        // ACT row of the input tile, ACC row of the accumulators
+};
+
+// lower_conv_layer's arguments and block geometry, shared by its steps. Aggregate-initialised
+// by lower_conv_layer, in member order.
+struct ConvLowering {
+  using BK = image::BufferKind;
+
+  Result<ConvPacking> pack(const std::vector<float>& sw);
+  Result<int64_t> integer_weight_sets(const std::vector<float>& sw) const;
+  void put_weight_codes(const ConvPacking& pk, const std::vector<float>& sw, std::vector<int64_t>& wsum,
+                        std::vector<int32_t>& wq_all);
+  void border_classes(ConvPacking& pk) const;
+  void put_param_rows(const ConvPacking& pk, const std::vector<float>& sw, const std::vector<int64_t>& wsum,
+                      const std::vector<int32_t>& wq_all);
+  Result<ConvTiling> plan(const ConvPacking& pk) const;
+  void load_weights(const ConvPacking& pk, int64_t nb_first, int64_t nb_count);
+  ConvTile tile(const ConvTiling& tp, int64_t b, int64_t oy0, int64_t tile_index) const;
+  void emit_tile(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t& block_index, LayerFacts& facts);
+  void load_blocks(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t z0, int64_t zc);
+  void dwconv_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B);
+  void gemm_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb);
+  void store_acc_block(const ConvTile& t, int64_t nb, int64_t cout_n);
+  void requant_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B);
+  int64_t in_rows_for(int64_t oh) const { return (oh - 1) * L.stride_h + L.KH; }
+
+  const ConvLayer& L;
+  const QParams& qx;
+  const QParams& qy;  // the requantisation target (a fused table's input)
+  const uint32_t N;
+  const uint32_t in_off, out_off;
+  std::vector<uint8_t>& weights;
+  Program& prog;
+  const DynamicOperands& dyn;
+  const bool dynamic;
+  const uint32_t act_rows;  // below a fused table
+  const int64_t CB, NB, taps, Cp, Coutp, Wp;
+  const int8_t lo, hi;  // the fused activation's bounds as codes
+};
+
+// Packs the weight codes and the parameter rows into the weights blob; produces their layout.
+Result<ConvPacking> ConvLowering::pack(const std::vector<float>& sw) {
+  ConvPacking pk;
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
-  const uint64_t w_off = align_up(weights.size());
+  pk.w_off = align_up(weights.size());
   const uint64_t tile_bytes = uint64_t{N} * N;
   // A dynamic W needs no tiles here, only one zero row (rows of padded input channels are
   // cleared from it: the input's padding lanes may hold stale bytes).
+  NPU_ASSIGN_OR_RETURN(pk.sets, integer_weight_sets(sw));
+  pk.wtaps = taps * pk.sets;
+  const uint64_t w_bytes = dynamic       ? N
+                           : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
+                                         : static_cast<uint64_t>(NB * pk.wtaps * CB) * tile_bytes;
+  pk.p_off = align_up(pk.w_off + w_bytes);
+  weights.resize(pk.p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
+  // Padding is the real zero only when the input zero point is 0. Otherwise a regular conv
+  // gives its border pixels their own biases (below), and a depthwise conv overwrites the
+  // padding rows of each input tile with the zero point (`fill_padding`), so that one DWCONV
+  // with one bias covers a whole tile: Σ over all taps of (x − zx)·w with x = zx in the
+  // padding is the same int32 as Σ over the valid taps, exactly.
+  const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
+  pk.border_bias = !L.depthwise && padded && qx.zero_point != 0;
+  pk.fill_padding = L.depthwise && padded && qx.zero_point != 0;
+  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
+  std::vector<int32_t> wq_all(pk.border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  put_weight_codes(pk, sw, wsum, wq_all);
+  border_classes(pk);
+  pk.param_blocks = pk.regions * (L.depthwise ? CB : NB);  // 3 ACC rows each
+  weights.resize(pk.p_off + static_cast<uint64_t>(pk.param_blocks) * 3 * N * 4, 0);
+  put_param_rows(pk, sw, wsum, wq_all);
+  return pk;
+}
+
+// The number of int8 weight sets (1 unless an int32 output's integer weights exceed int8),
+// or the error for a weight that is no integer code.
+Result<int64_t> ConvLowering::integer_weight_sets(const std::vector<float>& sw) const {
   // An int32 output has exact integer weights (declared scale 1, w − w_zp): values beyond
   // int8 run as `sets` weight sets whose GEMMs accumulate, like extra taps over the same input
   // rows. Every other conv has one set of int8 codes.
@@ -661,23 +781,15 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                                                      " is not an integer code at its scale; its int32 output would be wrong");
       sets = std::max<int64_t>(sets, int8_sets_for(static_cast<int64_t>(v)));
     }
-  const int64_t wtaps = taps * sets;  // weight tiles per (output block, input block)
-  const uint64_t w_bytes = dynamic       ? N
-                           : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
-                                         : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes;
-  const uint64_t p_off = align_up(w_off + w_bytes);
-  weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
-  std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
-  // Padding is the real zero only when the input zero point is 0. Otherwise a regular conv
-  // gives its border pixels their own biases (below), and a depthwise conv overwrites the
-  // padding rows of each input tile with the zero point (`fill_padding`), so that one DWCONV
-  // with one bias covers a whole tile: Σ over all taps of (x − zx)·w with x = zx in the
-  // padding is the same int32 as Σ over the valid taps, exactly.
-  const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
-  const bool border_bias = !L.depthwise && padded && qx.zero_point != 0;
-  const bool fill_padding = L.depthwise && padded && qx.zero_point != 0;
-  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
-  std::vector<int32_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  return sets;
+}
+
+// Writes the constant weight codes (tiles, or depthwise rows); sums each output channel's
+// codes into wsum and, with border biases, keeps every code in wq_all.
+void ConvLowering::put_weight_codes(const ConvPacking& pk, const std::vector<float>& sw, std::vector<int64_t>& wsum,
+                                    std::vector<int32_t>& wq_all) {
+  const uint64_t w_off = pk.w_off, tile_bytes = uint64_t{N} * N;
+  const int64_t sets = pk.sets, wtaps = pk.wtaps, cin_per_out = L.depthwise ? 1 : L.C;
   // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
   for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
@@ -687,7 +799,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         const int32_t q = L.int32_output ? static_cast<int32_t>(std::nearbyint(w / s))
                                          : quantize_weight(w, s, !L.weight_scales.empty());
         wsum[static_cast<size_t>(co)] += q;
-        if (border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
+        if (pk.border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
         if (L.depthwise) {
           weights[w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N)] =
               static_cast<uint8_t>(q);
@@ -700,57 +812,37 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
               static_cast<uint8_t>(int8_share(q, sets, p));
       }
   }
+}
+
+// The tap-validity classes of the output rows and columns, and the region count.
+void ConvLowering::border_classes(ConvPacking& pk) const {
   // Border biases: the DMA pads with 0, but the real zero is the input zero point. Output
   // pixels are grouped by which taps fall inside the image (row class × column class); each
   // group gets a bias that subtracts zx·Σ(valid taps' weights), so padding counts as real zero.
-  struct TapRange {
-    int64_t lo, hi;
-    bool operator==(const TapRange&) const = default;
-  };
-  auto classes = [](int64_t out, int64_t stride, int64_t pad, int64_t in, int64_t k, std::vector<TapRange>* kinds,
-                    std::vector<int>* of) {
-    for (int64_t o = 0; o < out; ++o) {
-      const TapRange r{std::max<int64_t>(0, pad - o * stride), std::min<int64_t>(k, in + pad - o * stride)};
-      auto it = std::find(kinds->begin(), kinds->end(), r);
-      if (it == kinds->end()) it = kinds->insert(kinds->end(), r);
-      of->push_back(static_cast<int>(it - kinds->begin()));
-    }
-  };
-  std::vector<TapRange> row_kinds, col_kinds;
-  std::vector<int> row_kind, col_kind;
-  if (border_bias) {
-    classes(L.OH, L.stride_h, L.pad_t, L.H, L.KH, &row_kinds, &row_kind);
-    classes(L.OW, L.stride_w, L.pad_l, L.W, L.KW, &col_kinds, &col_kind);
+  if (pk.border_bias) {
+    tap_range_classes(L.OH, L.stride_h, L.pad_t, L.H, L.KH, &pk.row_kinds, &pk.row_kind);
+    tap_range_classes(L.OW, L.stride_w, L.pad_l, L.W, L.KW, &pk.col_kinds, &pk.col_kind);
   } else {
-    row_kinds = {{0, L.KH}};
-    col_kinds = {{0, L.KW}};
-    row_kind.assign(static_cast<size_t>(L.OH), 0);  // one rectangle: the whole tile
-    col_kind.assign(static_cast<size_t>(L.OW), 0);
+    pk.row_kinds = {{0, L.KH}};
+    pk.col_kinds = {{0, L.KW}};
+    pk.row_kind.assign(static_cast<size_t>(L.OH), 0);  // one rectangle: the whole tile
+    pk.col_kind.assign(static_cast<size_t>(L.OW), 0);
   }
-  const int64_t regions = static_cast<int64_t>(row_kinds.size() * col_kinds.size());
-  // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
-  // [oy0, oy0 + oh) and columns [c0, c1) whose pixels share one tap-validity class.
-  auto for_each_region = [&](int64_t oy0, int64_t oh, const auto& emit) {
-    for (int64_t r0 = oy0; r0 < oy0 + oh;) {
-      int64_t r1 = r0 + 1;
-      while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-      for (int64_t c0 = 0; c0 < L.OW;) {
-        int64_t c1 = c0 + 1;
-        while (c1 < L.OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-        emit(r0, r1, c0, c1,
-             row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) + col_kind[static_cast<size_t>(c0)]);
-        c0 = c1;
-      }
-      r0 = r1;
-    }
-  };
-  const int64_t param_blocks = regions * (L.depthwise ? CB : NB);  // 3 ACC rows each
-  weights.resize(p_off + static_cast<uint64_t>(param_blocks) * 3 * N * 4, 0);
+  pk.regions = static_cast<int64_t>(pk.row_kinds.size() * pk.col_kinds.size());
+}
+
+// Writes the parameter rows (bias, multiplier, shift) of every region and block.
+void ConvLowering::put_param_rows(const ConvPacking& pk, const std::vector<float>& sw, const std::vector<int64_t>& wsum,
+                                  const std::vector<int32_t>& wq_all) {
+  const uint64_t p_off = pk.p_off;
+  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
+  const auto& row_kinds = pk.row_kinds;
+  const auto& col_kinds = pk.col_kinds;
   for (int64_t co = 0; co < L.Cout; ++co) {
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-    if (border_bias) {
+    if (pk.border_bias) {
       for (size_t rk = 0; rk < row_kinds.size(); ++rk)
         for (size_t ck = 0; ck < col_kinds.size(); ++ck) {
           int64_t valid = 0;
@@ -774,16 +866,22 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
-  const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
+}
 
+// The output-row tile height, the ACT double buffering and whether all weights fit WGT, or
+// the error for a conv that does not fit the scratchpads.
+Result<ConvTiling> ConvLowering::plan(const ConvPacking& pk) const {
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
+  ConvTiling tp;
   // Output-row tiles: the padded input rows of a tile (all channel blocks) plus the tile's
   // output rows must fit the ACT scratchpad, its accumulators the ACC scratchpad.
-  const uint32_t P = 0;  // parameter rows at the bottom of ACC
-  const uint32_t Cacc = static_cast<uint32_t>(3 * param_blocks);
+  tp.P = 0;  // parameter rows at the bottom of ACC
+  tp.Cacc = static_cast<uint32_t>(3 * pk.param_blocks);
+  const uint32_t Cacc = tp.Cacc;
   if (Cacc > acc_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' needs more parameter rows than the accumulator scratchpad holds");
   int64_t OHt = L.OH;
-  auto in_rows_for = [&](int64_t oh) { return (oh - 1) * L.stride_h + L.KH; };
   const int64_t acc_needed_per_row = L.depthwise ? 0 : L.OW;  // DWCONV needs no accumulators
   // `copies` input tiles and output blocks in ACT (accumulators are COMPUTE's alone: one set).
   auto fits = [&](int64_t oh, int64_t copies) {
@@ -797,202 +895,278 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   // of the next tile and the STORE of an output block run while COMPUTE works on the current
   // ones (program.h orders every reuse by tokens). Tiles of equal height; one set when two do
   // not fit.
-  int64_t copies = 1;
+  tp.copies = 1;
   if (fits(1, 2)) {
     int64_t oh2 = std::min(OHt, L.OH);
     while (oh2 > 1 && !fits(oh2, 2)) --oh2;
     const int64_t tiles = ceil_div(L.OH, oh2);
     OHt = ceil_div(L.OH, tiles);
-    copies = 2;
+    tp.copies = 2;
   }
-  const int64_t in_tile_rows = CB * in_rows_for(OHt) * Wp;
-  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
-  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
+  tp.OHt = OHt;
+  tp.in_tile_rows = CB * in_rows_for(OHt) * Wp;
+  const int64_t wtaps = pk.wtaps;
+  tp.weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
+  if (!tp.weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
-  if (!weights_fit && L.depthwise)
+  if (!tp.weights_fit && L.depthwise)
     return make_error(StatusCode::kUnsupported, "depthwise conv '" + L.name + "' has too many taps for the weight scratchpad");
-  load_acc_rows(prog, P, 3 * param_blocks, N, static_cast<uint32_t>(p_off));
-  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, P, dyn.bias_off, N, prog);
-  auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
-    if (dynamic) {
-      load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
-      return;
+  return tp;
+}
+
+// LOADs the weights of output blocks [nb_first, nb_first + nb_count) to WGT row 0 on.
+void ConvLowering::load_weights(const ConvPacking& pk, int64_t nb_first, int64_t nb_count) {
+  if (dynamic) {
+    load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(pk.w_off), N, prog);
+    return;
+  }
+  const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(pk.wtaps * CB) * N;
+  load_weight_rows(pk.w_off, rows_per_nb, nb_first, nb_count, N, prog);
+}
+
+// The geometry of the output-row tile from oy0 on in batch b (the tile_index-th tile).
+ConvTile ConvLowering::tile(const ConvTiling& tp, int64_t b, int64_t oy0, int64_t tile_index) const {
+  ConvTile t;
+  t.b = b;
+  t.oy0 = oy0;
+  t.oh = std::min(tp.OHt, L.OH - oy0);
+  // Input rows this tile reads, before padding: [iy0, iy1].
+  const int64_t first = oy0 * L.stride_h - L.pad_t, last = (oy0 + t.oh - 1) * L.stride_h - L.pad_t + L.KH - 1;
+  t.iy0 = std::max<int64_t>(first, 0);
+  t.iy1 = std::min<int64_t>(last, L.H - 1);
+  t.ptile = t.iy0 - first;
+  t.pbtile = last - t.iy1;
+  t.Hp = t.ptile + (t.iy1 - t.iy0 + 1) + t.pbtile;
+  t.A = static_cast<uint32_t>((tile_index % tp.copies) * tp.in_tile_rows);
+  t.C0 = tp.Cacc;
+  return t;
+}
+
+// The instructions of one tile: its input LOAD (per block for a depthwise conv), then for
+// every output block the DWCONV, or the GEMMs and the REQUANT (or int32 ACC STORE), then the
+// fused table and the STORE.
+void ConvLowering::emit_tile(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t& block_index,
+                             LayerFacts& facts) {
+  if (!L.depthwise) load_blocks(pk, tp, t, 0, CB);
+  for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
+    const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
+    const auto B = static_cast<uint32_t>(tp.copies * tp.in_tile_rows + (block_index % tp.copies) * tp.OHt * L.OW);
+    if (L.depthwise) {
+      load_blocks(pk, tp, t, nb, 1);
+      dwconv_block(pk, tp, t, nb, B);
+      facts.macs += static_cast<uint64_t>(t.oh * L.OW * taps) * N;
+    } else {
+      if (!tp.weights_fit) load_weights(pk, nb, 1);
+      gemm_block(pk, tp, t, nb);
+      facts.macs += static_cast<uint64_t>(t.oh * L.OW * pk.wtaps * CB) * N * N;
+      if (L.int32_output) {
+        store_acc_block(t, nb, cout_n);
+        continue;
+      }
+      requant_block(pk, tp, t, nb, B);
     }
-    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(wtaps * CB) * N;
-    load_weight_rows(w_off, rows_per_nb, nb_first, nb_count, N, prog);
+    apply_fused_lut(L, N, B, t.oh * L.OW, prog);
+    store_pixel_rows(prog, B, cout_n, L.OW, t.oh, Coutp,
+                     static_cast<uint32_t>(out_off + ((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N));
+  }
+}
+
+// Input blocks [z0, z0 + zc) of the tile: one LOAD, then (fill_padding) their padding
+// rows at the zero point. A depthwise conv loads each block just before its DWCONV
+// (emit_tile): its blocks are independent, so the DWCONV of block nb waits only for that
+// block's LOAD while the LOAD engine runs ahead with the next ones.
+void ConvLowering::load_blocks(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t z0, int64_t zc) {
+  const int64_t Hp = t.Hp, ptile = t.ptile, pbtile = t.pbtile;
+  const uint32_t P = tp.P;
+  const uint32_t base = static_cast<uint32_t>(t.A + z0 * Hp * Wp);
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kAct;
+  ld.sp_base = base;
+  ld.x = static_cast<uint16_t>(L.W);
+  ld.x_stride = static_cast<uint32_t>(Cp);
+  ld.y = static_cast<uint16_t>(t.iy1 - t.iy0 + 1);
+  ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+  ld.z = static_cast<uint16_t>(zc);
+  ld.z_stride = N;
+  ld.pad_l = static_cast<uint8_t>(L.pad_l);
+  ld.pad_r = static_cast<uint8_t>(L.pad_r);
+  ld.pad_t = static_cast<uint8_t>(ptile);
+  ld.pad_b = static_cast<uint8_t>(pbtile);
+  prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((t.b * L.H + t.iy0) * L.W) * Cp + z0 * N));
+  if (!pk.fill_padding) return;
+  // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
+  // are both zx writes zx whatever it computes (it reads parameter row P, with zero
+  // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
+  // of every line, then the top and bottom padding lines of every channel plane.
+  auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
+    if (o == 0 || r == 0) return;
+    isa::VecRequant vq;
+    vq.src = static_cast<uint16_t>(P);
+    vq.param = static_cast<uint16_t>(P);
+    vq.dst = static_cast<uint16_t>(dst);
+    vq.o = static_cast<uint16_t>(o);
+    vq.dst_so = static_cast<uint16_t>(dst_so);
+    vq.r = static_cast<uint16_t>(r);
+    vq.dst_sr = 1;
+    vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
+    prog.vec(vq);
   };
-  if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
+  fill(base, zc * Hp, Wp, L.pad_l);
+  fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
+  fill(base, zc, Hp * Wp, ptile * Wp);
+  fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
+}
+
+// DWCONV of block nb into ACT rows from B, one instruction per region of the tile.
+void ConvLowering::dwconv_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B) {
+  const int64_t oy0 = t.oy0, Hp = t.Hp;
+  const uint32_t A = t.A, P = tp.P;
+  // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
+  // the padding at the zero point (or a zero point of 0) every output pixel has the
+  // same bias: one instruction per tile and block.
+  pk.for_each_region(L.OW, oy0, t.oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+      const int64_t local = r0 - oy0;
+      const isa::VecRequant base{
+          .bias = true,
+          .src = static_cast<uint16_t>(A + nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w),
+          .dst = static_cast<uint16_t>(B + local * L.OW + c0),
+          .param = static_cast<uint16_t>(P + 3 * (region * CB + nb)),
+          .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+          .zero_point = static_cast<int8_t>(qy.zero_point),
+          .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
+          .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      isa::Words w = isa::encode(base);
+      w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
+      w[6] |= static_cast<uint32_t>(nb * taps) << 16;
+      w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
+      prog.vec_words(w);
+  });
+}
+
+// The accumulators of block nb: an int32 output's bias preload, then one GEMM per weight tap.
+void ConvLowering::gemm_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb) {
+  const int64_t oy0 = t.oy0, oh = t.oh, wtaps = pk.wtaps;
+  const uint32_t C0 = t.C0;
+  if (L.int32_output) {
+    // Each accumulator row starts from its region's bias row (X stride 0 repeats it);
+    // rows of one rectangle are consecutive only across whole output rows.
+    auto preload = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+      const uint32_t bias_row = static_cast<uint32_t>(pk.p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
+      const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
+      const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
+      for (int64_t k = 0; k < runs; ++k)
+        repeat_acc_row(prog, static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0), run_rows, bias_row);
+    };
+    if (pk.border_bias) pk.for_each_region(L.OW, oy0, oh, preload);
+    else preload(oy0, oy0 + oh, 0, L.OW, 0);
+  }
+  const int64_t wbase = (tp.weights_fit ? nb : 0) * wtaps * CB;
+  for (int64_t wt = 0; wt < wtaps; ++wt) {
+    const int64_t tap = wt % taps;  // weight tap wt reads the input rows of tap `tap`
+    isa::Gemm gm;
+    gm.clear = wt == 0 && !L.int32_output;
+    gm.act = static_cast<uint16_t>(t.A + (tap / L.KW) * Wp + (tap % L.KW));
+    gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
+    gm.acc = static_cast<uint16_t>(C0);
+    gm.o = static_cast<uint16_t>(oh);
+    gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
+    gm.acc_so = static_cast<uint16_t>(L.OW);
+    gm.i = static_cast<uint16_t>(CB);
+    gm.act_si = static_cast<uint16_t>(t.Hp * Wp);
+    gm.wgt_si = 1;
+    gm.r = static_cast<uint16_t>(L.OW);
+    gm.act_sr = static_cast<uint16_t>(L.stride_w);
+    gm.acc_sr = 1;
+    prog.gemm(gm);
+  }
+}
+
+// An int32 output's block nb, stored straight from the accumulators.
+void ConvLowering::store_acc_block(const ConvTile& t, int64_t nb, int64_t cout_n) {
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAcc;
+  st.row_elems = static_cast<uint32_t>(cout_n);
+  st.sp_base = t.C0;
+  st.x = static_cast<uint16_t>(L.OW);
+  st.x_stride = static_cast<uint32_t>(Coutp * 4);
+  st.y = static_cast<uint16_t>(t.oh);
+  st.y_stride = static_cast<uint32_t>(L.OW * Coutp * 4);
+  prog.store(st, BK::Activations,
+             static_cast<uint32_t>(out_off + static_cast<uint64_t>(((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N) * 4));
+}
+
+// REQUANT of block nb's accumulators into ACT rows from B (one per region with border biases).
+void ConvLowering::requant_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B) {
+  const int64_t oy0 = t.oy0, oh = t.oh;
+  const uint32_t vec_src = t.C0, P = tp.P;
+  isa::VecRequant vq;
+  vq.bias = true;
+  vq.src = static_cast<uint16_t>(vec_src);
+  vq.dst = static_cast<uint16_t>(B);
+  vq.param = static_cast<uint16_t>(P + 3 * nb);
+  vq.r = static_cast<uint16_t>(oh * L.OW);
+  vq.src_sr = 1;
+  vq.dst_sr = 1;
+  vq.zero_point = static_cast<int8_t>(qy.zero_point);
+  vq.clamp_lo = lo;
+  vq.clamp_hi = hi;
+  if (!pk.border_bias) {
+    prog.vec(vq);
+    return;
+  }
+  // One REQUANT per rectangle of output pixels sharing a tap-validity class.
+  pk.for_each_region(L.OW, oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+      const int64_t at = (r0 - oy0) * L.OW + c0;
+      isa::VecRequant part = vq;
+      part.src = static_cast<uint16_t>(vec_src + at);
+      part.dst = static_cast<uint16_t>(B + at);
+      part.param = static_cast<uint16_t>(P + 3 * (region * NB + nb));
+      part.o = static_cast<uint16_t>(r1 - r0);
+      part.src_so = static_cast<uint16_t>(L.OW);
+      part.dst_so = static_cast<uint16_t>(L.OW);
+      part.r = static_cast<uint16_t>(c1 - c0);
+      prog.vec(part);
+  });
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
+                                    uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
+  if (L.transposed || L.three_d)
+    return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const bool dynamic = L.weight_input >= 0;
+  const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
+                                        : conv_weight_scales(L);
+  // int32 output (ConvInteger): the accumulators start from the bias (border regions
+  // included) loaded from the weights and leave through an ACC STORE, no requantisation.
+  if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
+  ConvLowering cv{L, qx, qy, N, in_off, out_off, weights, prog, dyn, dynamic, act_rows,
+                  CB, NB, taps, CB * N, NB * N, L.W + L.pad_l + L.pad_r,
+                  quantize_bound(L.act_lo, qy, -128), quantize_bound(L.act_hi, qy, 127)};
+  NPU_ASSIGN_OR_RETURN(const ConvPacking pk, cv.pack(sw));
+  NPU_ASSIGN_OR_RETURN(const ConvTiling tp, cv.plan(pk));
+  load_acc_rows(prog, tp.P, 3 * pk.param_blocks, N, static_cast<uint32_t>(pk.p_off));
+  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, tp.P, dyn.bias_off, N, prog);
+  if (tp.weights_fit) cv.load_weights(pk, 0, L.depthwise ? CB : NB);
   LayerFacts facts;
   int64_t tile_index = 0, block_index = 0;
-  for (int64_t b = 0; b < L.batch; ++b) {
-    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += OHt, ++tile_index) {
-      const int64_t oh = std::min(OHt, L.OH - oy0);
-      // Input rows this tile reads, before padding: [iy0, iy1].
-      const int64_t first = oy0 * L.stride_h - L.pad_t, last = (oy0 + oh - 1) * L.stride_h - L.pad_t + L.KH - 1;
-      const int64_t iy0 = std::max<int64_t>(first, 0), iy1 = std::min<int64_t>(last, L.H - 1);
-      const int64_t ptile = iy0 - first, pbtile = last - iy1;
-      const int64_t Hp = ptile + (iy1 - iy0 + 1) + pbtile;
-      const uint32_t A = static_cast<uint32_t>((tile_index % copies) * in_tile_rows), C0 = Cacc;
-      // Input blocks [z0, z0 + zc) of the tile: one LOAD, then (fill_padding) their padding
-      // rows at the zero point. A depthwise conv loads each block just before its DWCONV
-      // (below): its blocks are independent, so the DWCONV of block nb waits only for that
-      // block's LOAD while the LOAD engine runs ahead with the next ones.
-      auto load_blocks = [&](int64_t z0, int64_t zc) {
-        const uint32_t base = static_cast<uint32_t>(A + z0 * Hp * Wp);
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = base;
-        ld.x = static_cast<uint16_t>(L.W);
-        ld.x_stride = static_cast<uint32_t>(Cp);
-        ld.y = static_cast<uint16_t>(iy1 - iy0 + 1);
-        ld.y_stride = static_cast<uint32_t>(L.W * Cp);
-        ld.z = static_cast<uint16_t>(zc);
-        ld.z_stride = N;
-        ld.pad_l = static_cast<uint8_t>(L.pad_l);
-        ld.pad_r = static_cast<uint8_t>(L.pad_r);
-        ld.pad_t = static_cast<uint8_t>(ptile);
-        ld.pad_b = static_cast<uint8_t>(pbtile);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp + z0 * N));
-        if (!fill_padding) return;
-        // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
-        // are both zx writes zx whatever it computes (it reads parameter row P, with zero
-        // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
-        // of every line, then the top and bottom padding lines of every channel plane.
-        auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
-          if (o == 0 || r == 0) return;
-          isa::VecRequant vq;
-          vq.src = static_cast<uint16_t>(P);
-          vq.param = static_cast<uint16_t>(P);
-          vq.dst = static_cast<uint16_t>(dst);
-          vq.o = static_cast<uint16_t>(o);
-          vq.dst_so = static_cast<uint16_t>(dst_so);
-          vq.r = static_cast<uint16_t>(r);
-          vq.dst_sr = 1;
-          vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
-          prog.vec(vq);
-        };
-        fill(base, zc * Hp, Wp, L.pad_l);
-        fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
-        fill(base, zc, Hp * Wp, ptile * Wp);
-        fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
-      };
-      if (!L.depthwise) load_blocks(0, CB);
-      for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
-        const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
-        const auto B = static_cast<uint32_t>(copies * in_tile_rows + (block_index % copies) * OHt * L.OW);
-        uint32_t vec_src = C0;
-        if (L.depthwise) {
-          load_blocks(nb, 1);
-          // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
-          // the padding at the zero point (or a zero point of 0) every output pixel has the
-          // same bias: one instruction per tile and block.
-          for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-              const int64_t local = r0 - oy0;
-              const isa::VecRequant base{
-                  .bias = true,
-                  .src = static_cast<uint16_t>(A + nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w),
-                  .dst = static_cast<uint16_t>(B + local * L.OW + c0),
-                  .param = static_cast<uint16_t>(P + 3 * (region * CB + nb)),
-                  .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
-                  .zero_point = static_cast<int8_t>(qy.zero_point),
-                  .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
-                  .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
-              isa::Words w = isa::encode(base);
-              w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
-              w[6] |= static_cast<uint32_t>(nb * taps) << 16;
-              w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
-              prog.vec_words(w);
-          });
-          facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
-        } else {
-          if (!weights_fit) load_weights(nb, 1);
-          if (L.int32_output) {
-            // Each accumulator row starts from its region's bias row (X stride 0 repeats it);
-            // rows of one rectangle are consecutive only across whole output rows.
-            auto preload = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-              const uint32_t bias_row = static_cast<uint32_t>(p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
-              const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
-              const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
-              for (int64_t k = 0; k < runs; ++k)
-                repeat_acc_row(prog, static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0), run_rows, bias_row);
-            };
-            if (border_bias) for_each_region(oy0, oh, preload);
-            else preload(oy0, oy0 + oh, 0, L.OW, 0);
-          }
-          const int64_t wbase = (weights_fit ? nb : 0) * wtaps * CB;
-          for (int64_t wt = 0; wt < wtaps; ++wt) {
-            const int64_t t = wt % taps;  // weight tap wt reads the input rows of tap t
-            isa::Gemm gm;
-            gm.clear = wt == 0 && !L.int32_output;
-            gm.act = static_cast<uint16_t>(A + (t / L.KW) * Wp + (t % L.KW));
-            gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
-            gm.acc = static_cast<uint16_t>(C0);
-            gm.o = static_cast<uint16_t>(oh);
-            gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
-            gm.acc_so = static_cast<uint16_t>(L.OW);
-            gm.i = static_cast<uint16_t>(CB);
-            gm.act_si = static_cast<uint16_t>(Hp * Wp);
-            gm.wgt_si = 1;
-            gm.r = static_cast<uint16_t>(L.OW);
-            gm.act_sr = static_cast<uint16_t>(L.stride_w);
-            gm.acc_sr = 1;
-            prog.gemm(gm);
-          }
-          facts.macs += static_cast<uint64_t>(oh * L.OW * wtaps * CB) * N * N;
-          if (L.int32_output) {
-            isa::Store st;
-            st.sp = hw::Scratchpad::kAcc;
-            st.row_elems = static_cast<uint32_t>(cout_n);
-            st.sp_base = C0;
-            st.x = static_cast<uint16_t>(L.OW);
-            st.x_stride = static_cast<uint32_t>(Coutp * 4);
-            st.y = static_cast<uint16_t>(oh);
-            st.y_stride = static_cast<uint32_t>(L.OW * Coutp * 4);
-            prog.store(st, BK::Activations,
-                       static_cast<uint32_t>(out_off + static_cast<uint64_t>(((b * L.OH + oy0) * L.OW) * Coutp + nb * N) * 4));
-            continue;
-          }
-          isa::VecRequant vq;
-          vq.bias = true;
-          vq.src = static_cast<uint16_t>(vec_src);
-          vq.dst = static_cast<uint16_t>(B);
-          vq.param = static_cast<uint16_t>(P + 3 * nb);
-          vq.r = static_cast<uint16_t>(oh * L.OW);
-          vq.src_sr = 1;
-          vq.dst_sr = 1;
-          vq.zero_point = static_cast<int8_t>(qy.zero_point);
-          vq.clamp_lo = lo;
-          vq.clamp_hi = hi;
-          if (!border_bias) {
-            prog.vec(vq);
-          } else {
-            // One REQUANT per rectangle of output pixels sharing a tap-validity class.
-            for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-                const int64_t at = (r0 - oy0) * L.OW + c0;
-                isa::VecRequant part = vq;
-                part.src = static_cast<uint16_t>(vec_src + at);
-                part.dst = static_cast<uint16_t>(B + at);
-                part.param = static_cast<uint16_t>(P + 3 * (region * NB + nb));
-                part.o = static_cast<uint16_t>(r1 - r0);
-                part.src_so = static_cast<uint16_t>(L.OW);
-                part.dst_so = static_cast<uint16_t>(L.OW);
-                part.r = static_cast<uint16_t>(c1 - c0);
-                prog.vec(part);
-            });
-          }
-        }
-        apply_fused_lut(L, N, B, oh * L.OW, prog);
-        store_pixel_rows(prog, B, cout_n, L.OW, oh, Coutp,
-                         static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
-      }
-    }
-  }
-  facts.scratchpad_bytes = static_cast<uint64_t>(copies * (CB * in_rows_for(OHt) * Wp + OHt * L.OW)) * N +
-                           static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
-                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes);
-  if (sets > 1)
-    facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
-                 std::to_string(sets) + "x the GEMMs)";
+  for (int64_t b = 0; b < L.batch; ++b)
+    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += tp.OHt, ++tile_index)
+      cv.emit_tile(pk, tp, cv.tile(tp, b, oy0, tile_index), block_index, facts);
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  facts.scratchpad_bytes = static_cast<uint64_t>(tp.copies * (CB * cv.in_rows_for(tp.OHt) * cv.Wp + tp.OHt * L.OW)) * N +
+                           static_cast<uint64_t>(tp.OHt * L.OW + tp.Cacc) * N * 4 +
+                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N
+                                        : static_cast<uint64_t>(NB * pk.wtaps * CB) * tile_bytes);
+  if (pk.sets > 1)
+    facts.note = "integer weights beyond int8 run as " + std::to_string(pk.sets) + " int8 weight sets (" +
+                 std::to_string(pk.sets) + "x the GEMMs)";
   return facts;
 }
 
