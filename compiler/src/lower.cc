@@ -91,7 +91,7 @@ struct FcPacking {
 // Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
 // 3*NB], WGT [B tiles | bias ones tile | β tiles] (FcLowering::plan).
 struct FcPlan {
-  bool spread;  // a one-element bias: one more ACT row (its code), one more WGT tile (the ones row)
+  bool spread;  // a one-element bias, spread over the accumulators by a GEMM of its code
   int64_t extra_tiles, alpha_rows;
   bool weights_fit;  // every output block's weight tiles at once
   int64_t Mt;        // rows of one M tile
@@ -201,6 +201,7 @@ Result<FcPlan> FcLowering::plan(const FcPacking& pk) const {
   const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
   const int64_t KBW = pk.KBW;
   FcPlan pl;
+  // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
   pl.spread = L.bias_input >= 0 && L.bias_scalar;
   const bool spread = pl.spread;
   pl.extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
