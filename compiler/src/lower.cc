@@ -75,34 +75,69 @@ int8_t quantize_weight(float w, float scale, bool declared) {
   return static_cast<int8_t>(std::clamp(std::nearbyint(w / scale), declared ? -128.0f : -127.0f, 127.0f));
 }
 
-Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
-                                  uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                  Program& prog, const DynamicOperands& dyn) {
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
-  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
-  const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
-  const bool dynamic = L.weight_input >= 0;
-  const int64_t KB = ceil_div(L.K, N), NB = ceil_div(L.N, N);
-  const uint64_t tile_bytes = uint64_t{N} * N;
-  if (L.int32_output && (L.relu || L.bias_input >= 0))
-    return make_error(StatusCode::kInternal, "layer '" + L.name + "': an int32 output takes no fused Relu or run-time bias");
-  // Zero points of a dynamic B and its x (both codes, any zero point):
-  //   Σ_k (x_k − zx)(b_kn − zw) = Σ_k x_k·b_kn + α·Σ_k b_kn + β·Σ_k x_k + K·α·β,  α = −zx, β = −zw.
-  // α·Σ_k b_kn is a GEMM of constant rows (α in the K valid lanes) against B's own tiles, β·Σ_k x_k
-  // a GEMM of x against a tile of β everywhere (x's lanes beyond K are zero), both accumulating
-  // onto the product; K·α·β joins the constant bias. α, β of 128 run as two int8 halves.
-  // Constant weights need none of this: their column sums fold zx into the bias.
-  const std::vector<int32_t> alpha_parts = dynamic ? int8_parts(-qx.zero_point) : std::vector<int32_t>{};
-  const std::vector<int32_t> beta_parts = dynamic ? int8_parts(-dyn.qw.zero_point) : std::vector<int32_t>{};
-  const int64_t zero_point_product = dynamic ? int64_t{qx.zero_point} * dyn.qw.zero_point : 0;
+namespace {
+
+// A fully-connected layer's constant weight tiles and parameter rows in the weights blob
+// (FcLowering::pack).
+struct FcPacking {
+  uint64_t tiles_off = 0;   // (nb, set, kb) weight tiles; constant weights only
+  uint64_t params_off = 0;  // 3 parameter rows (bias, multiplier, shift) per output block
+  // Constant integer weights of an int32 output (declared scale 1) beyond int8 run as `sets`
+  // int8 weight sets whose GEMMs accumulate (lower_conv_layer does the same per tap).
+  int64_t sets = 1;
+  int64_t KBW = 0;  // weight tiles per output block
+};
+
+// Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
+// 3*NB], WGT [B tiles | bias ones tile | β tiles] (FcLowering::plan).
+struct FcPlan {
+  bool spread;  // a one-element bias, spread over the accumulators by a GEMM of its code
+  int64_t extra_tiles, alpha_rows;
+  bool weights_fit;  // every output block's weight tiles at once
+  int64_t Mt;        // rows of one M tile
+  uint32_t A, Bout, C, P, S, T, Z, TB;
+};
+
+// lower_fc_layer's arguments and block counts, shared by its steps. Aggregate-initialised
+// by lower_fc_layer, in member order.
+struct FcLowering {
+  using BK = image::BufferKind;
+
+  Result<FcPacking> pack();
+  Result<FcPlan> plan(const FcPacking& pk) const;
+  void load_constants(const FcPacking& pk, const FcPlan& pl);
+  void alpha_into_bias(const FcPacking& pk, const FcPlan& pl, int64_t nb, uint32_t wgt_tile);
+  void load_weights(const FcPacking& pk, int64_t batch, int64_t nb_first, int64_t nb_count);
+  void load_input_rows(const FcPlan& pl, uint64_t x_base, int64_t m0, int64_t mt);
+  void emit_block(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb, uint64_t y_base);
+  void start_accumulators(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb);
+  void accumulate(const FcPacking& pk, const FcPlan& pl, int64_t mt, int64_t nb);
+  void store_block(const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb, uint64_t y_base);
+  LayerFacts facts(const FcPacking& pk, const FcPlan& pl) const;
+
+  const FcLayer& L;
+  const QParams& qx;
+  const QParams& qy;
+  const uint32_t N;
+  std::vector<uint8_t>& weights;
+  Program& prog;
+  const DynamicOperands& dyn;
+  const bool dynamic;
+  const int64_t KB, NB;
+  const uint64_t tile_bytes;
+  const std::vector<int32_t> alpha_parts, beta_parts;  // α = −zx, β = −zw as int8 shares
+  const int64_t zero_point_product;
+  const bool alpha_in_bias;  // α·Σ_k b_kn joins the bias rows (alpha_into_bias)
+};
+
+// Quantises the constant weights into tiles and writes the parameter rows; produces their
+// offsets and the number of integer weight sets.
+Result<FcPacking> FcLowering::pack() {
+  FcPacking pk;
   // Per-output-channel weight scales: symmetric int8 of constant weights (or the scales a QDQ
   // model declares), or the dynamic B's one per-tensor scale with alpha folded in.
   std::vector<double> sw(static_cast<size_t>(L.N), static_cast<double>(L.alpha) * dyn.qw.scale);
   std::vector<int32_t> wq;
-  uint64_t tiles_off = 0;
-  // Constant integer weights of an int32 output (declared scale 1) beyond int8 run as `sets`
-  // int8 weight sets whose GEMMs accumulate (lower_conv_layer does the same per tap).
-  int64_t sets = 1;
   if (!dynamic) {
     const std::vector<float> scales = fc_weight_scales(L);
     wq.resize(static_cast<size_t>(L.K * L.N));
@@ -118,11 +153,12 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
           return make_error(StatusCode::kInternal, "layer '" + L.name + "': weight " + std::to_string(w) +
                                                        " is not an integer code at its scale; its int32 output would be wrong");
         q = static_cast<int32_t>(v);
-        sets = std::max<int64_t>(sets, int8_sets_for(q));
+        pk.sets = std::max<int64_t>(pk.sets, int8_sets_for(q));
       }
     }
-    tiles_off = align_up(weights.size());
-    weights.resize(tiles_off + static_cast<uint64_t>(KB * NB * sets) * tile_bytes, 0);
+    const int64_t sets = pk.sets;
+    pk.tiles_off = align_up(weights.size());
+    weights.resize(pk.tiles_off + static_cast<uint64_t>(KB * NB * sets) * tile_bytes, 0);
     for (int64_t nb = 0; nb < NB; ++nb)
       for (int64_t p = 0; p < sets; ++p)
         for (int64_t kb = 0; kb < KB; ++kb)
@@ -130,13 +166,13 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
             for (uint32_t c = 0; c < N; ++c) {
               const int64_t kk = kb * N + k, jj = nb * N + c;
               if (kk < L.K && jj < L.N)
-                weights[tiles_off + static_cast<uint64_t>((nb * sets + p) * KB + kb) * tile_bytes + k * N + c] =
+                weights[pk.tiles_off + static_cast<uint64_t>((nb * sets + p) * KB + kb) * tile_bytes + k * N + c] =
                     static_cast<uint8_t>(int8_share(wq[static_cast<size_t>(kk * L.N + jj)], sets, p));
             }
   }
-  const int64_t KBW = KB * sets;  // weight tiles per output block
-  const uint64_t params_off = align_up(weights.size());
-  weights.resize(params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  pk.KBW = KB * pk.sets;
+  pk.params_off = align_up(weights.size());
+  weights.resize(pk.params_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
   for (int64_t j = 0; j < L.N; ++j) {
     int64_t colsum = 0;
     if (!dynamic)
@@ -148,38 +184,57 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
                            L.K * zero_point_product;
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-    const uint64_t row = params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
+    const uint64_t row = pk.params_off + static_cast<uint64_t>(j / N) * 3 * N * 4;
     const uint64_t lane = static_cast<uint64_t>(j % N) * 4;
     put_u32(weights, row + lane, static_cast<uint32_t>(static_cast<int32_t>(std::clamp<int64_t>(bias_q, INT32_MIN, INT32_MAX))));
     put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
+  return pk;
+}
 
-  // Scratchpad plan: ACT [input Mt*KB | output Mt | bias code | α rows], ACC [acc Mt | params
-  // 3*NB], WGT [B tiles | bias ones tile | β tiles].
+// The scratchpad plan: M tile height and the base row of every operand, or the error when
+// one output block does not fit.
+Result<FcPlan> FcLowering::plan(const FcPacking& pk) const {
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N);
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (N * N));
+  const int64_t KBW = pk.KBW;
+  FcPlan pl;
   // A one-element bias takes one more ACT row (its code) and one more WGT tile (the ones row).
-  const bool spread = L.bias_input >= 0 && L.bias_scalar;
-  const int64_t extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
-  const int64_t alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
-  const bool weights_fit = KBW * NB + extra_tiles <= wgt_tiles;
-  if (KBW + extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + alpha_rows + KB + 1 > act_rows)
+  pl.spread = L.bias_input >= 0 && L.bias_scalar;
+  const bool spread = pl.spread;
+  pl.extra_tiles = (spread ? 1 : 0) + static_cast<int64_t>(beta_parts.size());
+  pl.alpha_rows = KB * static_cast<int64_t>(alpha_parts.size());
+  pl.weights_fit = KBW * NB + pl.extra_tiles <= wgt_tiles;
+  if (KBW + pl.extra_tiles > wgt_tiles || 3 * NB >= acc_rows || (spread ? 1 : 0) + pl.alpha_rows + KB + 1 > act_rows)
     return make_error(StatusCode::kUnsupported, "layer '" + L.name + "' is too large for the scratchpads (K=" +
                                                     std::to_string(L.K) + ", N=" + std::to_string(L.N) + ")");
-  const int64_t Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
-  const uint32_t A = 0, Bout = static_cast<uint32_t>(Mt * KB), C = 0, P = static_cast<uint32_t>(Mt);
-  const uint32_t S = static_cast<uint32_t>(Mt * (KB + 1)), T = static_cast<uint32_t>(weights_fit ? KBW * NB : KBW);
-  const uint32_t Z = S + (spread ? 1 : 0), TB = T + (spread ? 1 : 0);
-  using BK = image::BufferKind;
+  pl.Mt = std::min<int64_t>({L.M, (act_rows - (spread ? 1 : 0) - pl.alpha_rows) / (KB + 1), acc_rows - 3 * NB, 65535});
+  pl.A = 0;
+  pl.Bout = static_cast<uint32_t>(pl.Mt * KB);
+  pl.C = 0;
+  pl.P = static_cast<uint32_t>(pl.Mt);
+  pl.S = static_cast<uint32_t>(pl.Mt * (KB + 1));
+  pl.T = static_cast<uint32_t>(pl.weights_fit ? KBW * NB : KBW);
+  pl.Z = pl.S + (spread ? 1 : 0);
+  pl.TB = pl.T + (spread ? 1 : 0);
+  return pl;
+}
+
+// Writes and LOADs the layer-wide constants: the α rows, the β tiles, the bias ones tile and
+// code of a one-element bias, then the parameter rows.
+void FcLowering::load_constants(const FcPacking& pk, const FcPlan& pl) {
   if (!alpha_parts.empty()) {
     // Rows (part p, block kb): α_p in the block's valid K lanes (B's tile rows beyond K are stale).
     const uint64_t rows = align_up(weights.size());
-    weights.resize(rows + static_cast<uint64_t>(alpha_rows) * N, 0);
+    weights.resize(rows + static_cast<uint64_t>(pl.alpha_rows) * N, 0);
     for (size_t p = 0; p < alpha_parts.size(); ++p)
       for (int64_t kb = 0; kb < KB; ++kb)
         for (int64_t k = 0; k < std::min<int64_t>(N, L.K - kb * N); ++k)
           weights[rows + (p * static_cast<uint64_t>(KB) + static_cast<uint64_t>(kb)) * N + static_cast<uint64_t>(k)] =
               static_cast<uint8_t>(static_cast<int8_t>(alpha_parts[p]));
-    prog.load(rows_load(hw::Scratchpad::kAct, Z, static_cast<uint32_t>(alpha_rows), N), BK::Weights,
+    prog.load(rows_load(hw::Scratchpad::kAct, pl.Z, static_cast<uint32_t>(pl.alpha_rows), N), BK::Weights,
               static_cast<uint32_t>(rows));
   }
   if (!beta_parts.empty()) {
@@ -188,202 +243,226 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
     for (size_t p = 0; p < beta_parts.size(); ++p)
       std::fill_n(weights.begin() + static_cast<std::ptrdiff_t>(tiles + p * tile_bytes), tile_bytes,
                   static_cast<uint8_t>(static_cast<int8_t>(beta_parts[p])));
-    prog.load(rows_load(hw::Scratchpad::kWgt, TB * N, static_cast<uint32_t>(beta_parts.size() * N), N), BK::Weights,
+    prog.load(rows_load(hw::Scratchpad::kWgt, pl.TB * N, static_cast<uint32_t>(beta_parts.size() * N), N), BK::Weights,
               static_cast<uint32_t>(tiles));
   }
-  if (spread) {
+  if (pl.spread) {
     const uint64_t tile = align_up(weights.size());
     weights.resize(tile + tile_bytes, 0);
     const int32_t row_value = std::min(dyn.bias_spread, 127);
     for (uint32_t n = 0; n < N; ++n) weights[tile + n] = static_cast<uint8_t>(static_cast<int8_t>(row_value));
     isa::Load wl;
     wl.sp = hw::Scratchpad::kWgt;
-    wl.sp_base = T * N;
+    wl.sp_base = pl.T * N;
     wl.x = static_cast<uint16_t>(N);
     wl.x_stride = N;
     prog.load(wl, BK::Weights, static_cast<uint32_t>(tile));
     isa::Load cl;
     cl.sp = hw::Scratchpad::kAct;
-    cl.sp_base = S;
+    cl.sp_base = pl.S;
     cl.row_elems = 1;
     cl.x = 1;
     prog.load(cl, BK::Activations, dyn.bias_off);
   }
-  load_acc_rows(prog, P, 3 * NB, N, static_cast<uint32_t>(params_off));
-  // With a requantisation, α·Σ_k b_kn is the same for every row: it joins block nb's bias
-  // row (REQUANT adds it to every row) by one GEMM row per B (reloaded with the constant
-  // bias first), not a GEMM over all rows. An int32 output has no bias row to carry it.
-  const bool alpha_in_bias = !L.int32_output && !alpha_parts.empty();
-  auto alpha_into_bias = [&](int64_t nb, uint32_t wgt_tile) {
-    load_acc_rows(prog, static_cast<uint32_t>(P + 3 * nb), 1, N,
-                  static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
-    for (size_t p = 0; p < alpha_parts.size(); ++p) {
-      isa::Gemm ag;
-      ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
-      ag.wgt = static_cast<uint16_t>(wgt_tile);
-      ag.acc = static_cast<uint16_t>(P + 3 * nb);
-      ag.i = static_cast<uint16_t>(KB);
-      ag.act_si = 1;
-      ag.wgt_si = 1;
-      prog.gemm(ag);
-    }
-  };
-  // Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
-  auto load_weights = [&](int64_t batch, int64_t nb_first, int64_t nb_count) {
-    if (!dynamic) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kWgt;
-      ld.sp_base = 0;
-      ld.x = static_cast<uint16_t>(KBW * N);
-      ld.x_stride = N;
-      ld.y = static_cast<uint16_t>(nb_count);
-      ld.y_stride = static_cast<uint32_t>(KBW * tile_bytes);
-      prog.load(ld, BK::Weights, static_cast<uint32_t>(tiles_off + static_cast<uint64_t>(nb_first * KBW) * tile_bytes));
-      return;
-    }
-    // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
-    // tile keep stale bytes, which meet the zero lanes the input's tail LOAD fills in.
-    for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb) {
-      isa::Load ld;
-      ld.sp = hw::Scratchpad::kWgt;
-      ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-      ld.sp_base = static_cast<uint32_t>((nb - nb_first) * KB * N);
-      ld.x = static_cast<uint16_t>(L.K);
-      ld.x_stride = dyn.w_k_stride;
-      prog.load(ld, BK::Activations,
-                static_cast<uint32_t>(dyn.w_off + static_cast<uint64_t>(batch) * dyn.w_batch_stride + nb * N));
-    }
-  };
-  for (int64_t batch = 0; batch < L.batches; ++batch) {
-    const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
-    const uint64_t out_elem = L.int32_output ? 4 : 1;
-    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
-    if (weights_fit && (dynamic || batch == 0)) load_weights(batch, 0, NB);
-    if (weights_fit && alpha_in_bias)
-      for (int64_t nb = 0; nb < NB; ++nb) alpha_into_bias(nb, static_cast<uint32_t>(nb * KBW));
-    for (int64_t m0 = 0; m0 < L.M; m0 += Mt) {
-      const int64_t mt = std::min(Mt, L.M - m0);
-      const int64_t full_kb = L.K / N, tail = L.K % N;
-      if (full_kb > 0) {
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = A;
-        ld.x = static_cast<uint16_t>(mt);
-        ld.x_stride = static_cast<uint32_t>(L.K);
-        ld.y = static_cast<uint16_t>(full_kb);
-        ld.y_stride = N;
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K));
-      }
-      if (tail > 0) {
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.row_elems = static_cast<uint32_t>(tail);
-        ld.sp_base = static_cast<uint32_t>(A + full_kb * mt);
-        ld.x = static_cast<uint16_t>(mt);
-        ld.x_stride = static_cast<uint32_t>(L.K);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K + full_kb * N));
-      }
-      for (int64_t nb = 0; nb < NB; ++nb) {
-        if (!weights_fit) load_weights(batch, nb, 1);
-        if (!weights_fit && alpha_in_bias) alpha_into_bias(nb, 0);
-        const bool preload_bias = L.bias_input >= 0;
-        if (spread) {
-          // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
-          // ACT row S, repeated by act stride r = 0) times the tile's ones row k.
-          isa::Gemm sg;
-          sg.clear = true;
-          sg.act = static_cast<uint16_t>(S);
-          sg.wgt = static_cast<uint16_t>(T);
-          sg.acc = static_cast<uint16_t>(C);
-          sg.r = static_cast<uint16_t>(mt);
-          sg.act_sr = 0;
-          sg.acc_sr = 1;
-          sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
-          prog.gemm(sg);
-        } else if (L.int32_output) {
-          // No requantisation follows: the accumulators start from the constant bias row
-          // (zero-point terms included), repeated by the X stride 0.
-          repeat_acc_row(prog, C, mt, static_cast<uint32_t>(params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
-        } else if (preload_bias) {
-          // The accumulators start from the int32 bias rows (one row for every m when the bias
-          // is a vector); the GEMM then accumulates onto them.
-          isa::Load ld;
-          ld.sp = hw::Scratchpad::kAcc;
-          ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-          ld.sp_base = C;
-          ld.x = static_cast<uint16_t>(mt);
-          ld.x_stride = dyn.bias_m_stride;
-          prog.load(ld, BK::Activations,
-                    static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
-        }
-        isa::Gemm gm;
-        gm.clear = !preload_bias && !L.int32_output;
-        gm.act = static_cast<uint16_t>(A);
-        gm.wgt = static_cast<uint16_t>(weights_fit ? nb * KBW : 0);
-        gm.acc = static_cast<uint16_t>(C);
-        gm.r = static_cast<uint16_t>(mt);
-        gm.i = static_cast<uint16_t>(KB);
-        gm.act_si = static_cast<uint16_t>(mt);
-        gm.act_sr = 1;
-        gm.wgt_si = 1;
-        gm.acc_sr = 1;
-        prog.gemm(gm);
-        for (int64_t p = 1; p < sets; ++p) {  // the other integer weight sets
-          isa::Gemm pg = gm;
-          pg.clear = false;
-          pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
-          prog.gemm(pg);
-        }
-        for (size_t p = 0; p < (alpha_in_bias ? 0 : alpha_parts.size()); ++p) {
-          // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
-          isa::Gemm ag = gm;
-          ag.clear = false;
-          ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
-          ag.act_si = 1;
-          ag.act_sr = 0;
-          prog.gemm(ag);
-        }
-        for (size_t p = 0; p < beta_parts.size(); ++p) {
-          // β·Σ_k x_mk: x against the β tile of part p, the same tile for every K block.
-          isa::Gemm bg = gm;
-          bg.clear = false;
-          bg.wgt = static_cast<uint16_t>(TB + p);
-          bg.wgt_si = 0;
-          prog.gemm(bg);
-        }
-        if (L.int32_output) {
-          isa::Store st;
-          st.sp = hw::Scratchpad::kAcc;
-          st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-          st.sp_base = C;
-          st.x = static_cast<uint16_t>(mt);
-          st.x_stride = static_cast<uint32_t>(L.N * 4);
-          prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + static_cast<uint64_t>(m0 * L.N + nb * N) * 4));
-          continue;
-        }
-        isa::VecRequant vq;
-        vq.bias = true;
-        vq.src = static_cast<uint16_t>(C);
-        vq.dst = static_cast<uint16_t>(Bout);
-        vq.param = static_cast<uint16_t>(P + 3 * nb);
-        vq.r = static_cast<uint16_t>(mt);
-        vq.src_sr = 1;
-        vq.dst_sr = 1;
-        vq.zero_point = static_cast<int8_t>(qy.zero_point);
-        vq.clamp_lo = static_cast<int8_t>(L.relu ? std::max(-128, qy.zero_point) : -128);
-        vq.clamp_hi = 127;
-        prog.vec(vq);
-        isa::Store st;
-        st.sp = hw::Scratchpad::kAct;
-        st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
-        st.sp_base = Bout;
-        st.x = static_cast<uint16_t>(mt);
-        st.x_stride = static_cast<uint32_t>(L.N);
-        prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + m0 * L.N + nb * N));
-      }
-    }
+  load_acc_rows(prog, pl.P, 3 * NB, N, static_cast<uint32_t>(pk.params_off));
+}
+
+// With a requantisation, α·Σ_k b_kn is the same for every row: it joins block nb's bias
+// row (REQUANT adds it to every row) by one GEMM row per B (reloaded with the constant
+// bias first), not a GEMM over all rows. An int32 output has no bias row to carry it.
+void FcLowering::alpha_into_bias(const FcPacking& pk, const FcPlan& pl, int64_t nb, uint32_t wgt_tile) {
+  load_acc_rows(prog, static_cast<uint32_t>(pl.P + 3 * nb), 1, N,
+                static_cast<uint32_t>(pk.params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+  for (size_t p = 0; p < alpha_parts.size(); ++p) {
+    isa::Gemm ag;
+    ag.act = static_cast<uint16_t>(pl.Z + p * static_cast<uint64_t>(KB));
+    ag.wgt = static_cast<uint16_t>(wgt_tile);
+    ag.acc = static_cast<uint16_t>(pl.P + 3 * nb);
+    ag.i = static_cast<uint16_t>(KB);
+    ag.act_si = 1;
+    ag.wgt_si = 1;
+    prog.gemm(ag);
   }
+}
+
+// Weight tiles (nb, kb) at WGT tile nb·KB + kb (or 0 when they do not all fit).
+void FcLowering::load_weights(const FcPacking& pk, int64_t batch, int64_t nb_first, int64_t nb_count) {
+  if (!dynamic) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kWgt;
+    ld.sp_base = 0;
+    ld.x = static_cast<uint16_t>(pk.KBW * N);
+    ld.x_stride = N;
+    ld.y = static_cast<uint16_t>(nb_count);
+    ld.y_stride = static_cast<uint32_t>(pk.KBW * tile_bytes);
+    prog.load(ld, BK::Weights, static_cast<uint32_t>(pk.tiles_off + static_cast<uint64_t>(nb_first * pk.KBW) * tile_bytes));
+    return;
+  }
+  // Dynamic B: row k of block nb is the DRAM row B[k][nb·N ..]; rows K..KB·N-1 of the last
+  // tile keep stale bytes, which meet the zero lanes the input's tail LOAD fills in.
+  for (int64_t nb = nb_first; nb < nb_first + nb_count; ++nb) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kWgt;
+    ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+    ld.sp_base = static_cast<uint32_t>((nb - nb_first) * KB * N);
+    ld.x = static_cast<uint16_t>(L.K);
+    ld.x_stride = dyn.w_k_stride;
+    prog.load(ld, BK::Activations,
+              static_cast<uint32_t>(dyn.w_off + static_cast<uint64_t>(batch) * dyn.w_batch_stride + nb * N));
+  }
+}
+
+// LOADs rows [m0, m0 + mt) of x as KB blocks of mt rows at ACT row A: the full K blocks,
+// then the tail block.
+void FcLowering::load_input_rows(const FcPlan& pl, uint64_t x_base, int64_t m0, int64_t mt) {
+  const int64_t full_kb = L.K / N, tail = L.K % N;
+  if (full_kb > 0) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.sp_base = pl.A;
+    ld.x = static_cast<uint16_t>(mt);
+    ld.x_stride = static_cast<uint32_t>(L.K);
+    ld.y = static_cast<uint16_t>(full_kb);
+    ld.y_stride = N;
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K));
+  }
+  if (tail > 0) {
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAct;
+    ld.row_elems = static_cast<uint32_t>(tail);
+    ld.sp_base = static_cast<uint32_t>(pl.A + full_kb * mt);
+    ld.x = static_cast<uint16_t>(mt);
+    ld.x_stride = static_cast<uint32_t>(L.K);
+    prog.load(ld, BK::Activations, static_cast<uint32_t>(x_base + m0 * L.K + full_kb * N));
+  }
+}
+
+// Output block nb of M tile [m0, m0 + mt): the accumulators' start (bias), the GEMMs, then
+// an int32 ACC STORE or a REQUANT and its STORE.
+void FcLowering::emit_block(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb,
+                            uint64_t y_base) {
+  start_accumulators(pk, pl, m0, mt, nb);
+  accumulate(pk, pl, mt, nb);
+  store_block(pl, m0, mt, nb, y_base);
+}
+
+// The accumulators' start for block nb: the spread bias, the constant bias rows of an int32
+// output, or the run-time bias rows (none: the first GEMM clears them).
+void FcLowering::start_accumulators(const FcPacking& pk, const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb) {
+  const uint32_t C = pl.C, S = pl.S, T = pl.T;
+  const bool preload_bias = L.bias_input >= 0;
+  if (pl.spread) {
+    // Every accumulator lane of rows [C, C + mt) starts at the bias: code c (lane 0 of
+    // ACT row S, repeated by act stride r = 0) times the tile's ones row k.
+    isa::Gemm sg;
+    sg.clear = true;
+    sg.act = static_cast<uint16_t>(S);
+    sg.wgt = static_cast<uint16_t>(T);
+    sg.acc = static_cast<uint16_t>(C);
+    sg.r = static_cast<uint16_t>(mt);
+    sg.act_sr = 0;
+    sg.acc_sr = 1;
+    sg.i = static_cast<uint16_t>(std::max(1, dyn.bias_spread / 127));  // i strides 0: repeats
+    prog.gemm(sg);
+  } else if (L.int32_output) {
+    // No requantisation follows: the accumulators start from the constant bias row
+    // (zero-point terms included), repeated by the X stride 0.
+    repeat_acc_row(prog, C, mt, static_cast<uint32_t>(pk.params_off + static_cast<uint64_t>(nb) * 3 * N * 4));
+  } else if (preload_bias) {
+    // The accumulators start from the int32 bias rows (one row for every m when the bias
+    // is a vector); the GEMM then accumulates onto them.
+    isa::Load ld;
+    ld.sp = hw::Scratchpad::kAcc;
+    ld.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+    ld.sp_base = C;
+    ld.x = static_cast<uint16_t>(mt);
+    ld.x_stride = dyn.bias_m_stride;
+    prog.load(ld, BK::Activations,
+              static_cast<uint32_t>(dyn.bias_off + static_cast<uint64_t>(m0) * dyn.bias_m_stride + nb * N * 4));
+  }
+}
+
+// Block nb's GEMMs onto its accumulators: x against every weight set, then the α and β
+// zero-point GEMMs of a dynamic B.
+void FcLowering::accumulate(const FcPacking& pk, const FcPlan& pl, int64_t mt, int64_t nb) {
+  const uint32_t A = pl.A, C = pl.C, Z = pl.Z, TB = pl.TB;
+  const bool preload_bias = L.bias_input >= 0;
+  isa::Gemm gm;
+  gm.clear = !preload_bias && !L.int32_output;
+  gm.act = static_cast<uint16_t>(A);
+  gm.wgt = static_cast<uint16_t>(pl.weights_fit ? nb * pk.KBW : 0);
+  gm.acc = static_cast<uint16_t>(C);
+  gm.r = static_cast<uint16_t>(mt);
+  gm.i = static_cast<uint16_t>(KB);
+  gm.act_si = static_cast<uint16_t>(mt);
+  gm.act_sr = 1;
+  gm.wgt_si = 1;
+  gm.acc_sr = 1;
+  prog.gemm(gm);
+  for (int64_t p = 1; p < pk.sets; ++p) {  // the other integer weight sets
+    isa::Gemm pg = gm;
+    pg.clear = false;
+    pg.wgt = static_cast<uint16_t>(gm.wgt + p * KB);
+    prog.gemm(pg);
+  }
+  for (size_t p = 0; p < (alpha_in_bias ? 0 : alpha_parts.size()); ++p) {
+    // α·Σ_k b_kn into every row: the α rows of part p (act stride r = 0) against B's tiles.
+    isa::Gemm ag = gm;
+    ag.clear = false;
+    ag.act = static_cast<uint16_t>(Z + p * static_cast<uint64_t>(KB));
+    ag.act_si = 1;
+    ag.act_sr = 0;
+    prog.gemm(ag);
+  }
+  for (size_t p = 0; p < beta_parts.size(); ++p) {
+    // β·Σ_k x_mk: x against the β tile of part p, the same tile for every K block.
+    isa::Gemm bg = gm;
+    bg.clear = false;
+    bg.wgt = static_cast<uint16_t>(TB + p);
+    bg.wgt_si = 0;
+    prog.gemm(bg);
+  }
+}
+
+// Block nb's rows leave: an int32 ACC STORE, or a REQUANT into ACT and its STORE.
+void FcLowering::store_block(const FcPlan& pl, int64_t m0, int64_t mt, int64_t nb, uint64_t y_base) {
+  const uint32_t Bout = pl.Bout, C = pl.C, P = pl.P;
+  if (L.int32_output) {
+    isa::Store st;
+    st.sp = hw::Scratchpad::kAcc;
+    st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+    st.sp_base = C;
+    st.x = static_cast<uint16_t>(mt);
+    st.x_stride = static_cast<uint32_t>(L.N * 4);
+    prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + static_cast<uint64_t>(m0 * L.N + nb * N) * 4));
+    return;
+  }
+  isa::VecRequant vq;
+  vq.bias = true;
+  vq.src = static_cast<uint16_t>(C);
+  vq.dst = static_cast<uint16_t>(Bout);
+  vq.param = static_cast<uint16_t>(P + 3 * nb);
+  vq.r = static_cast<uint16_t>(mt);
+  vq.src_sr = 1;
+  vq.dst_sr = 1;
+  vq.zero_point = static_cast<int8_t>(qy.zero_point);
+  vq.clamp_lo = static_cast<int8_t>(L.relu ? std::max(-128, qy.zero_point) : -128);
+  vq.clamp_hi = 127;
+  prog.vec(vq);
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAct;
+  st.row_elems = static_cast<uint32_t>(std::min<int64_t>(N, L.N - nb * N));
+  st.sp_base = Bout;
+  st.x = static_cast<uint16_t>(mt);
+  st.x_stride = static_cast<uint32_t>(L.N);
+  prog.store(st, BK::Activations, static_cast<uint32_t>(y_base + m0 * L.N + nb * N));
+}
+
+// The layer's MAC count, note and scratchpad footprint.
+LayerFacts FcLowering::facts(const FcPacking& pk, const FcPlan& pl) const {
   LayerFacts facts;
+  const int64_t sets = pk.sets, KBW = pk.KBW, Mt = pl.Mt;
+  const bool weights_fit = pl.weights_fit;
   const int64_t m_tiles = ceil_div(L.M, Mt);
   facts.macs = static_cast<uint64_t>(L.batches * L.M * KB * NB) * N * N *
                    (static_cast<uint64_t>(sets) + (alpha_in_bias ? 0 : alpha_parts.size()) + beta_parts.size()) +
@@ -393,10 +472,53 @@ Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QPa
   if (sets > 1)
     facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
                  std::to_string(sets) + "x the GEMMs)";
-  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (spread ? 1 : 0) + alpha_rows) * N +
+  facts.scratchpad_bytes = static_cast<uint64_t>(Mt * (KB + 1) + (pl.spread ? 1 : 0) + pl.alpha_rows) * N +
                            static_cast<uint64_t>(Mt + 3 * NB) * N * 4 +
-                           static_cast<uint64_t>((weights_fit ? KBW * NB : KBW) + extra_tiles) * tile_bytes;
+                           static_cast<uint64_t>((weights_fit ? KBW * NB : KBW) + pl.extra_tiles) * tile_bytes;
   return facts;
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_fc_layer(const FcLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
+                                  uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                  Program& prog, const DynamicOperands& dyn) {
+  const bool dynamic = L.weight_input >= 0;
+  if (L.int32_output && (L.relu || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "layer '" + L.name + "': an int32 output takes no fused Relu or run-time bias");
+  // Zero points of a dynamic B and its x (both codes, any zero point):
+  //   Σ_k (x_k − zx)(b_kn − zw) = Σ_k x_k·b_kn + α·Σ_k b_kn + β·Σ_k x_k + K·α·β,  α = −zx, β = −zw.
+  // α·Σ_k b_kn is a GEMM of constant rows (α in the K valid lanes) against B's own tiles, β·Σ_k x_k
+  // a GEMM of x against a tile of β everywhere (x's lanes beyond K are zero), both accumulating
+  // onto the product; K·α·β joins the constant bias. α, β of 128 run as two int8 halves.
+  // Constant weights need none of this: their column sums fold zx into the bias.
+  std::vector<int32_t> alpha_parts = dynamic ? int8_parts(-qx.zero_point) : std::vector<int32_t>{};
+  std::vector<int32_t> beta_parts = dynamic ? int8_parts(-dyn.qw.zero_point) : std::vector<int32_t>{};
+  const bool alpha_in_bias = !L.int32_output && !alpha_parts.empty();
+  FcLowering fc{L, qx, qy, N, weights, prog, dyn, dynamic, ceil_div(L.K, N), ceil_div(L.N, N), uint64_t{N} * N,
+                std::move(alpha_parts), std::move(beta_parts),
+                dynamic ? int64_t{qx.zero_point} * dyn.qw.zero_point : 0, alpha_in_bias};
+  NPU_ASSIGN_OR_RETURN(const FcPacking pk, fc.pack());
+  NPU_ASSIGN_OR_RETURN(const FcPlan pl, fc.plan(pk));
+  fc.load_constants(pk, pl);
+  for (int64_t batch = 0; batch < L.batches; ++batch) {
+    const uint64_t x_base = in_off + static_cast<uint64_t>(batch * L.M * L.K);
+    const uint64_t out_elem = L.int32_output ? 4 : 1;
+    const uint64_t y_base = out_off + static_cast<uint64_t>(batch * L.M * L.N) * out_elem;
+    if (pl.weights_fit && (dynamic || batch == 0)) fc.load_weights(pk, batch, 0, fc.NB);
+    if (pl.weights_fit && alpha_in_bias)
+      for (int64_t nb = 0; nb < fc.NB; ++nb) fc.alpha_into_bias(pk, pl, nb, static_cast<uint32_t>(nb * pk.KBW));
+    for (int64_t m0 = 0; m0 < L.M; m0 += pl.Mt) {
+      const int64_t mt = std::min(pl.Mt, L.M - m0);
+      fc.load_input_rows(pl, x_base, m0, mt);
+      for (int64_t nb = 0; nb < fc.NB; ++nb) {
+        if (!pl.weights_fit) fc.load_weights(pk, batch, nb, 1);
+        if (!pl.weights_fit && alpha_in_bias) fc.alpha_into_bias(pk, pl, nb, 0);
+        fc.emit_block(pk, pl, m0, mt, nb, y_base);
+      }
+    }
+  }
+  return fc.facts(pk, pl);
 }
 
 namespace {
@@ -501,33 +623,153 @@ void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows
   prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
 }
 
-Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
-                                    uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
-  if (L.transposed || L.three_d)
-    return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
-  using BK = image::BufferKind;
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
-  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
-  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
-  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
-  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
-  const int64_t Cp = CB * N, Coutp = NB * N;
-  const int64_t Wp = L.W + L.pad_l + L.pad_r;
-  const bool dynamic = L.weight_input >= 0;
-  const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
-                                        : conv_weight_scales(L);
-  // int32 output (ConvInteger): the accumulators start from the bias (border regions
-  // included) loaded from the weights and leave through an ACC STORE, no requantisation.
-  if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
-    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
+namespace {
 
+// Which taps of one kernel axis fall inside the image, for one class of output positions.
+struct TapRange {
+  int64_t lo, hi;
+  bool operator==(const TapRange&) const = default;
+};
+
+// The distinct tap ranges of `out` output positions along one axis (*kinds) and each
+// position's class (*of).
+void tap_range_classes(int64_t out, int64_t stride, int64_t pad, int64_t in, int64_t k, std::vector<TapRange>* kinds,
+                       std::vector<int>* of) {
+  for (int64_t o = 0; o < out; ++o) {
+    const TapRange r{std::max<int64_t>(0, pad - o * stride), std::min<int64_t>(k, in + pad - o * stride)};
+    auto it = std::find(kinds->begin(), kinds->end(), r);
+    if (it == kinds->end()) it = kinds->insert(kinds->end(), r);
+    of->push_back(static_cast<int>(it - kinds->begin()));
+  }
+}
+
+// A regular or depthwise conv's weights and parameter rows as packed into the weights blob
+// (ConvLowering::pack).
+struct ConvPacking {
+  uint64_t w_off = 0;  // weight tiles or depthwise rows (a dynamic W: one zero row)
+  uint64_t p_off = 0;  // 3 parameter rows (bias, multiplier, shift) per parameter block
+  int64_t sets = 1;    // int8 weight sets of an int32 output's integer weights
+  int64_t wtaps = 0;   // weight tiles per (output block, input block)
+  bool border_bias = false, fill_padding = false;
+  // Tap-validity classes of the output rows and columns (one each without border biases).
+  std::vector<TapRange> row_kinds, col_kinds;
+  std::vector<int> row_kind, col_kind;
+  int64_t regions = 1;       // row classes × column classes
+  int64_t param_blocks = 0;  // regions × blocks, 3 ACC rows each
+
+  // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
+  // [oy0, oy0 + oh) and columns [c0, c1) whose pixels share one tap-validity class.
+  template <class Emit>
+  void for_each_region(int64_t OW, int64_t oy0, int64_t oh, const Emit& emit) const {
+    for (int64_t r0 = oy0; r0 < oy0 + oh;) {
+      int64_t r1 = r0 + 1;
+      while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
+      for (int64_t c0 = 0; c0 < OW;) {
+        int64_t c1 = c0 + 1;
+        while (c1 < OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
+        emit(r0, r1, c0, c1,
+             row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) + col_kind[static_cast<size_t>(c0)]);
+        c0 = c1;
+      }
+      r0 = r1;
+    }
+  }
+};
+
+// A conv's output-row tiling and scratchpad layout (ConvLowering::plan).
+struct ConvTiling {
+  uint32_t P = 0;            // parameter rows at the bottom of ACC
+  uint32_t Cacc = 0;         // ACC rows of the parameter rows; the accumulators follow
+  int64_t OHt = 0;           // output rows per tile
+  int64_t copies = 1;        // input tiles and output blocks alternating in ACT
+  int64_t in_tile_rows = 0;  // ACT rows of one input tile (all channel blocks)
+  bool weights_fit = false;  // every block's weights in WGT at once
+};
+
+// One output-row tile: its output rows, the input rows it reads and where they sit.
+struct ConvTile {
+  int64_t b, oy0, oh;
+  int64_t iy0, iy1;      // input rows read, before padding
+  int64_t ptile, pbtile;  // padding rows above and below them
+  int64_t Hp;            // padded input rows
+  uint32_t A, C0;        // ACT row of the input tile, ACC row of the accumulators
+};
+
+// lower_conv_layer's arguments and block geometry, shared by its steps. Aggregate-initialised
+// by lower_conv_layer, in member order.
+struct ConvLowering {
+  using BK = image::BufferKind;
+
+  Result<ConvPacking> pack(const std::vector<float>& sw);
+  Result<int64_t> integer_weight_sets(const std::vector<float>& sw) const;
+  void put_weight_codes(const ConvPacking& pk, const std::vector<float>& sw, std::vector<int64_t>& wsum,
+                        std::vector<int32_t>& wq_all);
+  void border_classes(ConvPacking& pk) const;
+  void put_param_rows(const ConvPacking& pk, const std::vector<float>& sw, const std::vector<int64_t>& wsum,
+                      const std::vector<int32_t>& wq_all);
+  Result<ConvTiling> plan(const ConvPacking& pk) const;
+  void load_weights(const ConvPacking& pk, int64_t nb_first, int64_t nb_count);
+  ConvTile tile(const ConvTiling& tp, int64_t b, int64_t oy0, int64_t tile_index) const;
+  void emit_tile(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t& block_index, LayerFacts& facts);
+  void load_blocks(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t z0, int64_t zc);
+  void dwconv_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B);
+  void gemm_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb);
+  void store_acc_block(const ConvTile& t, int64_t nb, int64_t cout_n);
+  void requant_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B);
+  int64_t in_rows_for(int64_t oh) const { return (oh - 1) * L.stride_h + L.KH; }
+
+  const ConvLayer& L;
+  const QParams& qx;
+  const QParams& qy;  // the requantisation target (a fused table's input)
+  const uint32_t N;
+  const uint32_t in_off, out_off;
+  std::vector<uint8_t>& weights;
+  Program& prog;
+  const DynamicOperands& dyn;
+  const bool dynamic;
+  const uint32_t act_rows;  // below a fused table
+  const int64_t CB, NB, taps, Cp, Coutp, Wp;
+  const int8_t lo, hi;  // the fused activation's bounds as codes
+};
+
+// Packs the weight codes and the parameter rows into the weights blob; produces their layout.
+Result<ConvPacking> ConvLowering::pack(const std::vector<float>& sw) {
+  ConvPacking pk;
   // Weights: regular conv as N×N tiles ordered (nb, tap, cb); depthwise as rows of N lanes
   // ordered (cb, tap). Then 3 parameter rows (bias, multiplier, shift) per output block.
-  const uint64_t w_off = align_up(weights.size());
+  pk.w_off = align_up(weights.size());
   const uint64_t tile_bytes = uint64_t{N} * N;
   // A dynamic W needs no tiles here, only one zero row (rows of padded input channels are
   // cleared from it: the input's padding lanes may hold stale bytes).
+  NPU_ASSIGN_OR_RETURN(pk.sets, integer_weight_sets(sw));
+  pk.wtaps = taps * pk.sets;
+  const uint64_t w_bytes = dynamic       ? N
+                           : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
+                                         : static_cast<uint64_t>(NB * pk.wtaps * CB) * tile_bytes;
+  pk.p_off = align_up(pk.w_off + w_bytes);
+  weights.resize(pk.p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
+  std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
+  // Padding is the real zero only when the input zero point is 0. Otherwise a regular conv
+  // gives its border pixels their own biases (below), and a depthwise conv overwrites the
+  // padding rows of each input tile with the zero point (`fill_padding`), so that one DWCONV
+  // with one bias covers a whole tile: Σ over all taps of (x − zx)·w with x = zx in the
+  // padding is the same int32 as Σ over the valid taps, exactly.
+  const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
+  pk.border_bias = !L.depthwise && padded && qx.zero_point != 0;
+  pk.fill_padding = L.depthwise && padded && qx.zero_point != 0;
+  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
+  std::vector<int32_t> wq_all(pk.border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  put_weight_codes(pk, sw, wsum, wq_all);
+  border_classes(pk);
+  pk.param_blocks = pk.regions * (L.depthwise ? CB : NB);  // 3 ACC rows each
+  weights.resize(pk.p_off + static_cast<uint64_t>(pk.param_blocks) * 3 * N * 4, 0);
+  put_param_rows(pk, sw, wsum, wq_all);
+  return pk;
+}
+
+// The number of int8 weight sets (1 unless an int32 output's integer weights exceed int8),
+// or the error for a weight that is no integer code.
+Result<int64_t> ConvLowering::integer_weight_sets(const std::vector<float>& sw) const {
   // An int32 output has exact integer weights (declared scale 1, w − w_zp): values beyond
   // int8 run as `sets` weight sets whose GEMMs accumulate, like extra taps over the same input
   // rows. Every other conv has one set of int8 codes.
@@ -540,23 +782,15 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
                                                      " is not an integer code at its scale; its int32 output would be wrong");
       sets = std::max<int64_t>(sets, int8_sets_for(static_cast<int64_t>(v)));
     }
-  const int64_t wtaps = taps * sets;  // weight tiles per (output block, input block)
-  const uint64_t w_bytes = dynamic       ? N
-                           : L.depthwise ? static_cast<uint64_t>(CB * taps) * N
-                                         : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes;
-  const uint64_t p_off = align_up(w_off + w_bytes);
-  weights.resize(p_off + static_cast<uint64_t>(NB) * 3 * N * 4, 0);
-  std::vector<int64_t> wsum(static_cast<size_t>(L.Cout), 0);
-  // Padding is the real zero only when the input zero point is 0. Otherwise a regular conv
-  // gives its border pixels their own biases (below), and a depthwise conv overwrites the
-  // padding rows of each input tile with the zero point (`fill_padding`), so that one DWCONV
-  // with one bias covers a whole tile: Σ over all taps of (x − zx)·w with x = zx in the
-  // padding is the same int32 as Σ over the valid taps, exactly.
-  const bool padded = L.pad_t || L.pad_l || L.pad_b || L.pad_r;
-  const bool border_bias = !L.depthwise && padded && qx.zero_point != 0;
-  const bool fill_padding = L.depthwise && padded && qx.zero_point != 0;
-  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
-  std::vector<int32_t> wq_all(border_bias ? static_cast<size_t>(L.Cout * cin_per_out * taps) : 0);
+  return sets;
+}
+
+// Writes the constant weight codes (tiles, or depthwise rows); sums each output channel's
+// codes into wsum and, with border biases, keeps every code in wq_all.
+void ConvLowering::put_weight_codes(const ConvPacking& pk, const std::vector<float>& sw, std::vector<int64_t>& wsum,
+                                    std::vector<int32_t>& wq_all) {
+  const uint64_t w_off = pk.w_off, tile_bytes = uint64_t{N} * N;
+  const int64_t sets = pk.sets, wtaps = pk.wtaps, cin_per_out = L.depthwise ? 1 : L.C;
   // (A dynamic W has a symmetric input, so neither tiles nor border biases are needed here.)
   for (int64_t co = 0; co < (dynamic ? 0 : L.Cout); ++co) {
     const float s = sw[static_cast<size_t>(co)];
@@ -566,7 +800,7 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
         const int32_t q = L.int32_output ? static_cast<int32_t>(std::nearbyint(w / s))
                                          : quantize_weight(w, s, !L.weight_scales.empty());
         wsum[static_cast<size_t>(co)] += q;
-        if (border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
+        if (pk.border_bias) wq_all[static_cast<size_t>((co * cin_per_out + ci) * taps + t)] = q;
         if (L.depthwise) {
           weights[w_off + static_cast<uint64_t>((co / N) * taps + t) * N + static_cast<uint64_t>(co % N)] =
               static_cast<uint8_t>(q);
@@ -579,57 +813,37 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
               static_cast<uint8_t>(int8_share(q, sets, p));
       }
   }
+}
+
+// The tap-validity classes of the output rows and columns, and the region count.
+void ConvLowering::border_classes(ConvPacking& pk) const {
   // Border biases: the DMA pads with 0, but the real zero is the input zero point. Output
   // pixels are grouped by which taps fall inside the image (row class × column class); each
   // group gets a bias that subtracts zx·Σ(valid taps' weights), so padding counts as real zero.
-  struct TapRange {
-    int64_t lo, hi;
-    bool operator==(const TapRange&) const = default;
-  };
-  auto classes = [](int64_t out, int64_t stride, int64_t pad, int64_t in, int64_t k, std::vector<TapRange>* kinds,
-                    std::vector<int>* of) {
-    for (int64_t o = 0; o < out; ++o) {
-      const TapRange r{std::max<int64_t>(0, pad - o * stride), std::min<int64_t>(k, in + pad - o * stride)};
-      auto it = std::find(kinds->begin(), kinds->end(), r);
-      if (it == kinds->end()) it = kinds->insert(kinds->end(), r);
-      of->push_back(static_cast<int>(it - kinds->begin()));
-    }
-  };
-  std::vector<TapRange> row_kinds, col_kinds;
-  std::vector<int> row_kind, col_kind;
-  if (border_bias) {
-    classes(L.OH, L.stride_h, L.pad_t, L.H, L.KH, &row_kinds, &row_kind);
-    classes(L.OW, L.stride_w, L.pad_l, L.W, L.KW, &col_kinds, &col_kind);
+  if (pk.border_bias) {
+    tap_range_classes(L.OH, L.stride_h, L.pad_t, L.H, L.KH, &pk.row_kinds, &pk.row_kind);
+    tap_range_classes(L.OW, L.stride_w, L.pad_l, L.W, L.KW, &pk.col_kinds, &pk.col_kind);
   } else {
-    row_kinds = {{0, L.KH}};
-    col_kinds = {{0, L.KW}};
-    row_kind.assign(static_cast<size_t>(L.OH), 0);  // one rectangle: the whole tile
-    col_kind.assign(static_cast<size_t>(L.OW), 0);
+    pk.row_kinds = {{0, L.KH}};
+    pk.col_kinds = {{0, L.KW}};
+    pk.row_kind.assign(static_cast<size_t>(L.OH), 0);  // one rectangle: the whole tile
+    pk.col_kind.assign(static_cast<size_t>(L.OW), 0);
   }
-  const int64_t regions = static_cast<int64_t>(row_kinds.size() * col_kinds.size());
-  // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
-  // [oy0, oy0 + oh) and columns [c0, c1) whose pixels share one tap-validity class.
-  auto for_each_region = [&](int64_t oy0, int64_t oh, const auto& emit) {
-    for (int64_t r0 = oy0; r0 < oy0 + oh;) {
-      int64_t r1 = r0 + 1;
-      while (r1 < oy0 + oh && row_kind[static_cast<size_t>(r1)] == row_kind[static_cast<size_t>(r0)]) ++r1;
-      for (int64_t c0 = 0; c0 < L.OW;) {
-        int64_t c1 = c0 + 1;
-        while (c1 < L.OW && col_kind[static_cast<size_t>(c1)] == col_kind[static_cast<size_t>(c0)]) ++c1;
-        emit(r0, r1, c0, c1,
-             row_kind[static_cast<size_t>(r0)] * static_cast<int64_t>(col_kinds.size()) + col_kind[static_cast<size_t>(c0)]);
-        c0 = c1;
-      }
-      r0 = r1;
-    }
-  };
-  const int64_t param_blocks = regions * (L.depthwise ? CB : NB);  // 3 ACC rows each
-  weights.resize(p_off + static_cast<uint64_t>(param_blocks) * 3 * N * 4, 0);
+  pk.regions = static_cast<int64_t>(pk.row_kinds.size() * pk.col_kinds.size());
+}
+
+// Writes the parameter rows (bias, multiplier, shift) of every region and block.
+void ConvLowering::put_param_rows(const ConvPacking& pk, const std::vector<float>& sw, const std::vector<int64_t>& wsum,
+                                  const std::vector<int32_t>& wq_all) {
+  const uint64_t p_off = pk.p_off;
+  const int64_t cin_per_out = L.depthwise ? 1 : L.C;
+  const auto& row_kinds = pk.row_kinds;
+  const auto& col_kinds = pk.col_kinds;
   for (int64_t co = 0; co < L.Cout; ++co) {
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
     int32_t mult, shift;
     quantize_multiplier(in_scale / qy.scale, &mult, &shift);
-    if (border_bias) {
+    if (pk.border_bias) {
       for (size_t rk = 0; rk < row_kinds.size(); ++rk)
         for (size_t ck = 0; ck < col_kinds.size(); ++ck) {
           int64_t valid = 0;
@@ -653,16 +867,22 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     put_u32(weights, row + N * 4 + lane, static_cast<uint32_t>(mult));
     put_u32(weights, row + 2 * N * 4 + lane, static_cast<uint32_t>(shift));
   }
-  const auto lo = quantize_bound(L.act_lo, qy, -128), hi = quantize_bound(L.act_hi, qy, 127);
+}
 
+// The output-row tile height, the ACT double buffering and whether all weights fit WGT, or
+// the error for a conv that does not fit the scratchpads.
+Result<ConvTiling> ConvLowering::plan(const ConvPacking& pk) const {
+  const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
+  const uint32_t wgt_rows = static_cast<uint32_t>(hw::kWgtSpBytes / N);
+  ConvTiling tp;
   // Output-row tiles: the padded input rows of a tile (all channel blocks) plus the tile's
   // output rows must fit the ACT scratchpad, its accumulators the ACC scratchpad.
-  const uint32_t P = 0;  // parameter rows at the bottom of ACC
-  const uint32_t Cacc = static_cast<uint32_t>(3 * param_blocks);
+  tp.P = 0;  // parameter rows at the bottom of ACC
+  tp.Cacc = static_cast<uint32_t>(3 * pk.param_blocks);
+  const uint32_t Cacc = tp.Cacc;
   if (Cacc > acc_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' needs more parameter rows than the accumulator scratchpad holds");
   int64_t OHt = L.OH;
-  auto in_rows_for = [&](int64_t oh) { return (oh - 1) * L.stride_h + L.KH; };
   const int64_t acc_needed_per_row = L.depthwise ? 0 : L.OW;  // DWCONV needs no accumulators
   // `copies` input tiles and output blocks in ACT (accumulators are COMPUTE's alone: one set).
   auto fits = [&](int64_t oh, int64_t copies) {
@@ -676,202 +896,278 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   // of the next tile and the STORE of an output block run while COMPUTE works on the current
   // ones (program.h orders every reuse by tokens). Tiles of equal height; one set when two do
   // not fit.
-  int64_t copies = 1;
+  tp.copies = 1;
   if (fits(1, 2)) {
     int64_t oh2 = std::min(OHt, L.OH);
     while (oh2 > 1 && !fits(oh2, 2)) --oh2;
     const int64_t tiles = ceil_div(L.OH, oh2);
     OHt = ceil_div(L.OH, tiles);
-    copies = 2;
+    tp.copies = 2;
   }
-  const int64_t in_tile_rows = CB * in_rows_for(OHt) * Wp;
-  const bool weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
-  if (!weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
+  tp.OHt = OHt;
+  tp.in_tile_rows = CB * in_rows_for(OHt) * Wp;
+  const int64_t wtaps = pk.wtaps;
+  tp.weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
+  if (!tp.weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' has more weights per output block than the weight scratchpad holds");
-  if (!weights_fit && L.depthwise)
+  if (!tp.weights_fit && L.depthwise)
     return make_error(StatusCode::kUnsupported, "depthwise conv '" + L.name + "' has too many taps for the weight scratchpad");
-  load_acc_rows(prog, P, 3 * param_blocks, N, static_cast<uint32_t>(p_off));
-  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, P, dyn.bias_off, N, prog);
-  auto load_weights = [&](int64_t nb_first, int64_t nb_count) {
-    if (dynamic) {
-      load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(w_off), N, prog);
-      return;
+  return tp;
+}
+
+// LOADs the weights of output blocks [nb_first, nb_first + nb_count) to WGT row 0 on.
+void ConvLowering::load_weights(const ConvPacking& pk, int64_t nb_first, int64_t nb_count) {
+  if (dynamic) {
+    load_dynamic_conv_tiles(L.C, L.Cout, taps, nb_first, nb_count, dyn.w_off, static_cast<uint32_t>(pk.w_off), N, prog);
+    return;
+  }
+  const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(pk.wtaps * CB) * N;
+  load_weight_rows(pk.w_off, rows_per_nb, nb_first, nb_count, N, prog);
+}
+
+// The geometry of the output-row tile from oy0 on in batch b (the tile_index-th tile).
+ConvTile ConvLowering::tile(const ConvTiling& tp, int64_t b, int64_t oy0, int64_t tile_index) const {
+  ConvTile t;
+  t.b = b;
+  t.oy0 = oy0;
+  t.oh = std::min(tp.OHt, L.OH - oy0);
+  // Input rows this tile reads, before padding: [iy0, iy1].
+  const int64_t first = oy0 * L.stride_h - L.pad_t, last = (oy0 + t.oh - 1) * L.stride_h - L.pad_t + L.KH - 1;
+  t.iy0 = std::max<int64_t>(first, 0);
+  t.iy1 = std::min<int64_t>(last, L.H - 1);
+  t.ptile = t.iy0 - first;
+  t.pbtile = last - t.iy1;
+  t.Hp = t.ptile + (t.iy1 - t.iy0 + 1) + t.pbtile;
+  t.A = static_cast<uint32_t>((tile_index % tp.copies) * tp.in_tile_rows);
+  t.C0 = tp.Cacc;
+  return t;
+}
+
+// The instructions of one tile: its input LOAD (per block for a depthwise conv), then for
+// every output block the DWCONV, or the GEMMs and the REQUANT (or int32 ACC STORE), then the
+// fused table and the STORE.
+void ConvLowering::emit_tile(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t& block_index,
+                             LayerFacts& facts) {
+  if (!L.depthwise) load_blocks(pk, tp, t, 0, CB);
+  for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
+    const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
+    const auto B = static_cast<uint32_t>(tp.copies * tp.in_tile_rows + (block_index % tp.copies) * tp.OHt * L.OW);
+    if (L.depthwise) {
+      load_blocks(pk, tp, t, nb, 1);
+      dwconv_block(pk, tp, t, nb, B);
+      facts.macs += static_cast<uint64_t>(t.oh * L.OW * taps) * N;
+    } else {
+      if (!tp.weights_fit) load_weights(pk, nb, 1);
+      gemm_block(pk, tp, t, nb);
+      facts.macs += static_cast<uint64_t>(t.oh * L.OW * pk.wtaps * CB) * N * N;
+      if (L.int32_output) {
+        store_acc_block(t, nb, cout_n);
+        continue;
+      }
+      requant_block(pk, tp, t, nb, B);
     }
-    const uint64_t rows_per_nb = L.depthwise ? static_cast<uint64_t>(taps) : static_cast<uint64_t>(wtaps * CB) * N;
-    load_weight_rows(w_off, rows_per_nb, nb_first, nb_count, N, prog);
+    apply_fused_lut(L, N, B, t.oh * L.OW, prog);
+    store_pixel_rows(prog, B, cout_n, L.OW, t.oh, Coutp,
+                     static_cast<uint32_t>(out_off + ((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N));
+  }
+}
+
+// Input blocks [z0, z0 + zc) of the tile: one LOAD, then (fill_padding) their padding
+// rows at the zero point. A depthwise conv loads each block just before its DWCONV
+// (emit_tile): its blocks are independent, so the DWCONV of block nb waits only for that
+// block's LOAD while the LOAD engine runs ahead with the next ones.
+void ConvLowering::load_blocks(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t z0, int64_t zc) {
+  const int64_t Hp = t.Hp, ptile = t.ptile, pbtile = t.pbtile;
+  const uint32_t P = tp.P;
+  const uint32_t base = static_cast<uint32_t>(t.A + z0 * Hp * Wp);
+  isa::Load ld;
+  ld.sp = hw::Scratchpad::kAct;
+  ld.sp_base = base;
+  ld.x = static_cast<uint16_t>(L.W);
+  ld.x_stride = static_cast<uint32_t>(Cp);
+  ld.y = static_cast<uint16_t>(t.iy1 - t.iy0 + 1);
+  ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+  ld.z = static_cast<uint16_t>(zc);
+  ld.z_stride = N;
+  ld.pad_l = static_cast<uint8_t>(L.pad_l);
+  ld.pad_r = static_cast<uint8_t>(L.pad_r);
+  ld.pad_t = static_cast<uint8_t>(ptile);
+  ld.pad_b = static_cast<uint8_t>(pbtile);
+  prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((t.b * L.H + t.iy0) * L.W) * Cp + z0 * N));
+  if (!pk.fill_padding) return;
+  // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
+  // are both zx writes zx whatever it computes (it reads parameter row P, with zero
+  // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
+  // of every line, then the top and bottom padding lines of every channel plane.
+  auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
+    if (o == 0 || r == 0) return;
+    isa::VecRequant vq;
+    vq.src = static_cast<uint16_t>(P);
+    vq.param = static_cast<uint16_t>(P);
+    vq.dst = static_cast<uint16_t>(dst);
+    vq.o = static_cast<uint16_t>(o);
+    vq.dst_so = static_cast<uint16_t>(dst_so);
+    vq.r = static_cast<uint16_t>(r);
+    vq.dst_sr = 1;
+    vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
+    prog.vec(vq);
   };
-  if (weights_fit) load_weights(0, L.depthwise ? CB : NB);
+  fill(base, zc * Hp, Wp, L.pad_l);
+  fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
+  fill(base, zc, Hp * Wp, ptile * Wp);
+  fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
+}
+
+// DWCONV of block nb into ACT rows from B, one instruction per region of the tile.
+void ConvLowering::dwconv_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B) {
+  const int64_t oy0 = t.oy0, Hp = t.Hp;
+  const uint32_t A = t.A, P = tp.P;
+  // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
+  // the padding at the zero point (or a zero point of 0) every output pixel has the
+  // same bias: one instruction per tile and block.
+  pk.for_each_region(L.OW, oy0, t.oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+      const int64_t local = r0 - oy0;
+      const isa::VecRequant base{
+          .bias = true,
+          .src = static_cast<uint16_t>(A + nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w),
+          .dst = static_cast<uint16_t>(B + local * L.OW + c0),
+          .param = static_cast<uint16_t>(P + 3 * (region * CB + nb)),
+          .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
+          .zero_point = static_cast<int8_t>(qy.zero_point),
+          .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
+          .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+      isa::Words w = isa::encode(base);
+      w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
+      w[6] |= static_cast<uint32_t>(nb * taps) << 16;
+      w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
+      prog.vec_words(w);
+  });
+}
+
+// The accumulators of block nb: an int32 output's bias preload, then one GEMM per weight tap.
+void ConvLowering::gemm_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb) {
+  const int64_t oy0 = t.oy0, oh = t.oh, wtaps = pk.wtaps;
+  const uint32_t C0 = t.C0;
+  if (L.int32_output) {
+    // Each accumulator row starts from its region's bias row (X stride 0 repeats it);
+    // rows of one rectangle are consecutive only across whole output rows.
+    auto preload = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+      const uint32_t bias_row = static_cast<uint32_t>(pk.p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
+      const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
+      const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
+      for (int64_t k = 0; k < runs; ++k)
+        repeat_acc_row(prog, static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0), run_rows, bias_row);
+    };
+    if (pk.border_bias) pk.for_each_region(L.OW, oy0, oh, preload);
+    else preload(oy0, oy0 + oh, 0, L.OW, 0);
+  }
+  const int64_t wbase = (tp.weights_fit ? nb : 0) * wtaps * CB;
+  for (int64_t wt = 0; wt < wtaps; ++wt) {
+    const int64_t tap = wt % taps;  // weight tap wt reads the input rows of tap `tap`
+    isa::Gemm gm;
+    gm.clear = wt == 0 && !L.int32_output;
+    gm.act = static_cast<uint16_t>(t.A + (tap / L.KW) * Wp + (tap % L.KW));
+    gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
+    gm.acc = static_cast<uint16_t>(C0);
+    gm.o = static_cast<uint16_t>(oh);
+    gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
+    gm.acc_so = static_cast<uint16_t>(L.OW);
+    gm.i = static_cast<uint16_t>(CB);
+    gm.act_si = static_cast<uint16_t>(t.Hp * Wp);
+    gm.wgt_si = 1;
+    gm.r = static_cast<uint16_t>(L.OW);
+    gm.act_sr = static_cast<uint16_t>(L.stride_w);
+    gm.acc_sr = 1;
+    prog.gemm(gm);
+  }
+}
+
+// An int32 output's block nb, stored straight from the accumulators.
+void ConvLowering::store_acc_block(const ConvTile& t, int64_t nb, int64_t cout_n) {
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAcc;
+  st.row_elems = static_cast<uint32_t>(cout_n);
+  st.sp_base = t.C0;
+  st.x = static_cast<uint16_t>(L.OW);
+  st.x_stride = static_cast<uint32_t>(Coutp * 4);
+  st.y = static_cast<uint16_t>(t.oh);
+  st.y_stride = static_cast<uint32_t>(L.OW * Coutp * 4);
+  prog.store(st, BK::Activations,
+             static_cast<uint32_t>(out_off + static_cast<uint64_t>(((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N) * 4));
+}
+
+// REQUANT of block nb's accumulators into ACT rows from B (one per region with border biases).
+void ConvLowering::requant_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B) {
+  const int64_t oy0 = t.oy0, oh = t.oh;
+  const uint32_t vec_src = t.C0, P = tp.P;
+  isa::VecRequant vq;
+  vq.bias = true;
+  vq.src = static_cast<uint16_t>(vec_src);
+  vq.dst = static_cast<uint16_t>(B);
+  vq.param = static_cast<uint16_t>(P + 3 * nb);
+  vq.r = static_cast<uint16_t>(oh * L.OW);
+  vq.src_sr = 1;
+  vq.dst_sr = 1;
+  vq.zero_point = static_cast<int8_t>(qy.zero_point);
+  vq.clamp_lo = lo;
+  vq.clamp_hi = hi;
+  if (!pk.border_bias) {
+    prog.vec(vq);
+    return;
+  }
+  // One REQUANT per rectangle of output pixels sharing a tap-validity class.
+  pk.for_each_region(L.OW, oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
+      const int64_t at = (r0 - oy0) * L.OW + c0;
+      isa::VecRequant part = vq;
+      part.src = static_cast<uint16_t>(vec_src + at);
+      part.dst = static_cast<uint16_t>(B + at);
+      part.param = static_cast<uint16_t>(P + 3 * (region * NB + nb));
+      part.o = static_cast<uint16_t>(r1 - r0);
+      part.src_so = static_cast<uint16_t>(L.OW);
+      part.dst_so = static_cast<uint16_t>(L.OW);
+      part.r = static_cast<uint16_t>(c1 - c0);
+      prog.vec(part);
+  });
+}
+
+}  // namespace
+
+Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
+                                    uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
+                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
+  if (L.transposed || L.three_d)
+    return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
+  const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
+  const bool dynamic = L.weight_input >= 0;
+  const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
+                                        : conv_weight_scales(L);
+  // int32 output (ConvInteger): the accumulators start from the bias (border regions
+  // included) loaded from the weights and leave through an ACC STORE, no requantisation.
+  if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
+  ConvLowering cv{L, qx, qy, N, in_off, out_off, weights, prog, dyn, dynamic, act_rows,
+                  CB, NB, taps, CB * N, NB * N, L.W + L.pad_l + L.pad_r,
+                  quantize_bound(L.act_lo, qy, -128), quantize_bound(L.act_hi, qy, 127)};
+  NPU_ASSIGN_OR_RETURN(const ConvPacking pk, cv.pack(sw));
+  NPU_ASSIGN_OR_RETURN(const ConvTiling tp, cv.plan(pk));
+  load_acc_rows(prog, tp.P, 3 * pk.param_blocks, N, static_cast<uint32_t>(pk.p_off));
+  if (L.bias_input >= 0) load_dynamic_bias_rows(L.Cout, tp.P, dyn.bias_off, N, prog);
+  if (tp.weights_fit) cv.load_weights(pk, 0, L.depthwise ? CB : NB);
   LayerFacts facts;
   int64_t tile_index = 0, block_index = 0;
-  for (int64_t b = 0; b < L.batch; ++b) {
-    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += OHt, ++tile_index) {
-      const int64_t oh = std::min(OHt, L.OH - oy0);
-      // Input rows this tile reads, before padding: [iy0, iy1].
-      const int64_t first = oy0 * L.stride_h - L.pad_t, last = (oy0 + oh - 1) * L.stride_h - L.pad_t + L.KH - 1;
-      const int64_t iy0 = std::max<int64_t>(first, 0), iy1 = std::min<int64_t>(last, L.H - 1);
-      const int64_t ptile = iy0 - first, pbtile = last - iy1;
-      const int64_t Hp = ptile + (iy1 - iy0 + 1) + pbtile;
-      const uint32_t A = static_cast<uint32_t>((tile_index % copies) * in_tile_rows), C0 = Cacc;
-      // Input blocks [z0, z0 + zc) of the tile: one LOAD, then (fill_padding) their padding
-      // rows at the zero point. A depthwise conv loads each block just before its DWCONV
-      // (below): its blocks are independent, so the DWCONV of block nb waits only for that
-      // block's LOAD while the LOAD engine runs ahead with the next ones.
-      auto load_blocks = [&](int64_t z0, int64_t zc) {
-        const uint32_t base = static_cast<uint32_t>(A + z0 * Hp * Wp);
-        isa::Load ld;
-        ld.sp = hw::Scratchpad::kAct;
-        ld.sp_base = base;
-        ld.x = static_cast<uint16_t>(L.W);
-        ld.x_stride = static_cast<uint32_t>(Cp);
-        ld.y = static_cast<uint16_t>(iy1 - iy0 + 1);
-        ld.y_stride = static_cast<uint32_t>(L.W * Cp);
-        ld.z = static_cast<uint16_t>(zc);
-        ld.z_stride = N;
-        ld.pad_l = static_cast<uint8_t>(L.pad_l);
-        ld.pad_r = static_cast<uint8_t>(L.pad_r);
-        ld.pad_t = static_cast<uint8_t>(ptile);
-        ld.pad_b = static_cast<uint8_t>(pbtile);
-        prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((b * L.H + iy0) * L.W) * Cp + z0 * N));
-        if (!fill_padding) return;
-        // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
-        // are both zx writes zx whatever it computes (it reads parameter row P, with zero
-        // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
-        // of every line, then the top and bottom padding lines of every channel plane.
-        auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
-          if (o == 0 || r == 0) return;
-          isa::VecRequant vq;
-          vq.src = static_cast<uint16_t>(P);
-          vq.param = static_cast<uint16_t>(P);
-          vq.dst = static_cast<uint16_t>(dst);
-          vq.o = static_cast<uint16_t>(o);
-          vq.dst_so = static_cast<uint16_t>(dst_so);
-          vq.r = static_cast<uint16_t>(r);
-          vq.dst_sr = 1;
-          vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
-          prog.vec(vq);
-        };
-        fill(base, zc * Hp, Wp, L.pad_l);
-        fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
-        fill(base, zc, Hp * Wp, ptile * Wp);
-        fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
-      };
-      if (!L.depthwise) load_blocks(0, CB);
-      for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
-        const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
-        const auto B = static_cast<uint32_t>(copies * in_tile_rows + (block_index % copies) * OHt * L.OW);
-        uint32_t vec_src = C0;
-        if (L.depthwise) {
-          load_blocks(nb, 1);
-          // DWCONV reads ACT directly: channel block nb of the input is output block nb. With
-          // the padding at the zero point (or a zero point of 0) every output pixel has the
-          // same bias: one instruction per tile and block.
-          for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-              const int64_t local = r0 - oy0;
-              const isa::VecRequant base{
-                  .bias = true,
-                  .src = static_cast<uint16_t>(A + nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w),
-                  .dst = static_cast<uint16_t>(B + local * L.OW + c0),
-                  .param = static_cast<uint16_t>(P + 3 * (region * CB + nb)),
-                  .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
-                  .zero_point = static_cast<int8_t>(qy.zero_point),
-                  .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
-                  .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
-              isa::Words w = isa::encode(base);
-              w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
-              w[6] |= static_cast<uint32_t>(nb * taps) << 16;
-              w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
-              prog.vec_words(w);
-          });
-          facts.macs += static_cast<uint64_t>(oh * L.OW * taps) * N;
-        } else {
-          if (!weights_fit) load_weights(nb, 1);
-          if (L.int32_output) {
-            // Each accumulator row starts from its region's bias row (X stride 0 repeats it);
-            // rows of one rectangle are consecutive only across whole output rows.
-            auto preload = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-              const uint32_t bias_row = static_cast<uint32_t>(p_off + static_cast<uint64_t>(region * NB + nb) * 3 * N * 4);
-              const int64_t runs = c0 == 0 && c1 == L.OW ? 1 : r1 - r0;
-              const int64_t run_rows = runs == 1 ? (r1 - r0) * L.OW : c1 - c0;
-              for (int64_t k = 0; k < runs; ++k)
-                repeat_acc_row(prog, static_cast<uint32_t>(C0 + (r0 - oy0 + k) * L.OW + c0), run_rows, bias_row);
-            };
-            if (border_bias) for_each_region(oy0, oh, preload);
-            else preload(oy0, oy0 + oh, 0, L.OW, 0);
-          }
-          const int64_t wbase = (weights_fit ? nb : 0) * wtaps * CB;
-          for (int64_t wt = 0; wt < wtaps; ++wt) {
-            const int64_t t = wt % taps;  // weight tap wt reads the input rows of tap t
-            isa::Gemm gm;
-            gm.clear = wt == 0 && !L.int32_output;
-            gm.act = static_cast<uint16_t>(A + (t / L.KW) * Wp + (t % L.KW));
-            gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
-            gm.acc = static_cast<uint16_t>(C0);
-            gm.o = static_cast<uint16_t>(oh);
-            gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
-            gm.acc_so = static_cast<uint16_t>(L.OW);
-            gm.i = static_cast<uint16_t>(CB);
-            gm.act_si = static_cast<uint16_t>(Hp * Wp);
-            gm.wgt_si = 1;
-            gm.r = static_cast<uint16_t>(L.OW);
-            gm.act_sr = static_cast<uint16_t>(L.stride_w);
-            gm.acc_sr = 1;
-            prog.gemm(gm);
-          }
-          facts.macs += static_cast<uint64_t>(oh * L.OW * wtaps * CB) * N * N;
-          if (L.int32_output) {
-            isa::Store st;
-            st.sp = hw::Scratchpad::kAcc;
-            st.row_elems = static_cast<uint32_t>(cout_n);
-            st.sp_base = C0;
-            st.x = static_cast<uint16_t>(L.OW);
-            st.x_stride = static_cast<uint32_t>(Coutp * 4);
-            st.y = static_cast<uint16_t>(oh);
-            st.y_stride = static_cast<uint32_t>(L.OW * Coutp * 4);
-            prog.store(st, BK::Activations,
-                       static_cast<uint32_t>(out_off + static_cast<uint64_t>(((b * L.OH + oy0) * L.OW) * Coutp + nb * N) * 4));
-            continue;
-          }
-          isa::VecRequant vq;
-          vq.bias = true;
-          vq.src = static_cast<uint16_t>(vec_src);
-          vq.dst = static_cast<uint16_t>(B);
-          vq.param = static_cast<uint16_t>(P + 3 * nb);
-          vq.r = static_cast<uint16_t>(oh * L.OW);
-          vq.src_sr = 1;
-          vq.dst_sr = 1;
-          vq.zero_point = static_cast<int8_t>(qy.zero_point);
-          vq.clamp_lo = lo;
-          vq.clamp_hi = hi;
-          if (!border_bias) {
-            prog.vec(vq);
-          } else {
-            // One REQUANT per rectangle of output pixels sharing a tap-validity class.
-            for_each_region(oy0, oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-                const int64_t at = (r0 - oy0) * L.OW + c0;
-                isa::VecRequant part = vq;
-                part.src = static_cast<uint16_t>(vec_src + at);
-                part.dst = static_cast<uint16_t>(B + at);
-                part.param = static_cast<uint16_t>(P + 3 * (region * NB + nb));
-                part.o = static_cast<uint16_t>(r1 - r0);
-                part.src_so = static_cast<uint16_t>(L.OW);
-                part.dst_so = static_cast<uint16_t>(L.OW);
-                part.r = static_cast<uint16_t>(c1 - c0);
-                prog.vec(part);
-            });
-          }
-        }
-        apply_fused_lut(L, N, B, oh * L.OW, prog);
-        store_pixel_rows(prog, B, cout_n, L.OW, oh, Coutp,
-                         static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
-      }
-    }
-  }
-  facts.scratchpad_bytes = static_cast<uint64_t>(copies * (CB * in_rows_for(OHt) * Wp + OHt * L.OW)) * N +
-                           static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
-                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N : static_cast<uint64_t>(NB * wtaps * CB) * tile_bytes);
-  if (sets > 1)
-    facts.note = "integer weights beyond int8 run as " + std::to_string(sets) + " int8 weight sets (" +
-                 std::to_string(sets) + "x the GEMMs)";
+  for (int64_t b = 0; b < L.batch; ++b)
+    for (int64_t oy0 = 0; oy0 < L.OH; oy0 += tp.OHt, ++tile_index)
+      cv.emit_tile(pk, tp, cv.tile(tp, b, oy0, tile_index), block_index, facts);
+  const uint64_t tile_bytes = uint64_t{N} * N;
+  facts.scratchpad_bytes = static_cast<uint64_t>(tp.copies * (CB * cv.in_rows_for(tp.OHt) * cv.Wp + tp.OHt * L.OW)) * N +
+                           static_cast<uint64_t>(tp.OHt * L.OW + tp.Cacc) * N * 4 +
+                           (L.depthwise ? static_cast<uint64_t>(CB * taps) * N
+                                        : static_cast<uint64_t>(NB * pk.wtaps * CB) * tile_bytes);
+  if (pk.sets > 1)
+    facts.note = "integer weights beyond int8 run as " + std::to_string(pk.sets) + " int8 weight sets (" +
+                 std::to_string(pk.sets) + "x the GEMMs)";
   return facts;
 }
 
