@@ -116,13 +116,17 @@ Status write_qdq_model(const Graph& g, const std::vector<PartitionStep>& steps,
           return make_error(StatusCode::kInternal, "--export-qdq: conv '" + c->name +
                                                        "' has no node; please report this bug");
         const Node& n = *node;
+        // One scale per output channel: axis 0 of Conv W [M, C, ...], axis 1 of ConvTranspose
+        // W [C, M, ...], as the lowering quantises them.
         const std::vector<float> scales = conv_weight_scales(*c);
         Tensor codes = Tensor::zeros(DType::kI8, g.value(n.inputs[1]).shape);
         const size_t per = c->weights.size() / scales.size();
+        const size_t taps = c->transposed ? per / static_cast<size_t>(std::max<int64_t>(c->C, 1)) : per;
+        auto channel = [&](size_t i) { return c->transposed ? i / taps % scales.size() : i / per; };
         for (size_t i = 0; i < c->weights.size(); ++i)
           codes.as<int8_t>()[i] =
-              quantize_weight(c->weights[i], scales[i / per], !c->weight_scales.empty());
-        add_weight(n, 1, codes, scales, 0);
+              quantize_weight(c->weights[i], scales[channel(i)], !c->weight_scales.empty());
+        add_weight(n, 1, codes, scales, c->transposed ? 1 : 0);
         // The bias as the int32 codes the NPU adds: round(b / (x_scale · w_scale)).
         if (n.inputs.size() > 2 && n.inputs[2] >= 0 && g.is_constant(n.inputs[2]) &&
             g.value(n.inputs[2]).constant->element_count() == c->Cout) {

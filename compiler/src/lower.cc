@@ -58,12 +58,17 @@ std::vector<float> fc_weight_scales(const FcLayer& L) {
 
 std::vector<float> conv_weight_scales(const ConvLayer& L) {
   if (!L.weight_scales.empty()) return L.weight_scales;
-  const int64_t per_channel = static_cast<int64_t>(L.weights.size()) / std::max<int64_t>(L.Cout, 1);
+  // W is [Cout][C][taps] (Conv) or [C][Cout][taps] (ConvTranspose): a scale per output channel
+  // over all its input channels and taps either way.
+  const int64_t cin = L.transposed ? L.C : static_cast<int64_t>(L.weights.size()) / std::max<int64_t>(L.Cout, 1);
+  const int64_t taps = L.transposed ? static_cast<int64_t>(L.weights.size()) / std::max<int64_t>(L.C * L.Cout, 1) : 1;
   std::vector<float> scales(static_cast<size_t>(L.Cout));
   for (int64_t c = 0; c < L.Cout; ++c) {
     float mx = 0;
-    for (int64_t k = 0; k < per_channel; ++k)
-      mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>(c * per_channel + k)]));
+    for (int64_t i = 0; i < cin; ++i)
+      for (int64_t t = 0; t < taps; ++t)
+        mx = std::max(mx, std::fabs(L.weights[static_cast<size_t>(L.transposed ? (i * L.Cout + c) * taps + t
+                                                                                : c * cin + i)]));
     scales[static_cast<size_t>(c)] = mx > 0 ? mx / 127.0f : 1.0f;
   }
   return scales;
@@ -2327,7 +2332,8 @@ static Result<LayerFacts> lower_tap_gemm_conv(const ConvLayer& L, const QParams&
   auto weight = [&](int64_t c, int64_t m, int64_t t) {
     return L.weights[static_cast<size_t>((L.transposed ? c * L.Cout + m : m * L.C + c) * taps + t)];
   };
-  // Per-output-channel scales over (c, tap).
+  // Per-output-channel scales over (c, tap), always max|w|/127: declared scales of a QDQ
+  // model are not used here (conv_weight_scales returns them).
   std::vector<float> sw(static_cast<size_t>(L.Cout), dyn.qw.scale);
   if (!dynamic)
     for (int64_t m = 0; m < L.Cout; ++m) {

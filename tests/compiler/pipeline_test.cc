@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "expose.h"
 #include "npu/compiler/image.h"
 
 namespace npu::compiler {
@@ -247,6 +248,30 @@ TEST(Pipeline, CheckDeviceValuesRefusesAnInfiniteScale) {
   const Status s = check_device_values(graph.graph, q, m, graph.ranges, &refused);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.message().rfind("calibration: value '" + graph.graph.value(y).name + "'", 0), 0u) << s.message();
+}
+
+// ConvTranspose W is [C][Cout][taps]: its scales are per output channel (the second index),
+// as the lowering quantises it, for the accuracy report's weight SQNR and --export-qdq alike.
+// Output channel 1 is 50x output channel 0 in both input channels; per input channel (the
+// first index, which the scales once followed) channel 0 would keep two levels.
+TEST(Pipeline, ConvTransposeWeightScalesArePerOutputChannel) {
+  ConvLayer L;
+  L.transposed = true;
+  L.C = 2;
+  L.Cout = 2;
+  L.KH = L.KW = 1;
+  L.weights = {0.01f, 0.5f,   // input channel 0: output channels 0, 1
+               0.02f, 1.0f};  // input channel 1
+  const std::vector<float> s = conv_weight_scales(L);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_FLOAT_EQ(s[0], 0.02f / 127.0f);
+  EXPECT_FLOAT_EQ(s[1], 1.0f / 127.0f);
+  EXPECT_GT(weight_sqnr_db(NpuLayer{L}), 40.0);  // 8-bit per-channel weights, not two levels
+  ConvLayer R = L;  // the same weights as a regular conv [Cout][C]: scales per first index
+  R.transposed = false;
+  const std::vector<float> r = conv_weight_scales(R);
+  EXPECT_FLOAT_EQ(r[0], 0.5f / 127.0f);
+  EXPECT_FLOAT_EQ(r[1], 1.0f / 127.0f);
 }
 
 TEST(Pipeline, ExportQdqWritesALoadableModel) {
