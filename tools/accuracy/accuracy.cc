@@ -227,6 +227,7 @@ Result<AccuracyReport> accuracy_report(const std::string& onnx_path, const compi
     bool any = false;
     for (const auto& in : v.inputs)
       if (auto it = known.find(in); it != known.end() && !std::isnan(it->second)) {
+        if (!any || it->second < worst) v.worst_input = in;
         worst = std::min(worst, it->second);
         any = true;
       }
@@ -324,17 +325,11 @@ std::string format_report(const AccuracyReport& report, size_t worst, double mar
                   fmt_db(v.drop_db).c_str(), likely_cause(v).empty() ? "" : ": ", likely_cause(v).c_str());
     out += line;
     // A per-tensor grid over channels of very different ranges: on the value itself, or on
-    // the input whose error this layer carried on (the one with the lowest SQNR).
+    // the input whose error this layer carried on (the one its drop is measured against).
     std::string note = channel_spread_note(v);
-    if (note.empty()) {
-      const ValueAccuracy* worst_in = nullptr;
-      for (const auto& name : v.inputs)
-        if (auto it = by_value.find(name); it != by_value.end() && !std::isnan(it->second->sqnr_db) &&
-                                           (!worst_in || it->second->sqnr_db < worst_in->sqnr_db))
-          worst_in = it->second;
-      if (worst_in && !channel_spread_note(*worst_in).empty())
-        note = "its input '" + worst_in->value + "' has " + channel_spread_note(*worst_in);
-    }
+    if (auto it = by_value.find(v.worst_input); note.empty() && it != by_value.end())
+      if (const std::string in_note = channel_spread_note(*it->second); !in_note.empty())
+        note = "its input '" + v.worst_input + "' has " + in_note;
     if (!note.empty()) out += "; " + note;
     out += "\n";
   }

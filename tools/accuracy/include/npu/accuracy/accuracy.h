@@ -43,6 +43,7 @@ struct ValueAccuracy {
   // The smallest SQNR among the values this layer reads, minus this value's: how much this
   // layer lost. NaN when none of its inputs has a row (constants, fused-away values).
   double drop_db = NAN;
+  std::string worst_input;       // the input with the smallest SQNR, which drop_db is against; "" if none
   double weight_db = NAN;        // int8 weights against float weights (constant-weight layers)
   // Only lookup tables read this value and their functions are flat outside [live_lo,
   // live_hi] (compiler::ExposedValue): both sides are clamped to it before comparing, as
