@@ -11,7 +11,9 @@ namespace {
 
 // Σ w² / Σ (w − scale·q(w))² over weights laid out with `per_channel` consecutive entries
 // per channel (stride 1) or one entry per channel in each row of `channels` (transposed).
-double weights_db(const std::vector<float>& w, const std::vector<float>& scales, bool declared, bool channel_last) {
+// With `rounded` (error-feedback rounding), the error is w − rounded[i] instead.
+double weights_db(const std::vector<float>& w, const std::vector<float>& scales, bool declared, bool channel_last,
+                  const std::vector<float>* rounded = nullptr) {
   const size_t channels = scales.size();
   if (w.empty() || channels == 0) return NAN;
   const size_t per_channel = w.size() / channels;
@@ -19,7 +21,8 @@ double weights_db(const std::vector<float>& w, const std::vector<float>& scales,
   for (size_t i = 0; i < w.size(); ++i) {
     const size_t c = channel_last ? i % channels : i / per_channel;
     const float s = scales[std::min(c, channels - 1)];
-    const double e = static_cast<double>(w[i]) - static_cast<double>(s) * quantize_weight(w[i], s, declared);
+    const double e = static_cast<double>(w[i]) - (rounded ? static_cast<double>((*rounded)[i])
+                                                          : static_cast<double>(s) * quantize_weight(w[i], s, declared));
     signal += static_cast<double>(w[i]) * w[i];
     noise += e * e;
   }
@@ -31,6 +34,8 @@ double weights_db(const std::vector<float>& w, const std::vector<float>& scales,
 double weight_sqnr_db(const NpuLayer& layer) {
   if (const auto* f = std::get_if<FcLayer>(&layer); f && f->weight_input < 0)
     return weights_db(f->weights, fc_weight_scales(*f), !f->weight_scales.empty(), true);  // [K][N]
+  if (const auto* c = std::get_if<ConvLayer>(&layer); c && c->weight_input < 0 && !c->float_weights.empty())
+    return weights_db(c->float_weights, conv_weight_scales(*c), false, false, &c->weights);
   if (const auto* c = std::get_if<ConvLayer>(&layer); c && c->weight_input < 0 && !c->transposed)
     return weights_db(c->weights, conv_weight_scales(*c), !c->weight_scales.empty(), false);
   if (const auto* c = std::get_if<ConvLayer>(&layer); c && c->weight_input < 0) {

@@ -56,6 +56,9 @@ struct ConvLayer {
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   bool depthwise = false;
   std::vector<float> weights;  // [Cout][C or 1][KH][KW]
+  // The float weights when `weights` holds values chosen on the int8 grid by error-feedback
+  // rounding (weight_rounding.h), for the accuracy report; empty otherwise.
+  std::vector<float> float_weights;
   std::vector<float> bias;     // [Cout]
   int weight_input = -1;       // dynamic W (graph value, symmetric per-tensor int8, stored
                                // [KH][KW][C][Cout]); `weights` is then empty

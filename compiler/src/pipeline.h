@@ -5,6 +5,7 @@
 //   calibrate_graph    float reference over the samples        -> CalibratedGraph (ranges)
 //   partition_graph    NPU layers and host operators           -> Partition
 //   plan_quantisation  int8 parameters and device layouts      -> QuantPlan
+//   round_weights      (--weight-rounding gptq) conv weights rounded with error feedback
 //   correct_biases     (--bias-correction) conv biases absorb their input grid's mean error
 //   check_int32_outputs  bound int32 outputs are exact accumulators
 //   export_qdq         (--export-qdq) the quantised graph as a QDQ ONNX model
@@ -122,6 +123,9 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
 
 // --bias-correction: the partition's conv biases absorb the mean error of their input's int8
 // grid (on the calibration samples).
+// --weight-rounding gptq: error-feedback rounding of constant conv weights (weight_rounding.h).
+Status round_weights(const Graph& g, Partition& partition, const std::vector<std::vector<Tensor>>& samples,
+                     const Say& say);
 Status correct_biases(const Graph& g, Partition& partition, const QuantPlan& quant,
                       const std::vector<std::vector<Tensor>>& samples, const Say& say);
 

@@ -1,6 +1,7 @@
-// plan_quantisation, correct_biases, check_int32_outputs, export_qdq (pipeline.h).
+// plan_quantisation, round_weights, correct_biases, check_int32_outputs, export_qdq (pipeline.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "attention_layout.h"
@@ -9,6 +10,7 @@
 #include "lower_attention.h"
 #include "pipeline.h"
 #include "quantize.h"
+#include "weight_rounding.h"
 
 namespace npu::compiler {
 
@@ -362,6 +364,21 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
   for (const auto& [v, off] : act_offset) plan.on_device.insert(v);
   for (const auto& [v, q] : int32_quant) plan.int32_values.insert(v);
   return plan;
+}
+
+Status round_weights(const Graph& g, Partition& partition, const std::vector<std::vector<Tensor>>& samples,
+                     const Say& say) {
+  if (samples.empty()) {
+    say("weight rounding: no calibration samples, weights rounded to the nearest code");
+    return Status::ok();
+  }
+  NPU_ASSIGN_OR_RETURN(const WeightRoundingFacts wr,
+                       in_stage("weight rounding", round_conv_weights(g, partition.steps, samples)));
+  char gain[32];
+  std::snprintf(gain, sizeof gain, "%.1f", wr.gain_db);
+  say("weight rounding: " + std::to_string(wr.layers) + " conv(s) rounded with error feedback (calibration output error " +
+      gain + " dB below nearest rounding, mean over them)");
+  return Status::ok();
 }
 
 Status correct_biases(const Graph& g, Partition& partition, const QuantPlan& qplan,

@@ -38,6 +38,7 @@ USAGE = {
         (["m.onnx"], r"-o is required; see npu-compile --help$"),
         (["m.onnx", "-o"], r"-o: .*missing; see npu-compile --help$"),
         (["m.onnx", "-o", "x", "--array", "12"], r"--array must be 8, 16 or 32$"),
+        (["m.onnx", "-o", "x", "--weight-rounding", "best"], r"--weight-rounding best: unknown; use nearest or gptq$"),
         (["m.onnx", "-o", "x", "--device", "sim"], r"--device is where --accuracy-report runs"),
     ],
     "npu-run": [

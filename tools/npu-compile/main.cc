@@ -22,6 +22,7 @@ namespace {
 
 constexpr const char* kSynopsis =
     "usage: npu-compile MODEL.onnx -o IMAGE [--calib DIR] [--calibration METHOD]\n"
+    "                   [--bias-correction] [--weight-rounding nearest|gptq]\n"
     "                   [--export-qdq FILE.onnx] [--input-shape NAME=D0,D1,...]...\n"
     "                   [--array 8|16|32] [--report] [--json]\n"
     "                   [--accuracy-report [--accuracy-inputs DIR|FILE.npy]... [--accuracy-dump D]\n"
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   npu::tools::Cli cli("npu-compile", kSynopsis, kDescription);
   g_cli = &cli;
   CLI::App& app = cli.app();
-  std::string model, output, calibration, array;
+  std::string model, output, calibration, array, weight_rounding;
   npu::compiler::CompileOptions options;
   bool report = false, accuracy = false, json = false;
   std::vector<std::string> accuracy_inputs, input_shapes;
@@ -237,6 +238,12 @@ int main(int argc, char** argv) {
                "each constant-weight conv's bias absorbs the mean error that rounding its input onto "
                "its int8 grid adds per channel on the calibration samples (flat regions round the "
                "same way everywhere); one more float run per sample");
+  app.add_option("--weight-rounding", weight_rounding,
+                 "how constant conv weights are rounded onto their int8 grids: nearest (each weight "
+                 "to its nearest code) or gptq (error feedback: each rounding error is moved onto the "
+                 "weights not yet rounded, weighted by how their inputs correlate on the calibration "
+                 "samples, so that each layer's output error is small; one more float run per sample)")
+      ->type_name("nearest|gptq");
   app.add_option("--export-qdq", options.export_qdq_path,
                  "also write the quantised graph as a QDQ ONNX model (uint8 activations and int8 "
                  "per-channel weights with the compiler's scales, int32 conv biases) that another "
@@ -266,6 +273,11 @@ int main(int argc, char** argv) {
       auto method = npu::compiler::parse_calibration_method(calibration);
       if (!method) return usage_error(method.status().message());
       options.calibration_method = *method;
+    }
+    if (app.count("--weight-rounding")) {
+      if (weight_rounding != "nearest" && weight_rounding != "gptq")
+        return usage_error("--weight-rounding " + weight_rounding + ": unknown; use nearest or gptq");
+      options.error_feedback_rounding = weight_rounding == "gptq";
     }
     if (app.count("--export-qdq") && options.export_qdq_path.empty())
       return usage_error("--export-qdq needs an output file name (FILE.onnx)");

@@ -45,6 +45,13 @@ struct CompileOptions {
   // default: it pays on PP-OCRv4 det with percentile ranges, not with min/max
   // (docs/architecture.md 3.1).
   bool bias_correction = false;
+  // Error-feedback rounding of constant conv weights (compiler/src/weight_rounding.h): each
+  // output channel's weights are rounded onto its int8 grid one at a time, the error of each
+  // moved onto the weights not yet rounded in proportion to how their inputs correlate on
+  // the calibration samples (GPTQ), so that the layer's output error, not each weight's, is
+  // small. Same grids and codes format as nearest rounding; one more float reference run per
+  // sample. Without calibration samples it changes nothing.
+  bool error_feedback_rounding = false;
   // When not empty: also write the quantised graph as a QDQ ONNX model to this path
   // (QuantizeLinear/DequantizeLinear pairs with the compiler's activation parameters and
   // per-channel weight codes), so that another runtime can check the quantisation.
