@@ -34,6 +34,13 @@ npu_status_t to_options(const npu_compile_options_t* in, npu::compiler::CompileO
     if (!m.is_ok()) return fail(m.status());
     out->calibration_method = *m;
   }
+  out->bias_correction = o.bias_correction != 0;
+  if (o.weight_rounding) {
+    const std::string wr = o.weight_rounding;
+    if (wr != "nearest" && wr != "gptq")
+      return fail(StatusCode::kInvalidArgument, "weight_rounding \"" + wr + "\": unknown; use \"nearest\" or \"gptq\"");
+    out->error_feedback_rounding = wr == "gptq";
+  }
   if (o.calibration_sample_count) {
     if (!o.calibration || !o.calibration_input_count)
       return fail(StatusCode::kInvalidArgument,

@@ -73,6 +73,13 @@ def test_compile_options(mlp_onnx, data_dir, x_mlp):
         assert s.run(x_mlp)[0].numpy().shape == (4, 10)
     with session.create(mlp_onnx, compiler_config={"calibration_dir": str(data_dir / "calib")}):
         pass
+    lines = []
+    with session.create(mlp_onnx, calibration=[x_mlp], bias_correction=True, weight_rounding="gptq",
+                        compile_progress=lines.append):
+        pass
+    assert sum(line.startswith("weight rounding:") for line in lines) == 1, lines
+    with pytest.raises(errors.InvalidInput, match="weight_rounding"):
+        session.create(mlp_onnx, weight_rounding="best")
     with pytest.raises(errors.InvalidInput, match="calibration"):
         session.create(mlp_onnx, calibration_method="median")
     with pytest.raises(errors.InvalidInput, match="unknown session option"):

@@ -50,9 +50,10 @@ static void* read_file(const char* path, size_t* out_size) {
 }
 
 static int progress_lines = 0;
+static int weight_rounding_lines = 0; /* "weight rounding: ..." progress lines */
 static void on_progress(void* user, const char* line) {
-  (void)line;
   if (user == &progress_lines) ++progress_lines;
+  if (strncmp(line, "weight rounding:", 16) == 0) ++weight_rounding_lines;
 }
 
 static atomic_int callback_calls[8];
@@ -417,6 +418,21 @@ int main(int argc, char** argv) {
       copts.progress = NULL;
       CHECK(npu_compile_onnx_file(onnx_path, &copts, &compiled, &compiled_size) == NPU_OK);
       npu_free(compiled);
+      /* npu-compile's --bias-correction and --weight-rounding gptq: the passes run and say so. */
+      progress_lines = 0;
+      weight_rounding_lines = 0;
+      copts.progress = on_progress;
+      copts.bias_correction = 1;
+      copts.weight_rounding = "gptq";
+      CHECK(npu_compile_onnx_file(onnx_path, &copts, &compiled, &compiled_size) == NPU_OK);
+      CHECK(weight_rounding_lines == 1);
+      npu_free(compiled);
+      copts.weight_rounding = "best";
+      CHECK(npu_compile_onnx_file(onnx_path, &copts, &compiled, &compiled_size) == NPU_INVALID_ARGUMENT);
+      CHECK(strstr(npu_last_error_message(), "weight_rounding \"best\"") != NULL);
+      copts.weight_rounding = NULL;
+      copts.bias_correction = 0;
+      copts.progress = NULL;
       sample.data_bytes -= 4;
       CHECK(npu_compile_onnx_file(onnx_path, &copts, &compiled, &compiled_size) ==
             NPU_INVALID_ARGUMENT);

@@ -444,13 +444,16 @@ py::bytes compile_onnx(const py::bytes& onnx, std::optional<std::string> path, u
                        std::optional<std::string> calibration_method, const py::list& calibration,
                        std::optional<std::string> calibration_dir,
                        const std::map<std::string, std::vector<int64_t>>& input_shapes,
-                       const py::object& progress) {
+                       const py::object& progress, bool bias_correction,
+                       std::optional<std::string> weight_rounding) {
   const std::string_view model = onnx;
   npu_compile_options_t opts;
   npu_compile_options_init(&opts);
   opts.array_dim = array_dim;
   if (calibration_method) opts.calibration_method = calibration_method->c_str();
   if (calibration_dir) opts.calibration_dir = calibration_dir->c_str();
+  opts.bias_correction = bias_correction ? 1 : 0;
+  if (weight_rounding) opts.weight_rounding = weight_rounding->c_str();
   // Calibration samples as views over C-contiguous copies held here.
   std::vector<py::array> keep;
   std::vector<std::vector<int64_t>> shapes;
@@ -521,7 +524,8 @@ PYBIND11_MODULE(_native, m) {
         py::arg("array_dim") = 0, py::arg("calibration_method") = py::none(),
         py::arg("calibration") = py::list(), py::arg("calibration_dir") = py::none(),
         py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>(),
-        py::arg("progress") = py::none());
+        py::arg("progress") = py::none(), py::arg("bias_correction") = false,
+        py::arg("weight_rounding") = py::none());
 
   py::class_<Runtime>(m, "Runtime")
       .def(py::init<std::optional<std::string>>(), py::arg("device") = py::none())

@@ -52,6 +52,12 @@ typedef struct npu_compile_options {
   /* Progress and warnings, one line per call, on the calling thread (NULL: silent). */
   void (*progress)(void* user_data, const char* line);
   void* progress_user_data;
+  /* Nonzero: npu-compile --bias-correction (each constant-weight conv's bias absorbs its
+   * input grid's mean rounding error on the calibration samples). */
+  int bias_correction;
+  /* npu-compile --weight-rounding: "nearest" (NULL) or "gptq" (error feedback over the
+   * calibration samples). */
+  const char* weight_rounding;
 } npu_compile_options_t;
 
 /* Zeroes `options` and sets struct_size. */

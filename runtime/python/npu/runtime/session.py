@@ -6,7 +6,8 @@ create(model, device=None, **options) -> Session
     "sim"), "rtl", "accel:0", a comma-separated list.
     options: calibration_method ("minmax", "percentile[=P]", "entropy"), calibration (a list
     of samples, each a list of arrays or one array for a one-input model), calibration_dir,
-    input_shapes ({name: shape}), compile_progress (a callable taking each line, or True to
+    input_shapes ({name: shape}), bias_correction (bool), weight_rounding ("nearest" or
+    "gptq"; npu-compile's options of those names), compile_progress (a callable taking each line, or True to
     print them to stderr); compiler_config (a dict of those, the legacy spelling); profile (a
     path: this session's Chrome trace, written when it closes).
 create_async(model, device=None, input_queue_size=64, output_queue_size=64, **options)
@@ -37,7 +38,7 @@ from .tensor import Tensor, TensorArray, TensorDesc
 __all__ = ["create", "create_async", "Session", "AsyncSession", "CompletionQueue"]
 
 _COMPILE_OPTIONS = ("calibration_method", "calibration", "calibration_dir", "input_shapes",
-                    "compile_progress")
+                    "compile_progress", "bias_correction", "weight_rounding")
 
 
 def _read_model(model):
@@ -73,7 +74,9 @@ def _load(runtime, model, options):
     image = _native.compile_onnx(
         data, path=path, array_dim=runtime.native.device_info(0)["array_dim"],
         calibration_method=options.get("calibration_method"), calibration=calibration,
-        calibration_dir=options.get("calibration_dir"), input_shapes=shapes, progress=progress)
+        calibration_dir=options.get("calibration_dir"), input_shapes=shapes, progress=progress,
+        bias_correction=bool(options.get("bias_correction", False)),
+        weight_rounding=options.get("weight_rounding"))
     return _native.Model.from_bytes(image, origin)
 
 
