@@ -9,6 +9,7 @@
 
 #include <climits>
 #include <cstring>
+#include <utility>
 
 #include "mac_kernels.h"
 #include "simd_kernels.h"
@@ -563,12 +564,19 @@ void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 // sequential updates.
 // The case of a row of N int32 in exactly two vectors (N = 16 on AVX2, the MobileNet-sized
 // array on a CPU without AVX-512; N = 8 on SSE4, N = 32 on AVX-512): four rows at a time, with
-// the k-pair loop fully unrolled and the eight accumulators named, so that they stay in
-// registers with no moves between iterations (the generic loop below keeps them in arrays,
-// which GCC 12 shuffles between registers every k-pair) and the first k-pair's products
-// start the sums instead of an addition to zero. Same walk, order and wrapping as below.
-template <uint32_t N, class D>
-HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cursor, uint64_t rows, bool overwrite) {
+// the eight accumulators named, so that they stay in registers with no moves between k-pairs
+// (the generic loop below keeps them in arrays, which GCC 12 shuffles between registers every
+// k-pair) and the first k-pair's products start the sums instead of an addition to zero.
+// kLive, when not 0, is the tile's live_pairs: the k-pairs are then unrolled at compile time
+// (no loop counter, no branch, constant weight offsets; GCC 12 also left two register moves per
+// iteration in the loop). Same walk, order and wrapping as below.
+// (The cursor is the function's own: one passed by reference lives in memory, stored every row.)
+template <uint32_t N, uint32_t kLive, class D>
+HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t* act, ptrdiff_t act_so,
+                                       ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                                       uint32_t o_count, uint32_t r_count, bool overwrite) {
+  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
+  const uint64_t rows = uint64_t{o_count} * r_count;
   const hn::Repartition<int16_t, D> d16;
   using V = hn::Vec<D>;
   const size_t lanes = hn::Lanes(d);
@@ -588,7 +596,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
   };
   const int16_t* HWY_RESTRICT pairs = tile.pairs;
   // Pairs from tile.live_pairs on are zero (PackedTile); pair 0 starts the sums either way.
-  const uint32_t live = tile.live_pairs;
+  const uint32_t live = kLive != 0 ? kLive : tile.live_pairs;
   uint64_t k = 0;
   for (; k + 4 <= rows; k += 4) {
     const int8_t* a_row[4];
@@ -605,8 +613,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     V c20 = Madd(d, a, w0), c21 = Madd(d, a, w1);
     a = pair_of(a16[3], 0);
     V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
-#pragma GCC unroll 1
-    for (uint32_t j = 1; j < live; ++j) {
+    auto step = [&](uint32_t j) HWY_ATTR {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       w0 = hn::Load(d16, w);
       w1 = hn::Load(d16, w + lanes * 2);
@@ -623,11 +630,18 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
       c30 = hn::Add(c30, Madd(d, a, w0));
       c31 = hn::Add(c31, Madd(d, a, w1));
 #if HWY_ARCH_X86
-      // Each sum stays in its register across iterations (GCC 12 otherwise adds into the
+      // Each sum stays in its register across k-pairs (GCC 12 otherwise adds into the
       // product's register and moves the sum back, eight moves per k-pair).
       asm("" : "+x"(c00.raw), "+x"(c01.raw), "+x"(c10.raw), "+x"(c11.raw), "+x"(c20.raw), "+x"(c21.raw),
           "+x"(c30.raw), "+x"(c31.raw));
 #endif
+    };
+    if constexpr (kLive != 0) {
+      [&]<size_t... J>(std::index_sequence<J...>) HWY_ATTR { (step(static_cast<uint32_t>(J + 1)), ...); }(
+          std::make_index_sequence<kLive - 1>{});
+    } else {
+#pragma GCC unroll 1
+      for (uint32_t j = 1; j < live; ++j) step(j);
     }
     apply(acc_row[0], c00, c01);
     apply(acc_row[1], c10, c11);
@@ -651,6 +665,29 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
   }
 }
 
+// MacRows2dTwoVecsLive with the k-pairs unrolled for each live_pairs of 1..8 (every tile of
+// N <= 16; N = 32 tiles with more live pairs run the loop).
+template <uint32_t N>
+constexpr uint32_t LiveOrLoop(uint32_t live) {
+  return live <= N / 2 ? live : 0;  // (an n×n tile has n/2 k-pairs)
+}
+template <uint32_t N, class D>
+HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr,
+                                 int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count,
+                                 bool overwrite) {
+  switch (tile.live_pairs) {
+    case 1: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(1)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 2: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(2)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 3: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(3)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 4: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(4)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 5: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(5)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 6: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(6)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 7: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(7)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 8: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(8)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    default: return MacRows2dTwoVecsLive<N, 0>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  }
+}
+
 template <uint32_t N>
 void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
@@ -660,11 +697,11 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   constexpr size_t kMaxVecs = N / (HWY_MAX_BYTES / 4 < N ? HWY_MAX_BYTES / 4 : N);
   const size_t lanes = hn::Lanes(d), vecs = N / lanes;
   constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
-  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   if constexpr (kMaxVecs == 2) {
     if (vecs == 2)
-      return MacRows2dTwoVecs<N>(d, tile, cursor, uint64_t{o_count} * r_count, overwrite);
+      return MacRows2dTwoVecs<N>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
   }
+  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
   // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
   const hn::CappedTag<int16_t, N> d16c;
