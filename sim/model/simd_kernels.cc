@@ -106,17 +106,28 @@ struct HeldRequant {
     high = all_high;
   }
 
-  // y[c] = requantise(x[c] + bias[c]) for c < N.
-  HWY_INLINE void row(const int32_t* HWY_RESTRICT x, int8_t* y) const {
-    if (high) return row_high(x, y);
-    const D64 d;
-    const D32H d32;
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
-      const auto v = hn::Add(hn::LoadU(d32, x + c), hn::Load(d32, bias + c));  // wraps
-      const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
-      const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
-      finish.store(r, y + c);
+  // How rows are requantised: by 64-bit products, by the high halves (`high`), and on AVX2 by
+  // the high halves sixteen lanes per store without wrap (kPacked when lo <= hi, else
+  // kPackedUnordered). Fixed per instruction: with_row() picks it once, not per row.
+  enum class Mode { kWide, kHigh, kPacked, kPackedUnordered };
+
+  // Calls body(row) where row(x, y) sets y[c] = requantise(x[c] + bias[c]) for c < N, in the
+  // mode of these parameters (each mode a row function of its own, so the row loop in `body`
+  // tests none of them).
+  template <class Body>
+  HWY_INLINE void with_row(Body body) const {
+#if HWY_TARGET == HWY_AVX2
+    if constexpr (N % 16 == 0) {
+      if (high && !wrap) {
+        if (lo32 <= hi32)
+          return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kPacked>(x, y); });
+        return body(
+            [this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kPackedUnordered>(x, y); });
+      }
     }
+#endif
+    if (high) return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kHigh>(x, y); });
+    return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kWide>(x, y); });
   }
 
   // The rounding shift of v + bias by the high halves (see `high`), + zp, for the lanes c..
@@ -124,53 +135,57 @@ struct HeldRequant {
   HWY_INLINE hn::Vec<D> high_lanes(D d, const int32_t* HWY_RESTRICT x, uint32_t c) const {
     const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
     const auto m = hn::Load(d, mult32 + c);
+    // The high halves of the exact products: even lanes' from MulEven, odd lanes' from
+    // MulEven of the lanes swapped into even positions.
     const auto even = hn::BitCast(d, hn::MulEven(v, m));
     const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
     const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
     return hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), hn::Set(d, zp32));
   }
 
-  HWY_INLINE void row_high(const int32_t* HWY_RESTRICT x, int8_t* y) const {
-#if HWY_TARGET == HWY_AVX2
-    // Sixteen lanes per store: two vectors packed by signed saturation to int8, then clamped in
-    // int8. Saturation keeps the clamp's result (lo and hi are int8: u < lo iff sat(u) < lo, and
-    // min(sat(u), hi) = sat(min(u, hi))).
-    // With wrap the result is the low byte instead, which saturation would not keep.
-    if constexpr (N % 16 == 0) {
-      if (!wrap) {
-        const hn::Full256<int32_t> d;
-        const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
-        const bool ordered = lo32 <= hi32;
-        for (uint32_t c = 0; c < N; c += 16) {
-          const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
-          // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
-          // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
-          const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
-          const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
-          // u < lo ? lo : min(u, hi), which is max(lo, min(u, hi)) unless lo > hi.
-          const __m128i below = _mm_min_epi8(r, hi);
-          const __m128i clamped = ordered ? _mm_max_epi8(lo, below) : _mm_blendv_epi8(below, lo, _mm_cmpgt_epi8(lo, r));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
-        }
-        return;
+  template <Mode M>
+  HWY_INLINE void row_as(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+    if constexpr (M == Mode::kWide) {
+      const D64 d;
+      const D32H d32;
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+        const auto v = hn::Add(hn::LoadU(d32, x + c), hn::Load(d32, bias + c));  // wraps
+        const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
+        const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
+        finish.store(r, y + c);
       }
-    }
+    } else if constexpr (M == Mode::kHigh) {
+      const hn::CappedTag<int32_t, N> d;
+      const hn::RebindToUnsigned<decltype(d)> du;
+      const hn::Rebind<uint8_t, decltype(d)> du8;
+      const auto lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+        auto r = high_lanes(d, x, c);
+        r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
+        hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
+      }
+    } else {
+#if HWY_TARGET == HWY_AVX2
+      // Sixteen lanes per store: two vectors packed by signed saturation to int8, then clamped
+      // in int8. Saturation keeps the clamp's result (lo and hi are int8: u < lo iff
+      // sat(u) < lo, and min(sat(u), hi) = sat(min(u, hi))). With wrap the result is the low
+      // byte instead, which saturation would not keep (kHigh then).
+      static_assert(N % 16 == 0);
+      const hn::Full256<int32_t> d;
+      const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
+      for (uint32_t c = 0; c < N; c += 16) {
+        const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
+        // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
+        // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
+        const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+        const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+        // u < lo ? lo : min(u, hi), which is max(lo, min(u, hi)) unless lo > hi.
+        const __m128i below = _mm_min_epi8(r, hi);
+        const __m128i clamped = M == Mode::kPacked ? _mm_max_epi8(lo, below)
+                                                   : _mm_blendv_epi8(below, lo, _mm_cmpgt_epi8(lo, r));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
+      }
 #endif
-    const hn::CappedTag<int32_t, N> d;
-    const hn::RebindToUnsigned<decltype(d)> du;
-    const hn::Rebind<uint8_t, decltype(d)> du8;
-    const auto zp = hn::Set(d, zp32), lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
-      const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
-      const auto m = hn::Load(d, mult32 + c);
-      // The high halves of the exact products: even lanes' from MulEven, odd lanes' from
-      // MulEven of the lanes swapped into even positions.
-      const auto even = hn::BitCast(d, hn::MulEven(v, m));
-      const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
-      const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
-      auto r = hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), zp);
-      r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
-      hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
     }
   }
 };
@@ -178,7 +193,9 @@ struct HeldRequant {
 template <uint32_t N>
 void RequantizeRowsN(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows) {
   const HeldRequant<N> q(p, bias);
-  for (RowCursor row(rows); !row.done(); row.next()) q.row(x + row.src, y + row.dst);
+  q.with_row([&](auto requant_row) HWY_ATTR {
+    for (RowCursor row(rows); !row.done(); row.next()) requant_row(x + row.src, y + row.dst);
+  });
 }
 
 void RequantizeRows(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows,
@@ -239,15 +256,17 @@ void MulRowsHigh(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t
   const hn::CappedTag<int32_t, N> d;
   const hn::Rebind<int8_t, decltype(d)> d8;
   const auto za = hn::Set(d, static_cast<int32_t>(p.za)), zb = hn::Set(d, static_cast<int32_t>(p.zb));
-  alignas(64) int32_t v[N];
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
-      const auto da = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, a + row.src + c)), za);
-      const auto db = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, b + row.src + c)), zb);
-      hn::Store(hn::Mul(da, db), d, v + c);
+  q.with_row([&](auto requant_row) HWY_ATTR {
+    alignas(64) int32_t v[N];
+    for (RowCursor row(rows); !row.done(); row.next()) {
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+        const auto da = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, a + row.src + c)), za);
+        const auto db = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, b + row.src + c)), zb);
+        hn::Store(hn::Mul(da, db), d, v + c);
+      }
+      requant_row(v, y + row.dst);
     }
-    q.row(v, y + row.dst);
-  }
+  });
 }
 
 bool BinaryRows(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, const RowWalk& rows, uint32_t n) {
@@ -408,8 +427,9 @@ void WindowReduce(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t k
 // a sign-extended activation is the exact product x·w (the high halves multiply by 0). The int32
 // sum is exact (|Σ| < 2^31), so the tap order does not matter. kKw, kKh: the window when known
 // at compile time (3×3 and 5×5, the depthwise convolutions of CNNs), 0 to take it from `win`.
-template <uint32_t N, uint32_t kKw, uint32_t kKh>
-void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, const HeldRequant<N>& q, int8_t* y,
+// requant_row: HeldRequant::with_row's row function.
+template <uint32_t N, uint32_t kKw, uint32_t kKh, class RequantRow>
+void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, RequantRow requant_row, int8_t* y,
                     const RowWalk& rows) {
   const hn::CappedTag<int32_t, N> d;
   const hn::Repartition<int16_t, decltype(d)> d16;
@@ -430,7 +450,7 @@ void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, 
       }
       hn::Store(hn::RearrangeToOddPlusEven(acc, odd), d, sum + c);
     }
-    q.row(sum, y + row.dst);
+    requant_row(sum, y + row.dst);
   }
 }
 
@@ -440,8 +460,8 @@ void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, 
 // pairs in one vpmaddwd: 8 instructions per 16 lanes and 2 taps instead of 12 (a widening and
 // a multiply-add per tap and 8 lanes). An odd last tap pairs with zero weights (and the same
 // activation bytes, which multiply by 0). The sums are exact in int32, as above.
-template <uint32_t N, uint32_t kKw, uint32_t kKh>
-void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs, const HeldRequant<N>& q, int8_t* y,
+template <uint32_t N, uint32_t kKw, uint32_t kKh, class RequantRow>
+void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs, RequantRow requant_row, int8_t* y,
                         const RowWalk& rows) {
   const hn::Full128<int8_t> d8;
   const hn::Full256<int16_t> d16;
@@ -464,7 +484,7 @@ void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs
       hn::Store(acc0, d32, sum + c);
       hn::Store(acc1, d32, sum + c + 8);
     }
-    q.row(sum, y + row.dst);
+    requant_row(sum, y + row.dst);
   }
 }
 #endif
@@ -485,9 +505,11 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
           pairs[(t / 2) * N * 2 + 2 * c] = win.weights[size_t{t} * N + c];
           pairs[(t / 2) * N * 2 + 2 * c + 1] = t + 1 < taps ? win.weights[size_t{t + 1} * N + c] : int16_t{0};
         }
-      if (win.kw == 3 && win.kh == 3) return DwconvRowsTapPairs<N, 3, 3>(x, win, pairs, q, y, rows);
-      if (win.kw == 5 && win.kh == 5) return DwconvRowsTapPairs<N, 5, 5>(x, win, pairs, q, y, rows);
-      return DwconvRowsTapPairs<N, 0, 0>(x, win, pairs, q, y, rows);
+      return q.with_row([&](auto requant_row) HWY_ATTR {
+        if (win.kw == 3 && win.kh == 3) return DwconvRowsTapPairs<N, 3, 3>(x, win, pairs, requant_row, y, rows);
+        if (win.kw == 5 && win.kh == 5) return DwconvRowsTapPairs<N, 5, 5>(x, win, pairs, requant_row, y, rows);
+        return DwconvRowsTapPairs<N, 0, 0>(x, win, pairs, requant_row, y, rows);
+      });
     }
   }
 #endif
@@ -497,15 +519,19 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
     const hn::Rebind<int8_t, decltype(d)> d8;
     for (uint32_t t = 0; t < taps * N; t += hn::Lanes(d))  // the low 16 bits of the sign extension
       hn::Store(hn::And(hn::PromoteTo(d, hn::LoadU(d8, win.weights + t)), hn::Set(d, 0xFFFF)), d, weights + t);
-    if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, q, y, rows);
-    if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, q, y, rows);
-    return DwconvRowsHeld<N, 0, 0>(x, win, weights, q, y, rows);
+    return q.with_row([&](auto requant_row) HWY_ATTR {
+      if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, requant_row, y, rows);
+      if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, requant_row, y, rows);
+      return DwconvRowsHeld<N, 0, 0>(x, win, weights, requant_row, y, rows);
+    });
   }
-  alignas(64) int32_t sum[N];
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
-    q.row(sum, y + row.dst);
-  }
+  q.with_row([&](auto requant_row) HWY_ATTR {
+    alignas(64) int32_t sum[N];
+    for (RowCursor row(rows); !row.done(); row.next()) {
+      WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
+      requant_row(sum, y + row.dst);
+    }
+  });
 }
 
 void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const RequantParams& p, int8_t* y,
