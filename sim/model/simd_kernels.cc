@@ -7,6 +7,8 @@
 // (after foreach_target.h)
 #include "hwy/highway.h"
 
+#include <array>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -544,42 +546,58 @@ void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const R
 }
 
 // --- GEMM on int16 k-pairs ------
+// The k-pairs of PackPairs: pack_pair(r0, r1, out, n) packs rows 2j and 2j+1 as pair j and
+// returns whether any of their weights is non-zero. kN: n when known at compile time (16 on
+// AVX2, unrolled: a tile is packed for about every GEMM instruction, as the weight scratchpad
+// is reloaded), else 0.
+template <uint32_t kN, class PackPair>
+HWY_INLINE uint32_t PackPairsWith(const int8_t* tile, uint32_t n_arg, int16_t* pairs, PackPair pack_pair) {
+  const uint32_t n = kN != 0 ? kN : n_arg;
+  uint32_t live = 0;
+#pragma GCC unroll 16
+  for (uint32_t j = 0; j < n / 2; ++j) {
+    const int8_t* r0 = tile + size_t{2 * j} * n;
+    if (pack_pair(r0, r0 + n, pairs + size_t{j} * n * 2, n)) live = j + 1;
+  }
+  return live;
+}
+
 // Rows 2j and 2j+1, sign-extended to int16 eight columns at a time and interleaved (128-bit
 // vectors, so that the interleave does not work per block of a wider one).
 // With 256-bit vectors or wider, sixteen columns at a time: the two rows' bytes are
 // interleaved first (128-bit, so in column order) and each half then sign-extended to sixteen
 // int16, two shuffles and two extensions per 16 columns instead of four extensions and four
-// shuffles.
-void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
+// shuffles. The live pairs are found from the same loads (an OR of the two rows per pair).
+uint32_t PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 #if HWY_TARGET <= HWY_AVX2
   if (n % 16 == 0) {
-    const hn::Full128<int8_t> d8;
-    const hn::Rebind<int16_t, decltype(d8)> d16w;  // sixteen int16
-    for (uint32_t j = 0; j < n / 2; ++j) {
-      const int8_t* r0 = tile + size_t{2 * j} * n;
-      const int8_t* r1 = r0 + n;
-      int16_t* out = pairs + size_t{j} * n * 2;
-      for (uint32_t c = 0; c < n; c += 16) {
+    auto wide = [](const int8_t* r0, const int8_t* r1, int16_t* out, uint32_t cols) HWY_ATTR {
+      const hn::Full128<int8_t> d8;
+      const hn::Rebind<int16_t, decltype(d8)> d16w;  // sixteen int16
+      auto any = hn::Zero(d8);
+      for (uint32_t c = 0; c < cols; c += 16) {
         const auto a = hn::LoadU(d8, r0 + c), b = hn::LoadU(d8, r1 + c);
         hn::StoreU(hn::PromoteTo(d16w, hn::InterleaveLower(d8, a, b)), d16w, out + c * 2);
         hn::StoreU(hn::PromoteTo(d16w, hn::InterleaveUpper(d8, a, b)), d16w, out + c * 2 + 16);
+        any = hn::Or(any, hn::Or(a, b));
       }
-    }
-    return;
+      return !hn::AllTrue(d8, hn::Eq(any, hn::Zero(d8)));
+    };
+    return n == 16 ? PackPairsWith<16>(tile, n, pairs, wide) : PackPairsWith<0>(tile, n, pairs, wide);
   }
 #endif
-  const hn::CappedTag<int16_t, 8> d16;
-  const hn::Rebind<int8_t, decltype(d16)> d8;
-  for (uint32_t j = 0; j < n / 2; ++j) {
-    const int8_t* r0 = tile + size_t{2 * j} * n;
-    const int8_t* r1 = r0 + n;
-    int16_t* out = pairs + size_t{j} * n * 2;
-    for (uint32_t c = 0; c < n; c += 8) {
+  return PackPairsWith<0>(tile, n, pairs, [](const int8_t* r0, const int8_t* r1, int16_t* out, uint32_t cols) HWY_ATTR {
+    const hn::CappedTag<int16_t, 8> d16;
+    const hn::Rebind<int8_t, decltype(d16)> d8;
+    auto any = hn::Zero(d16);
+    for (uint32_t c = 0; c < cols; c += 8) {
       const auto a = hn::PromoteTo(d16, hn::LoadU(d8, r0 + c)), b = hn::PromoteTo(d16, hn::LoadU(d8, r1 + c));
       hn::StoreU(hn::InterleaveLower(d16, a, b), d16, out + c * 2);
       hn::StoreU(hn::InterleaveUpper(d16, a, b), d16, out + c * 2 + 8);
+      any = hn::Or(any, hn::Or(a, b));
     }
-  }
+    return !hn::AllTrue(d16, hn::Eq(any, hn::Zero(d16)));
+  });
 }
 
 // A widening multiply-add of int16 pairs (vpmaddwd on x86) does two MACs per int32 lane:
@@ -841,7 +859,9 @@ namespace npu::sim {
 
 HWY_EXPORT(GetSimdKernels);
 
-const SimdKernels* simd_kernels(int64_t target) {
+namespace {
+
+const SimdKernels* find_simd_kernels(int64_t target) {
   if (target == 0 || (target & (target - 1)) != 0 || (target & HWY_TARGETS) == 0) return nullptr;
   // The dispatch table's index of one target, as hwy::ChosenTarget::GetIndex computes it for a
   // CPU whose best target is `target`: the fallback (EMU128/SCALAR) is the last entry.
@@ -851,6 +871,23 @@ const SimdKernels* simd_kernels(int64_t target) {
   if (get == nullptr) return nullptr;
   const SimdKernels* kernels = get();
   return kernels != nullptr && kernels->target == target ? kernels : nullptr;
+}
+
+// find_simd_kernels of every target bit (out of line: the lookup below stays a leaf function).
+HWY_NOINLINE std::array<const SimdKernels*, 64> simd_kernels_by_bit() {
+  std::array<const SimdKernels*, 64> table{};
+  for (uint32_t bit = 0; bit < 64; ++bit) table[bit] = find_simd_kernels(static_cast<int64_t>(uint64_t{1} << bit));
+  return table;
+}
+
+}  // namespace
+
+const SimdKernels* simd_kernels(int64_t target) {
+  // Found once per target bit: the GEMM and VEC kernels look their table up on every call.
+  static const std::array<const SimdKernels*, 64> kByBit = simd_kernels_by_bit();
+  const auto bits = static_cast<uint64_t>(target);
+  if (bits == 0 || (bits & (bits - 1)) != 0) return nullptr;
+  return kByBit[static_cast<size_t>(std::countr_zero(bits))];
 }
 
 std::vector<int64_t> runnable_simd_targets() {
