@@ -526,6 +526,7 @@ class FunctionalDevice final : public Device {
    public:
     // Copies len bytes from src to dst later, or zeroes them when src is null.
     void add(std::byte* dst, const std::byte* src, size_t len) {
+      if (len == 0) return;  // (an empty pad between two lines would end the run)
       const bool extends = dst == dst_ + len_ && (src == nullptr ? src_ == nullptr : src_ && src == src_ + len_);
       if (!extends) {
         flush();
@@ -651,6 +652,7 @@ class FunctionalDevice final : public Device {
     CoalescedCopy copy;
     PageCursor cursor;
     auto pad_rows = [&](std::byte* dst, uint32_t count) {
+      if (count == 0) return;
       copy.add(dst, nullptr, count * sp_row_bytes);
       if (!known) dma_rows_.insert(dma_rows_.end(), count, DmaRow{true, 0, 0});
     };

@@ -131,22 +131,6 @@ NPU_VNNI256_KERNEL(mac_rows_avx512vnni_ymm, "avx2,avx512f,avx512vl,avx512vnni", 
 
 bool n_supported(uint32_t n) { return n == 8 || n == 16 || n == 32; }
 
-// PackedTile::live_pairs of an n×n tile: one past the last k-pair (rows 2j, 2j+1) with a
-// non-zero weight.
-uint32_t live_pairs(const int8_t* tile, uint32_t n) {
-  uint32_t live = n / 2;
-  for (; live > 0; --live) {
-    uint64_t any = 0;  // the pair's 2n bytes, eight at a time (n is a multiple of 8)
-    for (uint32_t b = 0; b < 2 * n; b += 8) {
-      uint64_t v;
-      std::memcpy(&v, tile + size_t{2 * (live - 1)} * n + b, 8);
-      any |= v;
-    }
-    if (any != 0) break;
-  }
-  return live;
-}
-
 // Packs a 16×16 tile for the AVX-512 VNNI kernel with VBMI: the four rows 4j..4j+3 are one
 // zmm, and k-quad j is that zmm with its bytes permuted (byte c·4 + h from byte h·16 + c); the
 // column sums come from vpdpbusd against ones (Σ_h 1·W[4j+h][c] in int32 lane c, exact).
@@ -219,8 +203,8 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
   out->kernel = kernel;
   out->n = n;
   if (kernel.kind == MacKind::kMadd) {
-    out->live_pairs = live_pairs(tile, n);
-    return simd_kernels(kernel.target)->pack_pairs(tile, n, out->pairs);
+    out->live_pairs = simd_kernels(kernel.target)->pack_pairs(tile, n, out->pairs);
+    return;
   }
   if (kernel.kind == MacKind::kPortable) {
     for (uint32_t j = 0; j < n / 2; ++j)

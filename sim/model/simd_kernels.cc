@@ -7,8 +7,11 @@
 // (after foreach_target.h)
 #include "hwy/highway.h"
 
+#include <array>
+#include <bit>
 #include <climits>
 #include <cstring>
+#include <utility>
 
 #include "mac_kernels.h"
 #include "simd_kernels.h"
@@ -105,17 +108,28 @@ struct HeldRequant {
     high = all_high;
   }
 
-  // y[c] = requantise(x[c] + bias[c]) for c < N.
-  HWY_INLINE void row(const int32_t* HWY_RESTRICT x, int8_t* y) const {
-    if (high) return row_high(x, y);
-    const D64 d;
-    const D32H d32;
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
-      const auto v = hn::Add(hn::LoadU(d32, x + c), hn::Load(d32, bias + c));  // wraps
-      const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
-      const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
-      finish.store(r, y + c);
+  // How rows are requantised: by 64-bit products, by the high halves (`high`), and on AVX2 by
+  // the high halves sixteen lanes per store without wrap (kPacked when lo <= hi, else
+  // kPackedUnordered). Fixed per instruction: with_row() picks it once, not per row.
+  enum class Mode { kWide, kHigh, kPacked, kPackedUnordered };
+
+  // Calls body(row) where row(x, y) sets y[c] = requantise(x[c] + bias[c]) for c < N, in the
+  // mode of these parameters (each mode a row function of its own, so the row loop in `body`
+  // tests none of them).
+  template <class Body>
+  HWY_INLINE void with_row(Body body) const {
+#if HWY_TARGET == HWY_AVX2
+    if constexpr (N % 16 == 0) {
+      if (high && !wrap) {
+        if (lo32 <= hi32)
+          return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kPacked>(x, y); });
+        return body(
+            [this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kPackedUnordered>(x, y); });
+      }
     }
+#endif
+    if (high) return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kHigh>(x, y); });
+    return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kWide>(x, y); });
   }
 
   // The rounding shift of v + bias by the high halves (see `high`), + zp, for the lanes c..
@@ -123,53 +137,57 @@ struct HeldRequant {
   HWY_INLINE hn::Vec<D> high_lanes(D d, const int32_t* HWY_RESTRICT x, uint32_t c) const {
     const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
     const auto m = hn::Load(d, mult32 + c);
+    // The high halves of the exact products: even lanes' from MulEven, odd lanes' from
+    // MulEven of the lanes swapped into even positions.
     const auto even = hn::BitCast(d, hn::MulEven(v, m));
     const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
     const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
     return hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), hn::Set(d, zp32));
   }
 
-  HWY_INLINE void row_high(const int32_t* HWY_RESTRICT x, int8_t* y) const {
-#if HWY_TARGET == HWY_AVX2
-    // Sixteen lanes per store: two vectors packed by signed saturation to int8, then clamped in
-    // int8. Saturation keeps the clamp's result (lo and hi are int8: u < lo iff sat(u) < lo, and
-    // min(sat(u), hi) = sat(min(u, hi))).
-    // With wrap the result is the low byte instead, which saturation would not keep.
-    if constexpr (N % 16 == 0) {
-      if (!wrap) {
-        const hn::Full256<int32_t> d;
-        const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
-        const bool ordered = lo32 <= hi32;
-        for (uint32_t c = 0; c < N; c += 16) {
-          const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
-          // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
-          // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
-          const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
-          const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
-          // u < lo ? lo : min(u, hi), which is max(lo, min(u, hi)) unless lo > hi.
-          const __m128i below = _mm_min_epi8(r, hi);
-          const __m128i clamped = ordered ? _mm_max_epi8(lo, below) : _mm_blendv_epi8(below, lo, _mm_cmpgt_epi8(lo, r));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
-        }
-        return;
+  template <Mode M>
+  HWY_INLINE void row_as(const int32_t* HWY_RESTRICT x, int8_t* y) const {
+    if constexpr (M == Mode::kWide) {
+      const D64 d;
+      const D32H d32;
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+        const auto v = hn::Add(hn::LoadU(d32, x + c), hn::Load(d32, bias + c));  // wraps
+        const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
+        const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
+        finish.store(r, y + c);
       }
-    }
+    } else if constexpr (M == Mode::kHigh) {
+      const hn::CappedTag<int32_t, N> d;
+      const hn::RebindToUnsigned<decltype(d)> du;
+      const hn::Rebind<uint8_t, decltype(d)> du8;
+      const auto lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+        auto r = high_lanes(d, x, c);
+        r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
+        hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
+      }
+    } else {
+#if HWY_TARGET == HWY_AVX2
+      // Sixteen lanes per store: two vectors packed by signed saturation to int8, then clamped
+      // in int8. Saturation keeps the clamp's result (lo and hi are int8: u < lo iff
+      // sat(u) < lo, and min(sat(u), hi) = sat(min(u, hi))). With wrap the result is the low
+      // byte instead, which saturation would not keep (kHigh then).
+      static_assert(N % 16 == 0);
+      const hn::Full256<int32_t> d;
+      const __m128i lo = _mm_set1_epi8(static_cast<char>(lo32)), hi = _mm_set1_epi8(static_cast<char>(hi32));
+      for (uint32_t c = 0; c < N; c += 16) {
+        const __m256i a = high_lanes(d, x, c).raw, b = high_lanes(d, x, c + 8).raw;
+        // packs works per 128-bit block: [a0-3 b0-3 | a4-7 b4-7] as int16; the permute puts
+        // the lanes in order, and the int16 -> int8 pack of the two halves keeps it.
+        const __m256i ab = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+        const __m128i r = _mm_packs_epi16(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+        // u < lo ? lo : min(u, hi), which is max(lo, min(u, hi)) unless lo > hi.
+        const __m128i below = _mm_min_epi8(r, hi);
+        const __m128i clamped = M == Mode::kPacked ? _mm_max_epi8(lo, below)
+                                                   : _mm_blendv_epi8(below, lo, _mm_cmpgt_epi8(lo, r));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + c), clamped);
+      }
 #endif
-    const hn::CappedTag<int32_t, N> d;
-    const hn::RebindToUnsigned<decltype(d)> du;
-    const hn::Rebind<uint8_t, decltype(d)> du8;
-    const auto zp = hn::Set(d, zp32), lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
-      const auto v = hn::Add(hn::LoadU(d, x + c), hn::Load(d, bias + c));  // wraps
-      const auto m = hn::Load(d, mult32 + c);
-      // The high halves of the exact products: even lanes' from MulEven, odd lanes' from
-      // MulEven of the lanes swapped into even positions.
-      const auto even = hn::BitCast(d, hn::MulEven(v, m));
-      const auto odd = hn::BitCast(d, hn::MulEven(hn::Shuffle2301(v), hn::Shuffle2301(m)));
-      const auto t_hi = hn::OddEven(odd, hn::Shuffle2301(even));
-      auto r = hn::Add(hn::Add(t_hi, hn::Load(d, add32 + c)) >> hn::Load(d, shift32 + c), zp);
-      r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
-      hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
     }
   }
 };
@@ -177,7 +195,9 @@ struct HeldRequant {
 template <uint32_t N>
 void RequantizeRowsN(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows) {
   const HeldRequant<N> q(p, bias);
-  for (RowCursor row(rows); !row.done(); row.next()) q.row(x + row.src, y + row.dst);
+  q.with_row([&](auto requant_row) HWY_ATTR {
+    for (RowCursor row(rows); !row.done(); row.next()) requant_row(x + row.src, y + row.dst);
+  });
 }
 
 void RequantizeRows(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows,
@@ -238,15 +258,17 @@ void MulRowsHigh(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t
   const hn::CappedTag<int32_t, N> d;
   const hn::Rebind<int8_t, decltype(d)> d8;
   const auto za = hn::Set(d, static_cast<int32_t>(p.za)), zb = hn::Set(d, static_cast<int32_t>(p.zb));
-  alignas(64) int32_t v[N];
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
-      const auto da = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, a + row.src + c)), za);
-      const auto db = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, b + row.src + c)), zb);
-      hn::Store(hn::Mul(da, db), d, v + c);
+  q.with_row([&](auto requant_row) HWY_ATTR {
+    alignas(64) int32_t v[N];
+    for (RowCursor row(rows); !row.done(); row.next()) {
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+        const auto da = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, a + row.src + c)), za);
+        const auto db = hn::Sub(hn::PromoteTo(d, hn::LoadU(d8, b + row.src + c)), zb);
+        hn::Store(hn::Mul(da, db), d, v + c);
+      }
+      requant_row(v, y + row.dst);
     }
-    q.row(v, y + row.dst);
-  }
+  });
 }
 
 bool BinaryRows(const int8_t* a, const int8_t* b, const BinaryParams& p, int8_t* y, const RowWalk& rows, uint32_t n) {
@@ -407,8 +429,9 @@ void WindowReduce(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t k
 // a sign-extended activation is the exact product x·w (the high halves multiply by 0). The int32
 // sum is exact (|Σ| < 2^31), so the tap order does not matter. kKw, kKh: the window when known
 // at compile time (3×3 and 5×5, the depthwise convolutions of CNNs), 0 to take it from `win`.
-template <uint32_t N, uint32_t kKw, uint32_t kKh>
-void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, const HeldRequant<N>& q, int8_t* y,
+// requant_row: HeldRequant::with_row's row function.
+template <uint32_t N, uint32_t kKw, uint32_t kKh, class RequantRow>
+void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, RequantRow requant_row, int8_t* y,
                     const RowWalk& rows) {
   const hn::CappedTag<int32_t, N> d;
   const hn::Repartition<int16_t, decltype(d)> d16;
@@ -429,7 +452,7 @@ void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, 
       }
       hn::Store(hn::RearrangeToOddPlusEven(acc, odd), d, sum + c);
     }
-    q.row(sum, y + row.dst);
+    requant_row(sum, y + row.dst);
   }
 }
 
@@ -439,8 +462,8 @@ void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, 
 // pairs in one vpmaddwd: 8 instructions per 16 lanes and 2 taps instead of 12 (a widening and
 // a multiply-add per tap and 8 lanes). An odd last tap pairs with zero weights (and the same
 // activation bytes, which multiply by 0). The sums are exact in int32, as above.
-template <uint32_t N, uint32_t kKw, uint32_t kKh>
-void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs, const HeldRequant<N>& q, int8_t* y,
+template <uint32_t N, uint32_t kKw, uint32_t kKh, class RequantRow>
+void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs, RequantRow requant_row, int8_t* y,
                         const RowWalk& rows) {
   const hn::Full128<int8_t> d8;
   const hn::Full256<int16_t> d16;
@@ -463,7 +486,7 @@ void DwconvRowsTapPairs(const int8_t* x, const Window& win, const int16_t* pairs
       hn::Store(acc0, d32, sum + c);
       hn::Store(acc1, d32, sum + c + 8);
     }
-    q.row(sum, y + row.dst);
+    requant_row(sum, y + row.dst);
   }
 }
 #endif
@@ -484,9 +507,11 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
           pairs[(t / 2) * N * 2 + 2 * c] = win.weights[size_t{t} * N + c];
           pairs[(t / 2) * N * 2 + 2 * c + 1] = t + 1 < taps ? win.weights[size_t{t + 1} * N + c] : int16_t{0};
         }
-      if (win.kw == 3 && win.kh == 3) return DwconvRowsTapPairs<N, 3, 3>(x, win, pairs, q, y, rows);
-      if (win.kw == 5 && win.kh == 5) return DwconvRowsTapPairs<N, 5, 5>(x, win, pairs, q, y, rows);
-      return DwconvRowsTapPairs<N, 0, 0>(x, win, pairs, q, y, rows);
+      return q.with_row([&](auto requant_row) HWY_ATTR {
+        if (win.kw == 3 && win.kh == 3) return DwconvRowsTapPairs<N, 3, 3>(x, win, pairs, requant_row, y, rows);
+        if (win.kw == 5 && win.kh == 5) return DwconvRowsTapPairs<N, 5, 5>(x, win, pairs, requant_row, y, rows);
+        return DwconvRowsTapPairs<N, 0, 0>(x, win, pairs, requant_row, y, rows);
+      });
     }
   }
 #endif
@@ -496,15 +521,19 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
     const hn::Rebind<int8_t, decltype(d)> d8;
     for (uint32_t t = 0; t < taps * N; t += hn::Lanes(d))  // the low 16 bits of the sign extension
       hn::Store(hn::And(hn::PromoteTo(d, hn::LoadU(d8, win.weights + t)), hn::Set(d, 0xFFFF)), d, weights + t);
-    if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, q, y, rows);
-    if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, q, y, rows);
-    return DwconvRowsHeld<N, 0, 0>(x, win, weights, q, y, rows);
+    return q.with_row([&](auto requant_row) HWY_ATTR {
+      if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, requant_row, y, rows);
+      if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, requant_row, y, rows);
+      return DwconvRowsHeld<N, 0, 0>(x, win, weights, requant_row, y, rows);
+    });
   }
-  alignas(64) int32_t sum[N];
-  for (RowCursor row(rows); !row.done(); row.next()) {
-    WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
-    q.row(sum, y + row.dst);
-  }
+  q.with_row([&](auto requant_row) HWY_ATTR {
+    alignas(64) int32_t sum[N];
+    for (RowCursor row(rows); !row.done(); row.next()) {
+      WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
+      requant_row(sum, y + row.dst);
+    }
+  });
 }
 
 void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const RequantParams& p, int8_t* y,
@@ -517,42 +546,58 @@ void DwconvRows(const int8_t* x, const Window& win, const int32_t* bias, const R
 }
 
 // --- GEMM on int16 k-pairs ------
+// The k-pairs of PackPairs: pack_pair(r0, r1, out, n) packs rows 2j and 2j+1 as pair j and
+// returns whether any of their weights is non-zero. kN: n when known at compile time (16 on
+// AVX2, unrolled: a tile is packed for about every GEMM instruction, as the weight scratchpad
+// is reloaded), else 0.
+template <uint32_t kN, class PackPair>
+HWY_INLINE uint32_t PackPairsWith(const int8_t* tile, uint32_t n_arg, int16_t* pairs, PackPair pack_pair) {
+  const uint32_t n = kN != 0 ? kN : n_arg;
+  uint32_t live = 0;
+#pragma GCC unroll 16
+  for (uint32_t j = 0; j < n / 2; ++j) {
+    const int8_t* r0 = tile + size_t{2 * j} * n;
+    if (pack_pair(r0, r0 + n, pairs + size_t{j} * n * 2, n)) live = j + 1;
+  }
+  return live;
+}
+
 // Rows 2j and 2j+1, sign-extended to int16 eight columns at a time and interleaved (128-bit
 // vectors, so that the interleave does not work per block of a wider one).
 // With 256-bit vectors or wider, sixteen columns at a time: the two rows' bytes are
 // interleaved first (128-bit, so in column order) and each half then sign-extended to sixteen
 // int16, two shuffles and two extensions per 16 columns instead of four extensions and four
-// shuffles.
-void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
+// shuffles. The live pairs are found from the same loads (an OR of the two rows per pair).
+uint32_t PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 #if HWY_TARGET <= HWY_AVX2
   if (n % 16 == 0) {
-    const hn::Full128<int8_t> d8;
-    const hn::Rebind<int16_t, decltype(d8)> d16w;  // sixteen int16
-    for (uint32_t j = 0; j < n / 2; ++j) {
-      const int8_t* r0 = tile + size_t{2 * j} * n;
-      const int8_t* r1 = r0 + n;
-      int16_t* out = pairs + size_t{j} * n * 2;
-      for (uint32_t c = 0; c < n; c += 16) {
+    auto wide = [](const int8_t* r0, const int8_t* r1, int16_t* out, uint32_t cols) HWY_ATTR {
+      const hn::Full128<int8_t> d8;
+      const hn::Rebind<int16_t, decltype(d8)> d16w;  // sixteen int16
+      auto any = hn::Zero(d8);
+      for (uint32_t c = 0; c < cols; c += 16) {
         const auto a = hn::LoadU(d8, r0 + c), b = hn::LoadU(d8, r1 + c);
         hn::StoreU(hn::PromoteTo(d16w, hn::InterleaveLower(d8, a, b)), d16w, out + c * 2);
         hn::StoreU(hn::PromoteTo(d16w, hn::InterleaveUpper(d8, a, b)), d16w, out + c * 2 + 16);
+        any = hn::Or(any, hn::Or(a, b));
       }
-    }
-    return;
+      return !hn::AllTrue(d8, hn::Eq(any, hn::Zero(d8)));
+    };
+    return n == 16 ? PackPairsWith<16>(tile, n, pairs, wide) : PackPairsWith<0>(tile, n, pairs, wide);
   }
 #endif
-  const hn::CappedTag<int16_t, 8> d16;
-  const hn::Rebind<int8_t, decltype(d16)> d8;
-  for (uint32_t j = 0; j < n / 2; ++j) {
-    const int8_t* r0 = tile + size_t{2 * j} * n;
-    const int8_t* r1 = r0 + n;
-    int16_t* out = pairs + size_t{j} * n * 2;
-    for (uint32_t c = 0; c < n; c += 8) {
+  return PackPairsWith<0>(tile, n, pairs, [](const int8_t* r0, const int8_t* r1, int16_t* out, uint32_t cols) HWY_ATTR {
+    const hn::CappedTag<int16_t, 8> d16;
+    const hn::Rebind<int8_t, decltype(d16)> d8;
+    auto any = hn::Zero(d16);
+    for (uint32_t c = 0; c < cols; c += 8) {
       const auto a = hn::PromoteTo(d16, hn::LoadU(d8, r0 + c)), b = hn::PromoteTo(d16, hn::LoadU(d8, r1 + c));
       hn::StoreU(hn::InterleaveLower(d16, a, b), d16, out + c * 2);
       hn::StoreU(hn::InterleaveUpper(d16, a, b), d16, out + c * 2 + 8);
+      any = hn::Or(any, hn::Or(a, b));
     }
-  }
+    return !hn::AllTrue(d16, hn::Eq(any, hn::Zero(d16)));
+  });
 }
 
 // A widening multiply-add of int16 pairs (vpmaddwd on x86) does two MACs per int32 lane:
@@ -563,12 +608,19 @@ void PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 // sequential updates.
 // The case of a row of N int32 in exactly two vectors (N = 16 on AVX2, the MobileNet-sized
 // array on a CPU without AVX-512; N = 8 on SSE4, N = 32 on AVX-512): four rows at a time, with
-// the k-pair loop fully unrolled and the eight accumulators named, so that they stay in
-// registers with no moves between iterations (the generic loop below keeps them in arrays,
-// which GCC 12 shuffles between registers every k-pair) and the first k-pair's products
-// start the sums instead of an addition to zero. Same walk, order and wrapping as below.
-template <uint32_t N, class D>
-HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cursor, uint64_t rows, bool overwrite) {
+// the eight accumulators named, so that they stay in registers with no moves between k-pairs
+// (the generic loop below keeps them in arrays, which GCC 12 shuffles between registers every
+// k-pair) and the first k-pair's products start the sums instead of an addition to zero.
+// kLive, when not 0, is the tile's live_pairs: the k-pairs are then unrolled at compile time
+// (no loop counter, no branch, constant weight offsets; GCC 12 also left two register moves per
+// iteration in the loop). Same walk, order and wrapping as below.
+// (The cursor is the function's own: one passed by reference lives in memory, stored every row.)
+template <uint32_t N, uint32_t kLive, class D>
+HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t* act, ptrdiff_t act_so,
+                                       ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                                       uint32_t o_count, uint32_t r_count, bool overwrite) {
+  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
+  const uint64_t rows = uint64_t{o_count} * r_count;
   const hn::Repartition<int16_t, D> d16;
   using V = hn::Vec<D>;
   const size_t lanes = hn::Lanes(d);
@@ -588,7 +640,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
   };
   const int16_t* HWY_RESTRICT pairs = tile.pairs;
   // Pairs from tile.live_pairs on are zero (PackedTile); pair 0 starts the sums either way.
-  const uint32_t live = tile.live_pairs;
+  const uint32_t live = kLive != 0 ? kLive : tile.live_pairs;
   uint64_t k = 0;
   for (; k + 4 <= rows; k += 4) {
     const int8_t* a_row[4];
@@ -605,8 +657,7 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
     V c20 = Madd(d, a, w0), c21 = Madd(d, a, w1);
     a = pair_of(a16[3], 0);
     V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
-#pragma GCC unroll 1
-    for (uint32_t j = 1; j < live; ++j) {
+    auto step = [&](uint32_t j) HWY_ATTR {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       w0 = hn::Load(d16, w);
       w1 = hn::Load(d16, w + lanes * 2);
@@ -623,11 +674,18 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
       c30 = hn::Add(c30, Madd(d, a, w0));
       c31 = hn::Add(c31, Madd(d, a, w1));
 #if HWY_ARCH_X86
-      // Each sum stays in its register across iterations (GCC 12 otherwise adds into the
+      // Each sum stays in its register across k-pairs (GCC 12 otherwise adds into the
       // product's register and moves the sum back, eight moves per k-pair).
       asm("" : "+x"(c00.raw), "+x"(c01.raw), "+x"(c10.raw), "+x"(c11.raw), "+x"(c20.raw), "+x"(c21.raw),
           "+x"(c30.raw), "+x"(c31.raw));
 #endif
+    };
+    if constexpr (kLive != 0) {
+      [&]<size_t... J>(std::index_sequence<J...>) HWY_ATTR { (step(static_cast<uint32_t>(J + 1)), ...); }(
+          std::make_index_sequence<kLive - 1>{});
+    } else {
+#pragma GCC unroll 1
+      for (uint32_t j = 1; j < live; ++j) step(j);
     }
     apply(acc_row[0], c00, c01);
     apply(acc_row[1], c10, c11);
@@ -651,6 +709,29 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, GemmRowCursor& cur
   }
 }
 
+// MacRows2dTwoVecsLive with the k-pairs unrolled for each live_pairs of 1..8 (every tile of
+// N <= 16; N = 32 tiles with more live pairs run the loop).
+template <uint32_t N>
+constexpr uint32_t LiveOrLoop(uint32_t live) {
+  return live <= N / 2 ? live : 0;  // (an n×n tile has n/2 k-pairs)
+}
+template <uint32_t N, class D>
+HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr,
+                                 int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count,
+                                 bool overwrite) {
+  switch (tile.live_pairs) {
+    case 1: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(1)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 2: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(2)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 3: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(3)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 4: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(4)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 5: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(5)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 6: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(6)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 7: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(7)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 8: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(8)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    default: return MacRows2dTwoVecsLive<N, 0>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  }
+}
+
 template <uint32_t N>
 void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
@@ -660,11 +741,11 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   constexpr size_t kMaxVecs = N / (HWY_MAX_BYTES / 4 < N ? HWY_MAX_BYTES / 4 : N);
   const size_t lanes = hn::Lanes(d), vecs = N / lanes;
   constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
-  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   if constexpr (kMaxVecs == 2) {
     if (vecs == 2)
-      return MacRows2dTwoVecs<N>(d, tile, cursor, uint64_t{o_count} * r_count, overwrite);
+      return MacRows2dTwoVecs<N>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
   }
+  GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
   // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
   const hn::CappedTag<int16_t, N> d16c;
@@ -778,7 +859,9 @@ namespace npu::sim {
 
 HWY_EXPORT(GetSimdKernels);
 
-const SimdKernels* simd_kernels(int64_t target) {
+namespace {
+
+const SimdKernels* find_simd_kernels(int64_t target) {
   if (target == 0 || (target & (target - 1)) != 0 || (target & HWY_TARGETS) == 0) return nullptr;
   // The dispatch table's index of one target, as hwy::ChosenTarget::GetIndex computes it for a
   // CPU whose best target is `target`: the fallback (EMU128/SCALAR) is the last entry.
@@ -788,6 +871,23 @@ const SimdKernels* simd_kernels(int64_t target) {
   if (get == nullptr) return nullptr;
   const SimdKernels* kernels = get();
   return kernels != nullptr && kernels->target == target ? kernels : nullptr;
+}
+
+// find_simd_kernels of every target bit (out of line: the lookup below stays a leaf function).
+HWY_NOINLINE std::array<const SimdKernels*, 64> simd_kernels_by_bit() {
+  std::array<const SimdKernels*, 64> table{};
+  for (uint32_t bit = 0; bit < 64; ++bit) table[bit] = find_simd_kernels(static_cast<int64_t>(uint64_t{1} << bit));
+  return table;
+}
+
+}  // namespace
+
+const SimdKernels* simd_kernels(int64_t target) {
+  // Found once per target bit: the GEMM and VEC kernels look their table up on every call.
+  static const std::array<const SimdKernels*, 64> kByBit = simd_kernels_by_bit();
+  const auto bits = static_cast<uint64_t>(target);
+  if (bits == 0 || (bits & (bits - 1)) != 0) return nullptr;
+  return kByBit[static_cast<size_t>(std::countr_zero(bits))];
 }
 
 std::vector<int64_t> runnable_simd_targets() {

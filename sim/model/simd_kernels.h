@@ -35,8 +35,9 @@ struct SimdKernels {
   void (*dwconv_rows)(const int8_t* x, const Window& window, const int32_t* bias, const RequantParams& p, int8_t* y,
                       const RowWalk& rows, uint32_t n);
   // Packs an n×n tile (W[k][c] = tile[k*n + c]) as int16 k-pairs: pairs[(j*n + c)*2 + h] =
-  // W[2j + h][c].
-  void (*pack_pairs)(const int8_t* tile, uint32_t n, int16_t* pairs);
+  // W[2j + h][c]. Returns PackedTile::live_pairs: one past the last k-pair with a non-zero
+  // weight (0 for a zero tile).
+  uint32_t (*pack_pairs)(const int8_t* tile, uint32_t n, int16_t* pairs);
   // GEMM on a tile packed as int16 k-pairs (PackedTile::pairs): mac_rows_2d's contract.
   void (*mac_rows_2d)(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                       ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);
