@@ -418,6 +418,68 @@ TEST(WaitSpin, ShortJobEndsWithoutASleepAndTheDeadlineBoundsTheSpin) {
   kmd::unplug("spinsim");  // ends the hung job; the instance is not reused
 }
 
+// Hybrid waiting (docs/architecture.md 6.6): a WAIT for a long job submitted alone sleeps
+// until shortly before the job's expected end (learned from the context's earlier such jobs),
+// then spins across the end, so most long jobs end without a second sleep. An earlier end
+// still wakes the nap at once, and the deadline still bounds it.
+TEST(WaitSpin, ALongJobNapsUntilNearItsExpectedEndThenSpins) {
+  ASSERT_EQ(setenv("NPU_WAIT_SPIN_US", "20", 1), 0);  // naps for jobs of 80 us and more
+  ASSERT_EQ(register_functional("napsim"), 0);
+  std::string err;
+  auto dev = UmdDevice::open("napsim", &err);
+  unsetenv("NPU_WAIT_SPIN_US");
+  ASSERT_NE(dev, nullptr) << err;
+  uint32_t c = 0;
+  ASSERT_EQ(dev->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), 0);
+  JobResult r;
+  // A job of many instructions: about a millisecond of the functional model's time here.
+  const Program long_prog = nop_program(40000);
+  CmdBo cmd;
+  ASSERT_EQ(make_cmd_bo(*dev, long_prog, &cmd), 0);
+  auto run_long = [&] {
+    uint64_t seq = 0;
+    EXPECT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, cmd.bytes, &seq), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(wait_ms(*dev, c, seq, &r), 0);
+    EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+    return std::chrono::steady_clock::now() - t0;
+  };
+  for (int k = 0; k < 4; ++k) (void)run_long();  // the context learns how long they take
+  kmd::Stats s0, s1;
+  ASSERT_EQ(kmd::stats("napsim", &s0), 0);
+  std::chrono::steady_clock::duration total{};
+  for (int k = 0; k < 20; ++k) total += run_long();
+  ASSERT_EQ(kmd::stats("napsim", &s1), 0);
+  const auto mean = total / 20;
+  ASSERT_GT(mean, std::chrono::microseconds(200)) << "the long job is too short to test naps";
+  EXPECT_EQ(s1.waits - s0.waits, 20u);
+  EXPECT_EQ(s1.wait_naps - s0.wait_naps, 20u);
+  // Every WAIT napped once; most found their job's end in the spin after the nap (a machine
+  // that preempts a thread now and then may cost some of them a second sleep).
+  EXPECT_LT(s1.wait_sleeps - s0.wait_sleeps, 20u + 10u);
+  // A short job after long ones naps on the long estimate and is woken by its end, as any
+  // WAIT sleep is (its time is not asserted: on a loaded 2-core machine a short job's WAIT
+  // takes milliseconds with or without naps, the scheduler's, not the nap's).
+  uint64_t seq = submit_program(*dev, c, nop_program());
+  ASSERT_EQ(wait_ms(*dev, c, seq, &r), 0);
+  EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+  for (int k = 0; k < 4; ++k) (void)run_long();  // the estimate is long again
+  // A hung job: a WAIT whose deadline falls inside the nap times out near its deadline.
+  ASSERT_EQ(kmd::set_hang_timeout_ms("napsim", 10000), 0);
+  ASSERT_EQ(kmd::inject_fault("napsim", {kmd::Fault::kHang, 0, 1}), 0);
+  ASSERT_EQ(dev->submit(c, {}, cmd.bo.handle, 0, cmd.bytes, &seq), 0);
+  const auto deadline = std::chrono::duration_cast<std::chrono::microseconds>(mean / 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(dev->wait(c, seq, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  (t0 + deadline).time_since_epoch()).count(), &r),
+            ETIMEDOUT);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, deadline);
+  EXPECT_LT(waited, deadline + std::chrono::milliseconds(7));
+  EXPECT_EQ(dev->bo_destroy(cmd.bo.handle), 0);
+  kmd::unplug("napsim");  // ends the hung job; the instance is not reused
+}
+
 TEST(FaultSpec, DeviceThatIsNotAnNpuFailsToProbe) {
   class NotNpu final : public sim::Device {
    public:

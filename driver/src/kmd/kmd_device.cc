@@ -376,6 +376,14 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
     ctx.results.erase(ctx.results.begin());
   }
   ctx.last_ended = std::max(ctx.last_ended, job.seq);
+  if (job.seq == ctx.solo_seq) {
+    ctx.solo_seq = 0;
+    if (status == DRM_NPU_JOB_SUCCESS) {
+      const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               Clock::now() - ctx.solo_submitted).count();
+      ctx.solo_ns = ctx.solo_ns == 0 ? took : ctx.solo_ns + (took - ctx.solo_ns) / 4;
+    }
+  }
   --ctx.unended;
   if (ctx.file != nullptr) ++ctx.file->events;
   ++stats_.jobs_ended;
@@ -678,6 +686,14 @@ void KDevice::lock_spinning(std::unique_lock<std::mutex>& lk) {
 void KDevice::thread_main() {
   std::unique_lock<std::mutex> lk(mu_);
   bool spun = false;  // this idle period's spin is spent
+  bool idle = false;  // in an idle period, which began at idle_since
+  Clock::time_point idle_since;
+  // This idle period's spin (adaptive polling, as QEMU's event loop does): 1.5 times the
+  // last idle period when that was short, so that the next doorbell of a request loop (after
+  // the host's work between two requests) finds this thread awake; back to the spin bound
+  // after a long one. Never past kMaxIdleSpin (or the spin bound, when that is longer).
+  Clock::duration idle_spin = wait_spin_;
+  const Clock::duration idle_spin_cap = std::max<Clock::duration>(wait_spin_, kMaxIdleSpin);
   while (!stop_) {
     if (unplugged_) {
       cv_dev_.wait(lk, [&] { return stop_; });
@@ -688,13 +704,24 @@ void KDevice::thread_main() {
     if (jobs_in_rings_ == 0 && !withheld) {
       // Idle: spin once before sleeping, so a doorbell rung soon after the last job ended
       // (the next request of a loop) finds this thread awake.
+      if (!idle) {
+        idle = true;
+        idle_since = Clock::now();
+      }
       if (!spun && wait_spin_.count() > 0) {
         spun = true;
-        spin_until(lk, kicks_, kicks_.load(std::memory_order_relaxed), Clock::now() + wait_spin_);
+        spin_until(lk, kicks_, kicks_.load(std::memory_order_relaxed), Clock::now() + idle_spin);
         continue;
       }
       cv_dev_.wait(lk);
       continue;
+    }
+    if (idle) {
+      idle = false;
+      const Clock::duration gap = Clock::now() - idle_since;
+      idle_spin = gap > idle_spin_cap
+                      ? wait_spin_
+                      : std::clamp<Clock::duration>(gap + gap / 2, wait_spin_, idle_spin_cap);
     }
     spun = false;
     if (hung_job_ || stalled_) {

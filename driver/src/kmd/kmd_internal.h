@@ -125,6 +125,12 @@ struct Context final {
   // Bumped (under the device lock) at every job end of this context, read without it: a
   // WAIT spinning before it sleeps (KDevice::spin_until) polls this instead of taking the lock.
   std::atomic<uint64_t> ends{0};
+  // Hybrid waiting (KDevice::do_wait): the job submitted while nothing else of this context
+  // was outstanding (0 once it has ended), when it was submitted, and how long such jobs took
+  // from SUBMIT to their end (an exponential average in ns; 0 until one has ended).
+  uint64_t solo_seq = 0;
+  Clock::time_point solo_submitted;
+  int64_t solo_ns = 0;
 };
 
 struct File final {
@@ -173,6 +179,13 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   static constexpr uint64_t kSliceCycles = 1u << 16;
   static constexpr uint32_t kDefaultWaitSpinUs = 50;  // NPU_WAIT_SPIN_US; 0 = never spin
   static constexpr uint32_t kMaxWaitSpinUs = 10000;
+  // How many spin bounds before a long job's expected end its WAIT wakes from its nap: a
+  // timed wake-up of an idle vCPU takes tens of µs, and the estimate varies.
+  static constexpr int kNapMargins = 2;
+  // The longest idle spin of the device thread (unless the spin bound is longer), and the
+  // longest margin of a nap: the CPU time a spin may take for one job.
+  static constexpr std::chrono::microseconds kMaxIdleSpin{1000};
+  static constexpr std::chrono::microseconds kMaxNapMargin{500};
   static constexpr uint32_t kMaxHangTimeoutMs = 3600 * 1000;  // NPU_KMD_HANG_TIMEOUT_MS
 
   // Creates and starts an instance. 0 or a positive errno.
@@ -250,6 +263,17 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   // std::mutex puts the thread to sleep in the kernel, so that the holder's unlock must wake
   // it (a futex syscall and a reschedule: the wake-ups the spin avoids).
   void lock_spinning(std::unique_lock<std::mutex>& lk);
+  // Hybrid waiting (§6.6): when a WAIT for `seq` should first sleep until shortly before the
+  // job's expected end, from how long the context's jobs
+  // submitted alone took; the epoch when it should not (not such a job, no estimate yet, or a
+  // job short against the spin bound).
+  // `margin`: how long before the expected end the nap ends.
+  Clock::time_point nap_until_locked(const Context& ctx, uint64_t seq,
+                                     Clock::duration* margin) const;
+  // A WAIT's sleep on its context until woken by the job's end (or anything that ends it) or
+  // `until`; counted in Stats::wait_sleeps.
+  void sleep_in_wait_locked(Context& ctx, uint64_t seq, std::unique_lock<std::mutex>& lk,
+                            Clock::time_point until);
 
   // Handlers (kmd_ioctl.cc).
   int do_get_param(File& f, void* data);

@@ -494,6 +494,10 @@ int KDevice::do_submit(File& f, void* data) {
   job->cmd_va = static_cast<uint32_t>(cbo.va + a->cmd_offset);
   job->cmd_size = static_cast<uint32_t>(a->cmd_size);
   job->as = f.as;
+  if (ctx->unended == 0) {
+    ctx->solo_seq = job->seq;
+    ctx->solo_submitted = Clock::now();
+  }
   ++ctx->unended;
   ++stats_.jobs_submitted;
   ctx->queued.push_back(job);
@@ -512,7 +516,9 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
   const auto deadline =
       Clock::time_point(std::chrono::nanoseconds(std::max<int64_t>(a->deadline_ns, 0)));
   if (Clock::now() < deadline) ++stats_.waits;  // not a poll
-  bool spun = false;  // one bounded spin per WAIT, before its first sleep
+  bool spun = false;    // one bounded spin per WAIT, before its first sleep
+  bool napped = false;  // one timed sleep per WAIT, before that spin
+  Clock::duration nap_margin{};
   for (;;) {
     if (unplugged_) return ENODEV;
     auto it = ctx->results.find(a->seq);
@@ -528,17 +534,54 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
     // Spin only for the context's one outstanding job (a short request): behind other jobs
     // (a pipelined batch) the wait is long and sleeping costs one wake-up for all of them.
     if (!spun && wait_spin_.count() > 0 && ctx->unended <= 1) {
-      // The deadline bounds the spin too: a timeout counts from the start of the WAIT.
+      // A job expected to run for longer (a real model on the functional simulator) first
+      // sleeps until shortly before its expected end, then spins across it (hybrid polling,
+      // as Linux's block layer does): its end finds the waiter awake instead of paying a
+      // wake-up, and the CPU is not spun for the whole job. The sleep is an ordinary WAIT
+      // sleep: an earlier end wakes it.
+      Clock::duration margin{};
+      const Clock::time_point wake = nap_until_locked(*ctx, a->seq, &margin);
+      if (!napped && wake > now) {
+        napped = true;
+        nap_margin = margin;
+        ++stats_.wait_naps;
+        sleep_in_wait_locked(*ctx, a->seq, lk, std::min(deadline, wake));
+        continue;
+      }
+      // The deadline bounds the spin too: a timeout counts from the start of the WAIT. After
+      // a nap the spin covers the margin before the expected end and as much after it.
       spun = true;
+      const Clock::duration bound =
+          napped ? std::max<Clock::duration>(2 * nap_margin, wait_spin_) : wait_spin_;
       spin_until(lk, ctx->ends, ctx->ends.load(std::memory_order_relaxed),
-                 std::min(deadline, now + wait_spin_));
+                 std::min(deadline, Clock::now() + bound));
       continue;
     }
-    ++stats_.wait_sleeps;
-    auto w = ctx->waited.insert(a->seq);
-    ctx->cv_wait.wait_until(lk, deadline);
-    ctx->waited.erase(w);
+    sleep_in_wait_locked(*ctx, a->seq, lk, deadline);
   }
+}
+
+Clock::time_point KDevice::nap_until_locked(const Context& ctx, uint64_t seq,
+                                            Clock::duration* margin) const {
+  if (seq != ctx.solo_seq || ctx.solo_ns <= 0) return {};
+  const Clock::duration expected = std::chrono::nanoseconds(ctx.solo_ns);
+  // Only jobs long against the spin bound: a short one is spun for as before.
+  if (expected < 2 * kNapMargins * wait_spin_) return {};
+  // The margin covers a timed wake-up's latency (kNapMargins spin bounds) and the jobs' own
+  // spread (an eighth of the estimate: the functional model's run times vary by about that),
+  // up to kMaxNapMargin.
+  const Clock::duration least = kNapMargins * wait_spin_;
+  *margin = std::clamp<Clock::duration>(expected / 8, least,
+                                        std::max<Clock::duration>(least, kMaxNapMargin));
+  return ctx.solo_submitted + expected - *margin;
+}
+
+void KDevice::sleep_in_wait_locked(Context& ctx, uint64_t seq, std::unique_lock<std::mutex>& lk,
+                                   Clock::time_point until) {
+  ++stats_.wait_sleeps;
+  auto w = ctx.waited.insert(seq);
+  ctx.cv_wait.wait_until(lk, until);
+  ctx.waited.erase(w);
 }
 
 int KDevice::do_ctx_query(File& f, void* data) {

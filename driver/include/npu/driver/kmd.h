@@ -88,6 +88,8 @@ struct Stats {
   uint64_t jobs_device_error = 0;
   uint64_t waits = 0;        // WAIT ioctls with a deadline still ahead (polls not counted)
   uint64_t wait_sleeps = 0;  // times a WAIT slept until woken (or its deadline): host wake-ups
+  uint64_t wait_naps = 0;    // of those, timed sleeps until shortly before a long job's
+                             // expected end (then spun across it: NPU_WAIT_SPIN_US)
   uint64_t bo_syncs = 0;     // BO_SYNC ioctls that reached the driver (valid or not)
   uint32_t open_files = 0;
   uint32_t contexts = 0;
