@@ -815,7 +815,27 @@ class FunctionalDevice final : public Device {
     // ACC). Then the whole O×R walk of each i is one kernel call with its tile held, instead of
     // O calls of R rows (a 1×1 convolution of an 8×8 image: R = 8).
     const bool o_blocks_disjoint = wso == 0 && uint64_t{cso} > uint64_t{I - 1} * csi + uint64_t{R - 1} * csr;
-    if (O > 1 && o_blocks_disjoint) {
+    // When every i adds into the same accumulator rows (csi = 0) and the tiles do not depend on
+    // o, a row's I products are summed before its accumulator is updated (one kernel call, and
+    // one load and store of the row instead of I): the same result when nothing is overwritten
+    // or no two rows of the O×R walk share an accumulator (the sums wrap, so their order does not
+    // matter), and all I tiles are packed at once (no two in one cache slot).
+    const bool rows_distinct = (R == 1 || csr != 0) && (O == 1 || uint64_t{cso} > uint64_t{R - 1} * csr);
+    const bool sum_tiles = I > 1 && I <= kPackedSlots && csi == 0 && (O == 1 || wso == 0) &&
+                           (!clear || rows_distinct) && mac_kernel_.kind == MacKind::kMadd;
+    std::array<const PackedTile*, kPackedSlots> tiles;
+    auto pack_all = [&] {
+      for (uint32_t i = 0; i < I; ++i) tiles[i] = &packed_tile(wgt + i * wsi);
+      for (uint32_t i = 0; i < I; ++i)
+        if (packed_index_[(wgt + i * wsi) % kPackedSlots] != wgt + i * wsi) return false;
+      return true;
+    };
+    if (sum_tiles && pack_all()) {
+      mac_rows_2d_tiles(tiles.data(), I, static_cast<ptrdiff_t>(asi) * n_, act_.data() + static_cast<size_t>(act) * n_,
+                        static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
+                        acc_.data() + static_cast<size_t>(acc) * n_, static_cast<ptrdiff_t>(cso) * n_,
+                        static_cast<ptrdiff_t>(csr) * n_, O, R, clear);
+    } else if (O > 1 && o_blocks_disjoint) {
       for (uint32_t i = 0; i < I; ++i)
         mac_rows_2d(packed_tile(wgt + i * wsi), act_.data() + static_cast<size_t>(act + i * asi) * n_,
                     static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
