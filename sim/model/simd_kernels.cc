@@ -927,6 +927,20 @@ void MacRows2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrd
 }
 
 // --- DMA rows -----------------------------------------------------------------------------
+// CopyPartialRows of kLen-byte rows into kRow-byte rows: a copy and a clear of sizes known at
+// compile time are a few moves, not two library calls per row.
+template <uint32_t kLen, uint32_t kRow>
+void CopyPartialRowsOf(std::byte* dst, const std::byte* src, size_t src_stride, uint32_t count) {
+  for (uint32_t x = 0; x < count; ++x, dst += kRow, src += src_stride) {
+    std::memcpy(dst, src, kLen);
+    std::memset(dst + kLen, 0, kRow - kLen);
+  }
+}
+template <uint32_t kRow, size_t... kLen>
+constexpr auto PartialRowCopies(std::index_sequence<kLen...>) {
+  return std::array{&CopyPartialRowsOf<static_cast<uint32_t>(kLen), kRow>...};
+}
+
 void CopyPartialRows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride, uint32_t count,
                      uint32_t len) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -942,7 +956,12 @@ void CopyPartialRows(std::byte* dst, size_t row_bytes, const std::byte* src, siz
   }
 #endif
   // Elsewhere a masked load may read the whole vector (past the row, possibly past the end of
-  // DRAM): a copy and a clear per row.
+  // DRAM): a copy and a clear per row, of sizes known at compile time for rows of 16 bytes
+  // (N = 16 activation rows).
+  if (row_bytes == 16 && len < 16) {
+    static constexpr auto kCopies = PartialRowCopies<16>(std::make_index_sequence<16>{});
+    return kCopies[len](dst, src, src_stride, count);
+  }
   for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
     std::memcpy(dst, src, len);
     std::memset(dst + len, 0, row_bytes - len);
