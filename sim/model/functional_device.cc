@@ -629,6 +629,23 @@ class FunctionalDevice final : public Device {
     return c.phys[0];
   }
 
+  // line_in_one_page for every line of a LOAD or STORE at once (lines w[1] + z·w[7] + y·w[6]
+  // for z < Z, y < Y, each X rows of `len` bytes w[5] apart): when all its rows lie in the
+  // page of w[1], the physical address of w[1], and each line's is then w[1]'s plus its
+  // offset. The first row that either way translates is w[1]'s, so the translation caches end
+  // the same. Otherwise nothing, and the lines translate one by one.
+  std::optional<uint32_t> instruction_in_one_page(const isa::Words& w, uint32_t X, uint32_t Y, uint32_t Z,
+                                                  uint32_t len, bool write, PageCursor& cursor) {
+    const uint64_t span = uint64_t{Z - 1} * w[7] + uint64_t{Y - 1} * w[6] + uint64_t{X - 1} * w[5] + len;
+    if (uint64_t{w[1]} + span > (uint64_t{w[1]} | kPageMask) + 1) return std::nullopt;
+    Chunks c;
+    if (translate_row(w[1], len, write, cursor, &c)) return std::nullopt;
+    if (!phys_ok(c.phys[0], span)) return std::nullopt;
+    // A STORE into the page table changes translations between its lines.
+    if (write && into_page_table(c.phys[0], span)) return std::nullopt;
+    return c.phys[0];
+  }
+
   std::optional<Fault> do_load(const isa::Words& w) {
     const uint32_t sp = field(w[0], 16, 2);
     const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
@@ -656,6 +673,7 @@ class FunctionalDevice final : public Device {
       copy.add(dst, nullptr, count * sp_row_bytes);
       if (!known) dma_rows_.insert(dma_rows_.end(), count, DmaRow{true, 0, 0});
     };
+    const std::optional<uint32_t> phys_w1 = instruction_in_one_page(w, X, Y, Z, row_bytes, false, cursor);
     // Scratchpad rows are contiguous: one line of the LOAD is Xp consecutive rows.
     std::byte* line = sp_row_ptr(sp, w[2]);
     for (uint32_t z = 0; z < Z; ++z) {
@@ -667,7 +685,8 @@ class FunctionalDevice final : public Device {
         pad_rows(line, pl);
         std::byte* dst = line + pl * sp_row_bytes;
         const uint32_t va0 = w[1] + z * w[7] + (yp - pt) * w[6];
-        if (auto phys0 = line_in_one_page(va0, stride, X, row_bytes, false, cursor)) {
+        if (auto phys0 = phys_w1 ? std::optional<uint32_t>(*phys_w1 + (va0 - w[1]))
+                                 : line_in_one_page(va0, stride, X, row_bytes, false, cursor)) {
           const std::byte* src = dram_.data() + *phys0;
           if (stride == row_bytes && row_bytes == sp_row_bytes) {
             copy.add(dst, src, static_cast<size_t>(X) * row_bytes);
@@ -718,11 +737,13 @@ class FunctionalDevice final : public Device {
     uint64_t bytes = 0;
     CoalescedCopy copy;
     PageCursor cursor;
+    const std::optional<uint32_t> phys_w1 = instruction_in_one_page(w, X, Y, Z, row_bytes, true, cursor);
     const std::byte* line = sp_row_ptr(sp, w[2]);
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t y = 0; y < Y; ++y, line += X * sp_row_bytes) {
         const uint32_t va0 = w[1] + z * w[7] + y * w[6];
-        auto phys0 = line_in_one_page(va0, stride, X, row_bytes, true, cursor);
+        auto phys0 = phys_w1 ? std::optional<uint32_t>(*phys_w1 + (va0 - w[1]))
+                             : line_in_one_page(va0, stride, X, row_bytes, true, cursor);
         // A line that writes into the page table goes row by row (below): its rows must land
         // before the next translation reads them.
         if (phys0 && !into_page_table(*phys0, uint64_t{X - 1} * stride + row_bytes)) {
