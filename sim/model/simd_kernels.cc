@@ -200,14 +200,23 @@ void RequantizeRowsN(const int32_t* x, const int32_t* bias, const RequantParams&
   });
 }
 
+// Every row of the walk's output set to v.
+template <uint32_t N>
+void FillRowsN(int8_t v, int8_t* y, const RowWalk& rows) {
+  for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, v, N);
+}
+
 void RequantizeRows(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows,
                     uint32_t n) {
   if (p.lo == p.hi && !p.wrap) {
     // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
     // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
     // wrap, legal only with both bounds 0, the result is the low byte instead.)
-    for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, p.lo, n);
-    return;
+    switch (n) {  // (a fill of a size known at compile time is a store or two, not a call)
+      case 8: return FillRowsN<8>(p.lo, y, rows);
+      case 16: return FillRowsN<16>(p.lo, y, rows);
+      default: return FillRowsN<32>(p.lo, y, rows);
+    }
   }
   switch (n) {
     case 8: return RequantizeRowsN<8>(x, bias, p, y, rows);
