@@ -629,6 +629,23 @@ class FunctionalDevice final : public Device {
     return c.phys[0];
   }
 
+  // line_in_one_page for every line of a LOAD or STORE at once (lines w[1] + z·w[7] + y·w[6]
+  // for z < Z, y < Y, each X rows of `len` bytes w[5] apart): when all its rows lie in the
+  // page of w[1], the physical address of w[1], and each line's is then w[1]'s plus its
+  // offset. The first row that either way translates is w[1]'s, so the translation caches end
+  // the same. Otherwise nothing, and the lines translate one by one.
+  std::optional<uint32_t> instruction_in_one_page(const isa::Words& w, uint32_t X, uint32_t Y, uint32_t Z,
+                                                  uint32_t len, bool write, PageCursor& cursor) {
+    const uint64_t span = uint64_t{Z - 1} * w[7] + uint64_t{Y - 1} * w[6] + uint64_t{X - 1} * w[5] + len;
+    if (uint64_t{w[1]} + span > (uint64_t{w[1]} | kPageMask) + 1) return std::nullopt;
+    Chunks c;
+    if (translate_row(w[1], len, write, cursor, &c)) return std::nullopt;
+    if (!phys_ok(c.phys[0], span)) return std::nullopt;
+    // A STORE into the page table changes translations between its lines.
+    if (write && into_page_table(c.phys[0], span)) return std::nullopt;
+    return c.phys[0];
+  }
+
   std::optional<Fault> do_load(const isa::Words& w) {
     const uint32_t sp = field(w[0], 16, 2);
     const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
@@ -656,6 +673,7 @@ class FunctionalDevice final : public Device {
       copy.add(dst, nullptr, count * sp_row_bytes);
       if (!known) dma_rows_.insert(dma_rows_.end(), count, DmaRow{true, 0, 0});
     };
+    const std::optional<uint32_t> phys_w1 = instruction_in_one_page(w, X, Y, Z, row_bytes, false, cursor);
     // Scratchpad rows are contiguous: one line of the LOAD is Xp consecutive rows.
     std::byte* line = sp_row_ptr(sp, w[2]);
     for (uint32_t z = 0; z < Z; ++z) {
@@ -667,7 +685,8 @@ class FunctionalDevice final : public Device {
         pad_rows(line, pl);
         std::byte* dst = line + pl * sp_row_bytes;
         const uint32_t va0 = w[1] + z * w[7] + (yp - pt) * w[6];
-        if (auto phys0 = line_in_one_page(va0, stride, X, row_bytes, false, cursor)) {
+        if (auto phys0 = phys_w1 ? std::optional<uint32_t>(*phys_w1 + (va0 - w[1]))
+                                 : line_in_one_page(va0, stride, X, row_bytes, false, cursor)) {
           const std::byte* src = dram_.data() + *phys0;
           if (stride == row_bytes && row_bytes == sp_row_bytes) {
             copy.add(dst, src, static_cast<size_t>(X) * row_bytes);
@@ -718,11 +737,13 @@ class FunctionalDevice final : public Device {
     uint64_t bytes = 0;
     CoalescedCopy copy;
     PageCursor cursor;
+    const std::optional<uint32_t> phys_w1 = instruction_in_one_page(w, X, Y, Z, row_bytes, true, cursor);
     const std::byte* line = sp_row_ptr(sp, w[2]);
     for (uint32_t z = 0; z < Z; ++z) {
       for (uint32_t y = 0; y < Y; ++y, line += X * sp_row_bytes) {
         const uint32_t va0 = w[1] + z * w[7] + y * w[6];
-        auto phys0 = line_in_one_page(va0, stride, X, row_bytes, true, cursor);
+        auto phys0 = phys_w1 ? std::optional<uint32_t>(*phys_w1 + (va0 - w[1]))
+                             : line_in_one_page(va0, stride, X, row_bytes, true, cursor);
         // A line that writes into the page table goes row by row (below): its rows must land
         // before the next translation reads them.
         if (phys0 && !into_page_table(*phys0, uint64_t{X - 1} * stride + row_bytes)) {
@@ -815,7 +836,27 @@ class FunctionalDevice final : public Device {
     // ACC). Then the whole O×R walk of each i is one kernel call with its tile held, instead of
     // O calls of R rows (a 1×1 convolution of an 8×8 image: R = 8).
     const bool o_blocks_disjoint = wso == 0 && uint64_t{cso} > uint64_t{I - 1} * csi + uint64_t{R - 1} * csr;
-    if (O > 1 && o_blocks_disjoint) {
+    // When every i adds into the same accumulator rows (csi = 0) and the tiles do not depend on
+    // o, a row's I products are summed before its accumulator is updated (one kernel call, and
+    // one load and store of the row instead of I): the same result when nothing is overwritten
+    // or no two rows of the O×R walk share an accumulator (the sums wrap, so their order does not
+    // matter), and all I tiles are packed at once (no two in one cache slot).
+    const bool rows_distinct = (R == 1 || csr != 0) && (O == 1 || uint64_t{cso} > uint64_t{R - 1} * csr);
+    const bool sum_tiles = I > 1 && I <= kPackedSlots && csi == 0 && (O == 1 || wso == 0) &&
+                           (!clear || rows_distinct) && mac_kernel_.kind == MacKind::kMadd;
+    std::array<const PackedTile*, kPackedSlots> tiles;
+    auto pack_all = [&] {
+      for (uint32_t i = 0; i < I; ++i) tiles[i] = &packed_tile(wgt + i * wsi);
+      for (uint32_t i = 0; i < I; ++i)
+        if (packed_index_[(wgt + i * wsi) % kPackedSlots] != wgt + i * wsi) return false;
+      return true;
+    };
+    if (sum_tiles && pack_all()) {
+      mac_rows_2d_tiles(tiles.data(), I, static_cast<ptrdiff_t>(asi) * n_, act_.data() + static_cast<size_t>(act) * n_,
+                        static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
+                        acc_.data() + static_cast<size_t>(acc) * n_, static_cast<ptrdiff_t>(cso) * n_,
+                        static_cast<ptrdiff_t>(csr) * n_, O, R, clear);
+    } else if (O > 1 && o_blocks_disjoint) {
       for (uint32_t i = 0; i < I; ++i)
         mac_rows_2d(packed_tile(wgt + i * wsi), act_.data() + static_cast<size_t>(act + i * asi) * n_,
                     static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,

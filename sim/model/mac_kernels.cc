@@ -256,6 +256,17 @@ void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, pt
              r_count, overwrite);
 }
 
+void mac_rows_2d_tiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                       ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                       uint32_t o_count, uint32_t r_count, bool overwrite) {
+  if (tiles[0]->kernel.kind == MacKind::kMadd)
+    return simd_kernels(tiles[0]->kernel.target)
+        ->mac_rows_2d_tiles(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  for (uint32_t t = 0; t < count; ++t)
+    mac_rows_2d(*tiles[t], act + static_cast<ptrdiff_t>(t) * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count,
+                r_count, overwrite && t == 0);
+}
+
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,
               uint32_t rows, bool overwrite) {
   switch (tile.kernel.kind) {

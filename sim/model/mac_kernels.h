@@ -104,4 +104,14 @@ void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, i
 void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                  ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);
 
+// mac_rows_2d over `count` tiles packed for one kernel, the rows' products summed before their
+// accumulators are updated: row (o, r) adds Σ_t tile_t·a_t, a_t = act + t·act_st + o·act_so +
+// r·act_sr (overwrite: is set to it). Equal to mac_rows_2d once per tile t in order, at
+// act + t·act_st and with overwrite only for t = 0, when overwrite is false or no two rows of
+// the walk share an accumulator row (the sums wrap, so their order does not matter); the
+// caller ensures one of the two.
+void mac_rows_2d_tiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                       ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                       uint32_t o_count, uint32_t r_count, bool overwrite);
+
 }  // namespace npu::sim

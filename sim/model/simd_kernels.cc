@@ -200,14 +200,23 @@ void RequantizeRowsN(const int32_t* x, const int32_t* bias, const RequantParams&
   });
 }
 
+// Every row of the walk's output set to v.
+template <uint32_t N>
+void FillRowsN(int8_t v, int8_t* y, const RowWalk& rows) {
+  for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, v, N);
+}
+
 void RequantizeRows(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows,
                     uint32_t n) {
   if (p.lo == p.hi && !p.wrap) {
     // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
     // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
     // wrap, legal only with both bounds 0, the result is the low byte instead.)
-    for (RowCursor row(rows); !row.done(); row.next()) std::memset(y + row.dst, p.lo, n);
-    return;
+    switch (n) {  // (a fill of a size known at compile time is a store or two, not a call)
+      case 8: return FillRowsN<8>(p.lo, y, rows);
+      case 16: return FillRowsN<16>(p.lo, y, rows);
+      default: return FillRowsN<32>(p.lo, y, rows);
+    }
   }
   switch (n) {
     case 8: return RequantizeRowsN<8>(x, bias, p, y, rows);
@@ -321,22 +330,45 @@ struct HeldLut {
   }
 };
 
-template <class D>
-HWY_INLINE hn::Vec<D> Lookup(D d, hn::Vec<D> x, const HeldLut& t) {
+// The lookup of K vectors at a time: each sub-table is loaded once for all K.
+template <size_t K, class D>
+HWY_INLINE void LookupK(D d, const hn::Vec<D>* x, const HeldLut& t, hn::Vec<D>* y) {
   const hn::RebindToUnsigned<D> du;
-  auto v = hn::Xor(hn::BitCast(du, x), hn::Set(du, 0x80));  // i − 16k
-  auto w = hn::BitCast(du, x);                               // i − 128 − 16k
-  auto low = hn::Zero(du), high = hn::Zero(du);
+  using VU = hn::Vec<decltype(du)>;
+  VU v[K], w[K], low[K], high[K];
+  for (size_t i = 0; i < K; ++i) {
+    v[i] = hn::Xor(hn::BitCast(du, x[i]), hn::Set(du, 0x80));  // i − 16k
+    w[i] = hn::BitCast(du, x[i]);                               // i − 128 − 16k
+    low[i] = high[i] = hn::Zero(du);
+  }
   const auto step = hn::Set(du, 16);
   for (uint32_t k = 0; k < 8; ++k) {
-    low = hn::Xor(low, hn::TableLookupBytesOr0(hn::LoadDup128(du, t.low[k]), v));
-    high = hn::Xor(high, hn::TableLookupBytesOr0(hn::LoadDup128(du, t.high[k]), w));
-    v = hn::Sub(v, step);
-    w = hn::Sub(w, step);
+    const auto tl = hn::LoadDup128(du, t.low[k]), th = hn::LoadDup128(du, t.high[k]);
+    for (size_t i = 0; i < K; ++i) {
+      low[i] = hn::Xor(low[i], hn::TableLookupBytesOr0(tl, v[i]));
+      high[i] = hn::Xor(high[i], hn::TableLookupBytesOr0(th, w[i]));
+      v[i] = hn::Sub(v[i], step);
+      w[i] = hn::Sub(w[i], step);
+#if HWY_ARCH_X86
+      // One subtraction and one XOR per step, in registers (GCC 12 otherwise computes every
+      // i − 16k from i with its own constant and XORs the shuffles as a tree, which with the
+      // tables does not fit the registers and spills).
+      asm("" : "+x"(v[i].raw), "+x"(w[i].raw), "+x"(low[i].raw), "+x"(high[i].raw));
+#endif
+    }
   }
-  const auto s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::BitCast(d, low), hn::BitCast(d, high));
   const auto lo = hn::Set(d, t.lo), hi = hn::Set(d, t.hi);
-  return hn::IfThenElse(hn::Lt(s, lo), lo, hn::Min(s, hi));
+  for (size_t i = 0; i < K; ++i) {
+    const auto s = hn::IfThenElse(hn::Lt(x[i], hn::Zero(d)), hn::BitCast(d, low[i]), hn::BitCast(d, high[i]));
+    y[i] = hn::IfThenElse(hn::Lt(s, lo), lo, hn::Min(s, hi));
+  }
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> Lookup(D d, hn::Vec<D> x, const HeldLut& t) {
+  hn::Vec<D> y;
+  LookupK<1>(d, &x, t, &y);
+  return y;
 }
 
 void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, const RowWalk& rows,
@@ -354,6 +386,14 @@ void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t*
   const bool one_run = walk_is_one_run(rows, n) && (y_at <= x_at || y_at >= x_at + static_cast<uintptr_t>(total));
   if (one_run && total >= static_cast<ptrdiff_t>(lanes)) {
     ptrdiff_t at = 0;
+    // Two vectors at a time (each read before either is stored: the same bytes as one by one).
+    for (; at + 2 * static_cast<ptrdiff_t>(lanes) <= total; at += 2 * static_cast<ptrdiff_t>(lanes)) {
+      const hn::Vec<D8> in[2] = {hn::LoadU(d, x + at), hn::LoadU(d, x + at + lanes)};
+      hn::Vec<D8> out[2];
+      LookupK<2>(d, in, t, out);
+      hn::StoreU(out[0], d, y + at);
+      hn::StoreU(out[1], d, y + at + lanes);
+    }
     for (; at + static_cast<ptrdiff_t>(lanes) <= total; at += static_cast<ptrdiff_t>(lanes))
       hn::StoreU(Lookup(d, hn::LoadU(d, x + at), t), d, y + at);
     // The tail byte by byte, in order (as the portable kernel).
@@ -606,19 +646,32 @@ uint32_t PackPairs(const int8_t* tile, uint32_t n, int16_t* pairs) {
 // chains hide the instruction's latency) across the whole O×R walk, in (o, r) order, then
 // applied to the accumulators one after another, so aliasing accumulator rows still see
 // sequential updates.
+//
+// The k-pairs unrolled for each live_pairs of 1..8 (every tile of N <= 16; N = 32 tiles with
+// more live pairs run a loop).
+template <uint32_t N>
+constexpr uint32_t LiveOrLoop(uint32_t live) {
+  return live <= N / 2 ? live : 0;  // (an n×n tile has n/2 k-pairs)
+}
+
 // The case of a row of N int32 in exactly two vectors (N = 16 on AVX2, the MobileNet-sized
 // array on a CPU without AVX-512; N = 8 on SSE4, N = 32 on AVX-512): four rows at a time, with
 // the eight accumulators named, so that they stay in registers with no moves between k-pairs
 // (the generic loop below keeps them in arrays, which GCC 12 shuffles between registers every
 // k-pair) and the first k-pair's products start the sums instead of an addition to zero.
-// kLive, when not 0, is the tile's live_pairs: the k-pairs are then unrolled at compile time
-// (no loop counter, no branch, constant weight offsets; GCC 12 also left two register moves per
-// iteration in the loop). Same walk, order and wrapping as below.
+// The rows' sums run over `tile_count` tiles (tile t reads the activations at + t·act_st)
+// before the accumulators are updated once (mac_rows_2d_tiles' contract).
+// kLive, when not 0, is the last tile's live_pairs, and the other tiles' too unless
+// kFullFirst, when all N/2 pairs of the others are live: the k-pairs are then unrolled at
+// compile time (when N <= 16 for the N/2; no loop counter, no branch, constant weight offsets;
+// GCC 12 also left two register moves per iteration in the loop).
+// Same walk, order and wrapping as below.
 // (The cursor is the function's own: one passed by reference lives in memory, stored every row.)
-template <uint32_t N, uint32_t kLive, class D>
-HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t* act, ptrdiff_t act_so,
-                                       ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
-                                       uint32_t o_count, uint32_t r_count, bool overwrite) {
+template <uint32_t N, uint32_t kLive, bool kFullFirst, class D>
+HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile* const* tiles, uint32_t tile_count, ptrdiff_t act_st,
+                                       const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+                                       ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count,
+                                       bool overwrite) {
   GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   const uint64_t rows = uint64_t{o_count} * r_count;
   const hn::Repartition<int16_t, D> d16;
@@ -638,9 +691,11 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t
     hn::StoreU(overwrite ? p0 : hn::Add(hn::LoadU(d, row), p0), d, row);
     hn::StoreU(overwrite ? p1 : hn::Add(hn::LoadU(d, row + lanes), p1), d, row + lanes);
   };
-  const int16_t* HWY_RESTRICT pairs = tile.pairs;
-  // Pairs from tile.live_pairs on are zero (PackedTile); pair 0 starts the sums either way.
-  const uint32_t live = kLive != 0 ? kLive : tile.live_pairs;
+  // Pairs from a tile's live_pairs on are zero (PackedTile); pair 0 starts the sums either way.
+  const PackedTile& last = *tiles[tile_count - 1];
+  const uint32_t live = kLive != 0 ? kLive : last.live_pairs;
+  using Full = std::integral_constant<uint32_t, (N / 2 <= 8 ? N / 2 : 0)>;
+  using Last = std::integral_constant<uint32_t, kLive>;
   uint64_t k = 0;
   for (; k + 4 <= rows; k += 4) {
     const int8_t* a_row[4];
@@ -648,6 +703,7 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t
     cursor.next(a_row, acc_row, 4);
     alignas(64) int16_t a16[4][N];
     for (uint32_t b = 0; b < 4; ++b) widen(a_row[b], a16[b]);
+    const int16_t* HWY_RESTRICT pairs = tiles[0]->pairs;
     auto w0 = hn::Load(d16, pairs), w1 = hn::Load(d16, pairs + lanes * 2);
     auto a = pair_of(a16[0], 0);
     V c00 = Madd(d, a, w0), c01 = Madd(d, a, w1);
@@ -657,7 +713,7 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t
     V c20 = Madd(d, a, w0), c21 = Madd(d, a, w1);
     a = pair_of(a16[3], 0);
     V c30 = Madd(d, a, w0), c31 = Madd(d, a, w1);
-    auto step = [&](uint32_t j) HWY_ATTR {
+    auto step = [&](uint32_t j) HWY_ATTR __attribute__((always_inline)) {
       const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
       w0 = hn::Load(d16, w);
       w1 = hn::Load(d16, w + lanes * 2);
@@ -680,12 +736,34 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t
           "+x"(c30.raw), "+x"(c31.raw));
 #endif
     };
-    if constexpr (kLive != 0) {
-      [&]<size_t... J>(std::index_sequence<J...>) HWY_ATTR { (step(static_cast<uint32_t>(J + 1)), ...); }(
-          std::make_index_sequence<kLive - 1>{});
-    } else {
+    // Pairs kFrom .. count - 1 of the tile at `pairs`, unrolled when the count is known (kCount).
+    auto steps = [&]<uint32_t kFrom, uint32_t kCount>(std::integral_constant<uint32_t, kFrom>,
+                                                      std::integral_constant<uint32_t, kCount>, uint32_t count)
+                     HWY_ATTR __attribute__((always_inline)) {
+      if constexpr (kCount != 0) {
+        [&]<size_t... J>(std::index_sequence<J...>) HWY_ATTR __attribute__((always_inline)) {
+          (step(static_cast<uint32_t>(kFrom + J)), ...);
+        }(std::make_index_sequence<kCount - kFrom>{});
+      } else {
 #pragma GCC unroll 1
-      for (uint32_t j = 1; j < live; ++j) step(j);
+        for (uint32_t j = kFrom; j < count; ++j) step(j);
+      }
+    };
+    using Zero = std::integral_constant<uint32_t, 0>;
+    using One = std::integral_constant<uint32_t, 1>;
+    if constexpr (kFullFirst) {
+      steps(One{}, Full{}, N / 2);
+    } else {
+      steps(One{}, Last{}, live);
+    }
+    for (uint32_t t = 1; t < tile_count; ++t) {
+      pairs = tiles[t]->pairs;
+      for (uint32_t b = 0; b < 4; ++b) widen(a_row[b] + t * act_st, a16[b]);
+      if (kFullFirst && t + 1 < tile_count) {
+        steps(Zero{}, Full{}, N / 2);
+      } else {
+        steps(Zero{}, Last{}, live);
+      }
     }
     apply(acc_row[0], c00, c01);
     apply(acc_row[1], c10, c11);
@@ -696,55 +774,75 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile& tile, const int8_t
     const int8_t* a_row;
     int32_t* acc_row;
     cursor.next(&a_row, &acc_row);
-    alignas(64) int16_t a16[N];
-    widen(a_row, a16);
     V c0 = hn::Zero(d), c1 = hn::Zero(d);
-    for (uint32_t j = 0; j < live; ++j) {
-      const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
-      const auto a = pair_of(a16, j);
-      c0 = hn::Add(c0, Madd(d, a, hn::Load(d16, w)));
-      c1 = hn::Add(c1, Madd(d, a, hn::Load(d16, w + lanes * 2)));
+    for (uint32_t t = 0; t < tile_count; ++t) {
+      alignas(64) int16_t a16[N];
+      widen(a_row + t * act_st, a16);
+      const int16_t* HWY_RESTRICT pairs = tiles[t]->pairs;
+      for (uint32_t j = 0; j < tiles[t]->live_pairs; ++j) {
+        const int16_t* w = pairs + static_cast<size_t>(j) * N * 2;
+        const auto a = pair_of(a16, j);
+        c0 = hn::Add(c0, Madd(d, a, hn::Load(d16, w)));
+        c1 = hn::Add(c1, Madd(d, a, hn::Load(d16, w + lanes * 2)));
+      }
     }
     apply(acc_row, c0, c1);
   }
 }
 
-// MacRows2dTwoVecsLive with the k-pairs unrolled for each live_pairs of 1..8 (every tile of
-// N <= 16; N = 32 tiles with more live pairs run the loop).
-template <uint32_t N>
-constexpr uint32_t LiveOrLoop(uint32_t live) {
-  return live <= N / 2 ? live : 0;  // (an n×n tile has n/2 k-pairs)
-}
+// MacRows2dTwoVecsLive for the tiles' live_pairs: all the same, or all N/2 but the last's;
+// other tiles run one at a time, in order.
 template <uint32_t N, class D>
-HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr,
-                                 int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count,
-                                 bool overwrite) {
-  switch (tile.live_pairs) {
-    case 1: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(1)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 2: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(2)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 3: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(3)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 4: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(4)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 5: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(5)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 6: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(6)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 7: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(7)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 8: return MacRows2dTwoVecsLive<N, LiveOrLoop<N>(8)>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    default: return MacRows2dTwoVecsLive<N, 0>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile* const* tiles, uint32_t tile_count, ptrdiff_t act_st,
+                                 const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+                                 ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  const uint32_t live = tiles[tile_count - 1]->live_pairs;
+  bool same = true, full = true;
+  for (uint32_t t = 0; t + 1 < tile_count; ++t) {
+    same = same && tiles[t]->live_pairs == live;
+    full = full && tiles[t]->live_pairs == N / 2;
   }
+  if (!same && !full) {
+    for (uint32_t t = 0; t < tile_count; ++t)
+      MacRows2dTwoVecs<N>(d, tiles + t, 1, 0, act + t * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+                          overwrite && t == 0);
+    return;
+  }
+#define NPU_MAC_TWO_VECS(kLive)                                                                                      \
+  (same ? MacRows2dTwoVecsLive<N, LiveOrLoop<N>(kLive), false>(d, tiles, tile_count, act_st, act, act_so, act_sr,   \
+                                                                 acc, acc_so, acc_sr, o_count, r_count, overwrite) \
+        : MacRows2dTwoVecsLive<N, LiveOrLoop<N>(kLive), true>(d, tiles, tile_count, act_st, act, act_so, act_sr,    \
+                                                                acc, acc_so, acc_sr, o_count, r_count, overwrite))
+  switch (live) {
+    case 1: return NPU_MAC_TWO_VECS(1);
+    case 2: return NPU_MAC_TWO_VECS(2);
+    case 3: return NPU_MAC_TWO_VECS(3);
+    case 4: return NPU_MAC_TWO_VECS(4);
+    case 5: return NPU_MAC_TWO_VECS(5);
+    case 6: return NPU_MAC_TWO_VECS(6);
+    case 7: return NPU_MAC_TWO_VECS(7);
+    case 8: return NPU_MAC_TWO_VECS(8);
+    default: return NPU_MAC_TWO_VECS(0);
+  }
+#undef NPU_MAC_TWO_VECS
 }
 
+// The most vectors a row of N int32 takes on this target.
+template <uint32_t N>
+constexpr size_t MaxVecs() {
+  return N / (HWY_MAX_BYTES / 4 < N ? HWY_MAX_BYTES / 4 : N);
+}
+
+// Any other row size: the rows' sums in arrays of vectors (one tile).
 template <uint32_t N>
 void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
   const hn::CappedTag<int32_t, N> d;
   const hn::Repartition<int16_t, decltype(d)> d16;
   using V = hn::Vec<decltype(d)>;
-  constexpr size_t kMaxVecs = N / (HWY_MAX_BYTES / 4 < N ? HWY_MAX_BYTES / 4 : N);
+  constexpr size_t kMaxVecs = MaxVecs<N>();
   const size_t lanes = hn::Lanes(d), vecs = N / lanes;
   constexpr uint32_t kBatch = kMaxVecs <= 2 ? 4 : 2;
-  if constexpr (kMaxVecs == 2) {
-    if (vecs == 2)
-      return MacRows2dTwoVecs<N>(d, tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-  }
   GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
   // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
@@ -805,16 +903,53 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   }
 }
 
-void MacRows2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
-               ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
-  switch (tile.n) {
-    case 8: return MacRows2dN<8>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 16: return MacRows2dN<16>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    default: return MacRows2dN<32>(tile, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+// One or more tiles into one accumulator row: one walk whose rows sum every tile when the rows
+// are two vectors, else the tiles one after another (mac_rows_2d_tiles' contract either way).
+template <uint32_t N>
+void MacRows2dTilesN(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                     ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                     uint32_t o_count, uint32_t r_count, bool overwrite) {
+  const hn::CappedTag<int32_t, N> d;
+  if constexpr (MaxVecs<N>() == 2) {
+    if (N / hn::Lanes(d) == 2)
+      return MacRows2dTwoVecs<N>(d, tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+                                 overwrite);
+  }
+  for (uint32_t t = 0; t < count; ++t)
+    MacRows2dN<N>(*tiles[t], act + t * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite && t == 0);
+}
+
+void MacRows2dTiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                    ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                    uint32_t o_count, uint32_t r_count, bool overwrite) {
+  switch (tiles[0]->n) {
+    case 8: return MacRows2dTilesN<8>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 16: return MacRows2dTilesN<16>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    default: return MacRows2dTilesN<32>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
   }
 }
 
+void MacRows2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
+               ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  const PackedTile* const tiles[1] = {&tile};
+  MacRows2dTiles(tiles, 1, 0, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+}
+
 // --- DMA rows -----------------------------------------------------------------------------
+// CopyPartialRows of kLen-byte rows into kRow-byte rows: a copy and a clear of sizes known at
+// compile time are a few moves, not two library calls per row.
+template <uint32_t kLen, uint32_t kRow>
+void CopyPartialRowsOf(std::byte* dst, const std::byte* src, size_t src_stride, uint32_t count) {
+  for (uint32_t x = 0; x < count; ++x, dst += kRow, src += src_stride) {
+    std::memcpy(dst, src, kLen);
+    std::memset(dst + kLen, 0, kRow - kLen);
+  }
+}
+template <uint32_t kRow, size_t... kLen>
+constexpr auto PartialRowCopies(std::index_sequence<kLen...>) {
+  return std::array{&CopyPartialRowsOf<static_cast<uint32_t>(kLen), kRow>...};
+}
+
 void CopyPartialRows(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride, uint32_t count,
                      uint32_t len) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -830,7 +965,12 @@ void CopyPartialRows(std::byte* dst, size_t row_bytes, const std::byte* src, siz
   }
 #endif
   // Elsewhere a masked load may read the whole vector (past the row, possibly past the end of
-  // DRAM): a copy and a clear per row.
+  // DRAM): a copy and a clear per row, of sizes known at compile time for rows of 16 bytes
+  // (N = 16 activation rows).
+  if (row_bytes == 16 && len < 16) {
+    static constexpr auto kCopies = PartialRowCopies<16>(std::make_index_sequence<16>{});
+    return kCopies[len](dst, src, src_stride, count);
+  }
   for (uint32_t x = 0; x < count; ++x, dst += row_bytes, src += src_stride) {
     std::memcpy(dst, src, len);
     std::memset(dst + len, 0, row_bytes - len);
@@ -844,7 +984,8 @@ const SimdKernels* GetSimdKernels() {
   return nullptr;
 #else
   static constexpr SimdKernels kKernels{HWY_TARGET, &RequantizeRows, &BinaryRows, &LutRows,        &WindowReduce,
-                                        &DwconvRows, &PackPairs, &MacRows2d,     &CopyPartialRows};
+                                        &DwconvRows, &PackPairs, &MacRows2d,     &MacRows2dTiles,
+                                        &CopyPartialRows};
   return &kKernels;
 #endif
 }

@@ -41,6 +41,10 @@ struct SimdKernels {
   // GEMM on a tile packed as int16 k-pairs (PackedTile::pairs): mac_rows_2d's contract.
   void (*mac_rows_2d)(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                       ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);
+  // The same for several tiles of one n: mac_rows_2d_tiles' contract.
+  void (*mac_rows_2d_tiles)(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                            ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                            uint32_t o_count, uint32_t r_count, bool overwrite);
   // `count` rows of `len` bytes from src + x·src_stride, each zero-filled to row_bytes (<= 128)
   // at dst + x·row_bytes; reads no byte outside the rows.
   void (*copy_partial_rows)(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride,
