@@ -164,5 +164,62 @@ TEST(MacKernels, TwoDimensionalWalkIsOneNaiveGemmPerO) {
   }
 }
 
+// mac_rows_2d_tiles (a GEMM whose I tiles all add into the same accumulator rows) is the naive
+// GEMM once per tile in order, with overwrite only for the first, for every kernel: tiles with
+// trailing zero rows and live k-pairs that differ from tile to tile, accumulate walks whose
+// rows alias, and overwrite walks whose rows are distinct (its contract).
+TEST(MacKernels, SummedTilesAreOneNaiveGemmPerTileInOrder) {
+  std::mt19937 rng(9090);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int tested = 0;
+  for (MacKernel kernel : all_mac_kernels()) {
+    for (uint32_t n : {8u, 16u, 32u}) {
+      if (!mac_kernel_usable(kernel, n)) continue;
+      for (int trial = 0; trial < 150; ++trial) {
+        SCOPED_TRACE(describe(kernel, n) + " trial " + std::to_string(trial));
+        const auto count = static_cast<uint32_t>(pick(1, 9));
+        std::vector<std::vector<int8_t>> w(count, std::vector<int8_t>(n * n));
+        for (auto& tile : w) {
+          const auto live_rows = static_cast<uint32_t>(pick(0, static_cast<int>(n)));
+          for (uint32_t k = 0; k < n; ++k)
+            for (uint32_t c = 0; c < n; ++c) tile[k * n + c] = k < live_rows ? static_cast<int8_t>(byte(rng)) : 0;
+        }
+        const bool overwrite = trial % 2 == 0;
+        const auto o_count = static_cast<uint32_t>(pick(1, 4)), r_count = static_cast<uint32_t>(pick(1, 11));
+        // Overwrite needs distinct rows (acc_sr >= 1 row, o blocks past the r walk); accumulate
+        // may alias them.
+        const ptrdiff_t acc_sr = ptrdiff_t{n} * (overwrite ? pick(1, 2) : pick(0, 2));
+        const ptrdiff_t acc_so = overwrite ? acc_sr * r_count + ptrdiff_t{n} * pick(0, 3) : ptrdiff_t{n} * pick(0, 25);
+        const ptrdiff_t act_sr = ptrdiff_t{n} * pick(0, 2), act_so = ptrdiff_t{n} * pick(0, 25);
+        const ptrdiff_t act_st = ptrdiff_t{n} * pick(0, 30);
+        std::vector<int8_t> act(static_cast<size_t>(count * act_st + o_count * act_so + r_count * act_sr + n));
+        for (auto& x : act) x = static_cast<int8_t>(byte(rng));
+        std::vector<int32_t> acc(static_cast<size_t>(o_count * acc_so + r_count * acc_sr + n));
+        for (auto& x : acc) x = std::uniform_int_distribution<int32_t>(INT32_MIN, INT32_MAX)(rng);
+        // The ISA's order: for o, for i, for r.
+        std::vector<int32_t> want = acc;
+        for (uint32_t o = 0; o < o_count; ++o)
+          for (uint32_t t = 0; t < count; ++t)
+            naive(w[t], act.data() + t * act_st + o * act_so, act_sr, want.data() + o * acc_so, acc_sr, r_count, n,
+                  overwrite && t == 0);
+        std::vector<PackedTile> packed(count);
+        std::vector<const PackedTile*> tiles;
+        for (uint32_t t = 0; t < count; ++t) {
+          pack_tile(w[t].data(), n, kernel, &packed[t]);
+          tiles.push_back(&packed[t]);
+        }
+        mac_rows_2d_tiles(tiles.data(), count, act_st, act.data(), act_so, act_sr, acc.data(), acc_so, acc_sr,
+                          o_count, r_count, overwrite);
+        ASSERT_EQ(acc, want) << count << " tiles, " << o_count << "x" << r_count << " act st/so/sr " << act_st << "/"
+                             << act_so << "/" << act_sr << " acc so/sr " << acc_so << "/" << acc_sr
+                             << (overwrite ? " overwrite" : " accumulate");
+        ++tested;
+      }
+    }
+  }
+  EXPECT_GT(tested, 0);
+}
+
 }  // namespace
 }  // namespace npu::sim
