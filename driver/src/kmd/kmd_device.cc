@@ -381,7 +381,13 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
     if (status == DRM_NPU_JOB_SUCCESS) {
       const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                Clock::now() - ctx.solo_submitted).count();
-      ctx.solo_ns = ctx.solo_ns == 0 ? took : ctx.solo_ns + (took - ctx.solo_ns) / 4;
+      if (ctx.solo_ns == 0) {
+        ctx.solo_ns = took;
+        ctx.solo_dev_ns = took / 2;
+      } else {
+        ctx.solo_dev_ns += (std::abs(ctx.solo_ns - took) - ctx.solo_dev_ns) / 4;
+        ctx.solo_ns += (took - ctx.solo_ns) / 8;
+      }
     }
   }
   --ctx.unended;

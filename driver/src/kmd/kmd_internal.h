@@ -127,10 +127,12 @@ struct Context final {
   std::atomic<uint64_t> ends{0};
   // Hybrid waiting (KDevice::do_wait): the job submitted while nothing else of this context
   // was outstanding (0 once it has ended), when it was submitted, and how long such jobs took
-  // from SUBMIT to their end (an exponential average in ns; 0 until one has ended).
+  // from SUBMIT to their end, estimated as TCP estimates round trips (RFC 6298): a smoothed
+  // mean and mean deviation in ns (0 until one has ended).
   uint64_t solo_seq = 0;
   Clock::time_point solo_submitted;
   int64_t solo_ns = 0;
+  int64_t solo_dev_ns = 0;
 };
 
 struct File final {
@@ -179,8 +181,8 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   static constexpr uint64_t kSliceCycles = 1u << 16;
   static constexpr uint32_t kDefaultWaitSpinUs = 50;  // NPU_WAIT_SPIN_US; 0 = never spin
   static constexpr uint32_t kMaxWaitSpinUs = 10000;
-  // How many spin bounds before a long job's expected end its WAIT wakes from its nap: a
-  // timed wake-up of an idle vCPU takes tens of µs, and the estimate varies.
+  // The least margin of a nap before a long job's expected end, in spin bounds: a timed
+  // wake-up of an idle vCPU takes tens of µs.
   static constexpr int kNapMargins = 2;
   // The longest idle spin of the device thread (unless the spin bound is longer), and the
   // longest margin of a nap: the CPU time a spin may take for one job.

@@ -567,12 +567,13 @@ Clock::time_point KDevice::nap_until_locked(const Context& ctx, uint64_t seq,
   const Clock::duration expected = std::chrono::nanoseconds(ctx.solo_ns);
   // Only jobs long against the spin bound: a short one is spun for as before.
   if (expected < 2 * kNapMargins * wait_spin_) return {};
-  // The margin covers a timed wake-up's latency (kNapMargins spin bounds) and the jobs' own
-  // spread (an eighth of the estimate: the functional model's run times vary by about that),
-  // up to kMaxNapMargin.
-  const Clock::duration least = kNapMargins * wait_spin_;
-  *margin = std::clamp<Clock::duration>(expected / 8, least,
-                                        std::max<Clock::duration>(least, kMaxNapMargin));
+  // The margin covers the jobs' spread, four mean deviations (as TCP's retransmission timeout
+  // does; one sample counts as a deviation of half its time, so the first estimate never
+  // naps), and a timed wake-up's latency (kNapMargins spin bounds). Jobs too irregular for a
+  // margin of kMaxNapMargin are not napped for: the spin after a nap that wakes too early
+  // would run out, and the WAIT would sleep a second time.
+  *margin = std::max<Clock::duration>(4 * std::chrono::nanoseconds(ctx.solo_dev_ns), kNapMargins * wait_spin_);
+  if (*margin > std::max<Clock::duration>(kMaxNapMargin, kNapMargins * wait_spin_)) return {};
   return ctx.solo_submitted + expected - *margin;
 }
 
