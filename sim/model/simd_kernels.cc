@@ -1003,7 +1003,9 @@ HWY_EXPORT(GetSimdKernels);
 namespace {
 
 const SimdKernels* find_simd_kernels(int64_t target) {
-  if (target == 0 || (target & (target - 1)) != 0 || (target & HWY_TARGETS) == 0) return nullptr;
+  // One bit, tested unsigned: the sign bit's target - 1 would overflow.
+  const auto bits = static_cast<uint64_t>(target);
+  if (bits == 0 || (bits & (bits - 1)) != 0 || (target & HWY_TARGETS) == 0) return nullptr;
   // The dispatch table's index of one target, as hwy::ChosenTarget::GetIndex computes it for a
   // CPU whose best target is `target`: the fallback (EMU128/SCALAR) is the last entry.
   const auto shifted = static_cast<uint64_t>(HWY_CHOSEN_TARGET_SHIFT(target));
