@@ -378,17 +378,7 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
   ctx.last_ended = std::max(ctx.last_ended, job.seq);
   if (job.seq == ctx.solo_seq) {
     ctx.solo_seq = 0;
-    if (status == DRM_NPU_JOB_SUCCESS) {
-      const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               Clock::now() - ctx.solo_submitted).count();
-      if (ctx.solo_ns == 0) {
-        ctx.solo_ns = took;
-        ctx.solo_dev_ns = took / 2;
-      } else {
-        ctx.solo_dev_ns += (std::abs(ctx.solo_ns - took) - ctx.solo_dev_ns) / 4;
-        ctx.solo_ns += (took - ctx.solo_ns) / 8;
-      }
-    }
+    if (status == DRM_NPU_JOB_SUCCESS) ctx.learn_solo_time(Clock::now() - ctx.solo_submitted);
   }
   --ctx.unended;
   if (ctx.file != nullptr) ++ctx.file->events;

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -133,6 +134,18 @@ struct Context final {
   Clock::time_point solo_submitted;
   int64_t solo_ns = 0;
   int64_t solo_dev_ns = 0;
+  // Adds one solo job's time to the estimate (RFC 6298's weights: 1/8 for the mean, 1/4 for
+  // the deviation; the first sample's deviation is half its time).
+  void learn_solo_time(Clock::duration took_time) {
+    const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(took_time).count();
+    if (solo_ns == 0) {
+      solo_ns = took;
+      solo_dev_ns = took / 2;
+      return;
+    }
+    solo_dev_ns += (std::abs(solo_ns - took) - solo_dev_ns) / 4;
+    solo_ns += (took - solo_ns) / 8;
+  }
 };
 
 struct File final {
@@ -265,11 +278,10 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   // std::mutex puts the thread to sleep in the kernel, so that the holder's unlock must wake
   // it (a futex syscall and a reschedule: the wake-ups the spin avoids).
   void lock_spinning(std::unique_lock<std::mutex>& lk);
-  // Hybrid waiting (§6.6): when a WAIT for `seq` should first sleep until shortly before the
-  // job's expected end, from how long the context's jobs
-  // submitted alone took; the epoch when it should not (not such a job, no estimate yet, or a
-  // job short against the spin bound).
-  // `margin`: how long before the expected end the nap ends.
+  // Hybrid waiting (§6.6): until when a WAIT for `seq` should first sleep, shortly before the
+  // job's expected end (Context::solo_ns), with `margin` set to how long before that end the
+  // nap ends; the epoch when it should not nap (not the context's solo job, no estimate yet,
+  // a job short against the spin bound, or jobs too irregular).
   Clock::time_point nap_until_locked(const Context& ctx, uint64_t seq,
                                      Clock::duration* margin) const;
   // A WAIT's sleep on its context until woken by the job's end (or anything that ends it) or

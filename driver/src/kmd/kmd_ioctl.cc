@@ -517,7 +517,7 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
       Clock::time_point(std::chrono::nanoseconds(std::max<int64_t>(a->deadline_ns, 0)));
   if (Clock::now() < deadline) ++stats_.waits;  // not a poll
   bool spun = false;    // one bounded spin per WAIT, before its first sleep
-  bool napped = false;  // one timed sleep per WAIT, before that spin
+  bool napped = false;  // the nap before that spin was considered (taken when nap_margin > 0)
   Clock::duration nap_margin{};
   for (;;) {
     if (unplugged_) return ENODEV;
@@ -539,20 +539,20 @@ int KDevice::do_wait(File& f, void* data, std::unique_lock<std::mutex>& lk) {
       // as Linux's block layer does): its end finds the waiter awake instead of paying a
       // wake-up, and the CPU is not spun for the whole job. The sleep is an ordinary WAIT
       // sleep: an earlier end wakes it.
-      Clock::duration margin{};
-      const Clock::time_point wake = nap_until_locked(*ctx, a->seq, &margin);
-      if (!napped && wake > now) {
+      if (!napped) {
         napped = true;
-        nap_margin = margin;
-        ++stats_.wait_naps;
-        sleep_in_wait_locked(*ctx, a->seq, lk, std::min(deadline, wake));
-        continue;
+        const Clock::time_point wake = nap_until_locked(*ctx, a->seq, &nap_margin);
+        if (wake > now) {
+          ++stats_.wait_naps;
+          sleep_in_wait_locked(*ctx, a->seq, lk, std::min(deadline, wake));
+          continue;
+        }
+        nap_margin = {};  // no nap: the plain spin below
       }
       // The deadline bounds the spin too: a timeout counts from the start of the WAIT. After
       // a nap the spin covers the margin before the expected end and as much after it.
       spun = true;
-      const Clock::duration bound =
-          napped ? std::max<Clock::duration>(2 * nap_margin, wait_spin_) : wait_spin_;
+      const Clock::duration bound = std::max<Clock::duration>(2 * nap_margin, wait_spin_);
       spin_until(lk, ctx->ends, ctx->ends.load(std::memory_order_relaxed),
                  std::min(deadline, Clock::now() + bound));
       continue;
