@@ -329,15 +329,23 @@ int register_functional(const char* name) {
   });
 }
 
-TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
-  ASSERT_EQ(setenv("NPU_FAULT", "envsim:ebusy@2", 1), 0);
-  ASSERT_EQ(register_functional("envsim"), 0);
+// Registers the functional device `name` and opens it with the environment variable `var` set
+// to `value` (the model reads its knobs when an instance is created), then creates a context.
+void open_functional_with(const char* name, const char* var, const char* value,
+                          std::unique_ptr<UmdDevice>* dev, uint32_t* ctx) {
+  ASSERT_EQ(setenv(var, value, 1), 0);
+  ASSERT_EQ(register_functional(name), 0);
   std::string err;
-  auto dev = UmdDevice::open("envsim", &err);
-  unsetenv("NPU_FAULT");
-  ASSERT_NE(dev, nullptr) << err;
+  *dev = UmdDevice::open(name, &err);
+  unsetenv(var);
+  ASSERT_NE(*dev, nullptr) << err;
+  ASSERT_EQ((*dev)->ctx_create(DRM_NPU_PRIORITY_NORMAL, ctx), 0);
+}
+
+TEST(FaultSpec, EnvironmentVariableArmsANewInstance) {
+  std::unique_ptr<UmdDevice> dev;
   uint32_t c = 0;
-  ASSERT_EQ(dev->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), 0);
+  ASSERT_NO_FATAL_FAILURE(open_functional_with("envsim", "NPU_FAULT", "envsim:ebusy@2", &dev, &c));
   CmdBo cmd;
   ASSERT_EQ(make_cmd_bo(*dev, nop_program(), &cmd), 0);
   uint64_t seq;
@@ -388,14 +396,10 @@ TEST(ModelParameters, MalformedValuesAreReportedAndTheDefaultsKept) {
 // NPU_WAIT_SPIN_US (docs/architecture.md 6.3): a WAIT polls before it sleeps, so a short
 // job ends without a sleep; the spin never outlasts the WAIT's deadline.
 TEST(WaitSpin, ShortJobEndsWithoutASleepAndTheDeadlineBoundsTheSpin) {
-  ASSERT_EQ(setenv("NPU_WAIT_SPIN_US", "10000", 1), 0);  // the largest bound: 10 ms
-  ASSERT_EQ(register_functional("spinsim"), 0);
-  std::string err;
-  auto dev = UmdDevice::open("spinsim", &err);
-  unsetenv("NPU_WAIT_SPIN_US");
-  ASSERT_NE(dev, nullptr) << err;
+  // The largest bound: 10 ms.
+  std::unique_ptr<UmdDevice> dev;
   uint32_t c = 0;
-  ASSERT_EQ(dev->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), 0);
+  ASSERT_NO_FATAL_FAILURE(open_functional_with("spinsim", "NPU_WAIT_SPIN_US", "10000", &dev, &c));
   kmd::Stats s0, s1;
   JobResult r;
   // A nop job takes microseconds: some of these WAITs must have ended inside the spin (a
@@ -426,14 +430,10 @@ TEST(WaitSpin, ShortJobEndsWithoutASleepAndTheDeadlineBoundsTheSpin) {
 // then spins across the end, so most long jobs end without a second sleep. An earlier end
 // still wakes the nap at once, and the deadline still bounds it.
 TEST(WaitSpin, ALongJobNapsUntilNearItsExpectedEndThenSpins) {
-  ASSERT_EQ(setenv("NPU_WAIT_SPIN_US", "20", 1), 0);  // naps for jobs of 80 us and more
-  ASSERT_EQ(register_functional("napsim"), 0);
-  std::string err;
-  auto dev = UmdDevice::open("napsim", &err);
-  unsetenv("NPU_WAIT_SPIN_US");
-  ASSERT_NE(dev, nullptr) << err;
+  // Naps for jobs of 80 us and more.
+  std::unique_ptr<UmdDevice> dev;
   uint32_t c = 0;
-  ASSERT_EQ(dev->ctx_create(DRM_NPU_PRIORITY_NORMAL, &c), 0);
+  ASSERT_NO_FATAL_FAILURE(open_functional_with("napsim", "NPU_WAIT_SPIN_US", "20", &dev, &c));
   JobResult r;
   // A job of many instructions: about 0.4 ms of the functional model's time here.
   const Program long_prog = nop_program(16000);
