@@ -466,10 +466,10 @@ TEST(WaitSpin, ALongJobNapsUntilNearItsExpectedEndThenSpins) {
   const auto median = took[10];
   const bool steady = took.front() > median - median / 8 && took.back() < median + median / 8;
   if (steady) {
-    // Most WAITs napped. Each WAIT sleeps once, in its nap or after its spin; a nap whose
-    // spin missed the end sleeps a second time, which must be rare.
+    // Most WAITs napped. A WAIT sleeps at most once, in its nap or after its spin (none when a
+    // yield in the spin outlasts the job, on a loaded machine), unless its nap woke too early
+    // and the spin after it missed the end: that second sleep must be rare.
     EXPECT_GE(s1.wait_naps - s0.wait_naps, 10u);
-    EXPECT_GE(s1.wait_sleeps - s0.wait_sleeps, 20u);
     EXPECT_LT(s1.wait_sleeps - s0.wait_sleeps, 20u + 10u);
   } else {
     std::printf("jobs not steady (min %lld, median %lld, max %lld us): nap counts not asserted\n",
