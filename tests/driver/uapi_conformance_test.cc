@@ -4,11 +4,13 @@
 // unplug) skip on real nodes with a reason.
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "driver_test_util.h"
@@ -232,6 +234,43 @@ TEST_P(Uapi, NullArgumentIsEfault) {
 
 TEST_P(Uapi, BadArgumentPointerIsEfault) {
   EXPECT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, reinterpret_cast<void*>(16)), EFAULT);
+}
+
+// An argument the driver must write back (_IOWR) in a read-only page: read, handled, and
+// EFAULT on the copy out. On the heap and on another thread's stack it works as on the
+// caller's (the model copies the caller's live stack plainly, everything else checked).
+TEST_P(Uapi, ArgumentsOffTheCallersStackAreCheckedBothWays) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* a = new (mem) drm_npu_get_param{};
+  a->param = DRM_NPU_PARAM_DEVICE_ID;
+  ASSERT_EQ(mprotect(mem, static_cast<size_t>(page), PROT_READ), 0);
+  EXPECT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, mem), EFAULT);
+  EXPECT_EQ(a->value, 0u);
+  ASSERT_EQ(munmap(mem, static_cast<size_t>(page)), 0);
+  EXPECT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, mem), EFAULT);  // unmapped now
+
+  auto heap = std::make_unique<drm_npu_get_param>();
+  heap->param = DRM_NPU_PARAM_DEVICE_ID;
+  ASSERT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, heap.get()), 0);
+  EXPECT_EQ(heap->value, hw::kDeviceId);
+
+  // A struct on a thread's stack, used by this thread while that one waits.
+  std::atomic<drm_npu_get_param*> theirs{nullptr};
+  std::atomic<bool> done{false};
+  std::thread owner([&] {
+    drm_npu_get_param mine{};
+    mine.param = DRM_NPU_PARAM_DEVICE_ID;
+    theirs.store(&mine);
+    while (!done.load()) std::this_thread::yield();
+  });
+  while (theirs.load() == nullptr) std::this_thread::yield();
+  EXPECT_EQ(raw(*dev_, DRM_IOCTL_NPU_GET_PARAM, theirs.load()), 0);
+  EXPECT_EQ(theirs.load()->value, hw::kDeviceId);
+  done.store(true);
+  owner.join();
 }
 
 // ---- buffer objects -------------------------------------------------------------------------

@@ -316,7 +316,9 @@ TEST_F(SimTest, ARequestOfKNpuStepsWakesTheHostOnce) {
 }
 
 // The simulators are coherent (DRM_NPU_CAP_COHERENT): a request crosses into the driver only
-// to submit and to wait, and the HAL's syncs still check their range.
+// to submit and to wait, and the HAL's syncs still check their range. Those ioctls' arguments
+// are on the caller's stack, so the kernel-driver model copies them without a system call
+// (docs/architecture.md 6.7).
 TEST_F(SimTest, OnACoherentDeviceARequestMakesNoBufferSyncCall) {
   driver::kmd::Stats probe;
   if (driver::kmd::stats(test::test_device(), &probe) != 0)
@@ -335,6 +337,7 @@ TEST_F(SimTest, OnACoherentDeviceARequestMakesNoBufferSyncCall) {
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   EXPECT_EQ(after.bo_syncs - before.bo_syncs, 0u);
   EXPECT_EQ(after.jobs_submitted - before.jobs_submitted, 2u);
+  EXPECT_EQ(after.checked_user_copies - before.checked_user_copies, 0u);
   auto buf = runtime_->device(0)->allocate(4096, hal::BufferUsage::kDeviceReadWrite);
   ASSERT_TRUE(buf.is_ok());
   const uint64_t size = (*buf)->size();

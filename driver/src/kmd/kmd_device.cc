@@ -323,6 +323,7 @@ Stats KDevice::stats() {
   s.open_files = open_files_;
   s.contexts = context_count_;
   s.free_dram = phys_.free_units() * kPage;
+  s.checked_user_copies = checked_user_copies();
   return s;
 }
 

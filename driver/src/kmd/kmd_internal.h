@@ -370,8 +370,11 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
 
 // Emulated copy_from_user/copy_to_user: EFAULT (positive) instead of a crash on a bad
 // pointer, like the kernel.
+// A range on the calling thread's live stack is copied plainly; any other through a checked
+// system call, which checked_user_copies() counts (process-wide).
 int copy_from_user(void* dst, uint64_t src, size_t n);
 int copy_to_user(uint64_t dst, const void* src, size_t n);
+uint64_t checked_user_copies();
 
 // The process-wide registry (kmd_registry.cc).
 int open_device(std::string_view name, bool privileged, std::shared_ptr<File>* out);
