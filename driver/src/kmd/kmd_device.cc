@@ -396,7 +396,13 @@ void KDevice::end_job_locked(Job& job, uint32_t status, uint32_t device_error,
            device_error, static_cast<unsigned long long>(error_addr),
            static_cast<unsigned long long>(device_cycles));
   ctx.ends.fetch_add(1, std::memory_order_release);
-  if (ctx.waited.count(job.seq) != 0) ctx.cv_wait.notify_all();
+  if (ctx.waited.count(job.seq) != 0) {
+    if (defer_wakeups_) {
+      deferred_wakeups_.push_back(job.ctx);
+    } else {
+      ctx.cv_wait.notify_all();
+    }
+  }
   cv_wait_.notify_all();  // poll()
 }
 
@@ -690,6 +696,7 @@ void KDevice::thread_main() {
   // the host's work between two requests) finds this thread awake; back to the spin bound
   // after a long one. Never past kMaxIdleSpin (or the spin bound, when that is longer).
   Clock::duration idle_spin = wait_spin_;
+  std::vector<std::shared_ptr<Context>> wakeups;  // deferred_wakeups_, taken out to notify
   const Clock::duration idle_spin_cap = std::max<Clock::duration>(wait_spin_, kMaxIdleSpin);
   while (!stop_) {
     if (unplugged_) {
@@ -742,7 +749,18 @@ void KDevice::thread_main() {
     lock_spinning(lk);  // a WAIT or SUBMIT holds it for a moment: do not sleep on it
     if (stop_ || unplugged_) continue;
     if (reason == sim::StopReason::kInterrupt) {
+      defer_wakeups_ = true;
       handle_irq_locked();
+      defer_wakeups_ = false;
+      if (!deferred_wakeups_.empty()) {
+        // The results are recorded (under mu_); a WAIT that has not slept yet finds them, one
+        // that has is woken here, after the unlock, and takes mu_ without sleeping on it.
+        wakeups.swap(deferred_wakeups_);
+        lk.unlock();
+        for (const auto& ctx : wakeups) ctx->cv_wait.notify_all();
+        wakeups.clear();
+        lock_spinning(lk);
+      }
       continue;
     }
     if (reason == sim::StopReason::kIdle) {

@@ -317,6 +317,11 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   std::mutex mu_;
   std::condition_variable cv_dev_;   // wakes the device thread
   std::condition_variable cv_wait_;  // wakes WAIT and poll
+  // While set (by the device thread around its interrupt handling), end_job_locked leaves the
+  // wake-up of a job's WAITs to the device thread, which wakes them after releasing mu_: a
+  // WAIT woken under mu_ would only sleep again on it (one more wake-up per job).
+  bool defer_wakeups_ = false;
+  std::vector<std::shared_ptr<Context>> deferred_wakeups_;
   std::atomic<uint64_t> kicks_{0};   // bumped by kick_device_locked
   // How long a WAIT, and the device thread once idle, poll before sleeping: a job that ends
   // within it is seen without a cross-thread wake-up (tens of microseconds on an idle VM).
