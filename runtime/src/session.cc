@@ -131,9 +131,14 @@ Result<uint64_t> AsyncSession::submit(std::vector<Tensor> inputs, std::any user_
     } else {
       c.status = r.status();
     }
-    std::lock_guard lock(state->mu);
-    state->pending.erase(id);
-    state->ready.push_back(std::move(c));
+    {
+      std::lock_guard lock(state->mu);
+      state->pending.erase(id);
+      state->ready.push_back(std::move(c));
+    }
+    // After the unlock: a receiver woken under the lock would only sleep again on the mutex
+    // (a second wake-up per completion). All receivers: the last completion may also end the
+    // queue for the others (finished_locked).
     state->ready_cv.notify_all();
   };
   // `done` only queues the completion: the lane runs it, with no completion-thread hop.
