@@ -504,6 +504,41 @@ TEST(WaitSpin, ALongJobNapsUntilNearItsExpectedEndThenSpins) {
   kmd::unplug("napsim");  // ends the hung job; the instance is not reused
 }
 
+// A SUBMIT while the device thread runs the device does not wait for the run to end: its
+// doorbell is posted and written before the device thread next looks at the device. Every job
+// still runs, in order (a lost doorbell would leave the second job waiting forever).
+TEST(Doorbell, ASubmitDuringARunIsPostedAndNotLost) {
+  std::unique_ptr<UmdDevice> dev;
+  uint32_t c = 0;
+  ASSERT_NO_FATAL_FAILURE(open_functional_with("bellsim", "NPU_WAIT_SPIN_US", "50", &dev, &c));
+  CmdBo long_cmd, short_cmd;
+  ASSERT_EQ(make_cmd_bo(*dev, nop_program(64000), &long_cmd), 0);  // ~1.6 ms of the model's time
+  ASSERT_EQ(make_cmd_bo(*dev, nop_program(), &short_cmd), 0);
+  kmd::Stats s0, s1;
+  ASSERT_EQ(kmd::stats("bellsim", &s0), 0);
+  JobResult r;
+  // The short job's SUBMIT, a moment after the long one's, usually finds the device thread
+  // inside its run of the long job (which holds the device for the whole run, even while the
+  // thread is preempted); on a loaded machine it may not, so up to 50 rounds until one was.
+  for (int round = 0; round < 50; ++round) {
+    uint64_t first = 0, second = 0;
+    ASSERT_EQ(dev->submit(c, {}, long_cmd.bo.handle, 0, long_cmd.bytes, &first), 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    ASSERT_EQ(dev->submit(c, {}, short_cmd.bo.handle, 0, short_cmd.bytes, &second), 0);
+    ASSERT_EQ(wait_ms(*dev, c, second, &r), 0) << "round " << round;
+    EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+    ASSERT_EQ(wait_ms(*dev, c, first, &r), 0);  // ended before the second, on one context
+    EXPECT_EQ(r.status, static_cast<uint32_t>(DRM_NPU_JOB_SUCCESS));
+    ASSERT_EQ(kmd::stats("bellsim", &s1), 0);
+    if (s1.doorbells_posted > s0.doorbells_posted) break;
+  }
+  EXPECT_GT(s1.doorbells_posted, s0.doorbells_posted) << "no SUBMIT found the device running";
+  EXPECT_EQ(s1.jobs_success - s0.jobs_success, s1.jobs_submitted - s0.jobs_submitted);
+  EXPECT_EQ(dev->bo_destroy(long_cmd.bo.handle), 0);
+  EXPECT_EQ(dev->bo_destroy(short_cmd.bo.handle), 0);
+  kmd::unplug("bellsim");
+}
+
 TEST(FaultSpec, DeviceThatIsNotAnNpuFailsToProbe) {
   class NotNpu final : public sim::Device {
    public:

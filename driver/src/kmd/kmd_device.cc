@@ -217,12 +217,14 @@ void KDevice::program_device_locked() {
     std::memset(dram_ + r.phys, 0, r.size);
     r.tail = 0;
     r.doorbell = 0;
+    r.doorbell_posted = false;
     sim_->write_reg(hw::reg::RING_BASE(q), static_cast<uint32_t>(r.phys));
     sim_->write_reg(hw::reg::RING_SIZE(q), r.size);
   }
   sim_->write_reg(hw::reg::IRQ_MASK, hw::bits::IRQ_ERROR | ((1u << num_queues_) - 1));
   sim_->write_reg(hw::reg::CONTROL, hw::bits::CONTROL_ENABLE);
   last_fence_cycle_ = sim_->cycle();
+  doorbells_posted_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,16 +482,42 @@ void KDevice::ring_doorbell_locked(uint32_t q) {
     target = (ring.tail + ring.size - 2 * hw::kRingEntryBytes) % ring.size;
   }
   if (target == ring.doorbell) return;
-  std::lock_guard<std::mutex> hw(hw_mu_);
+  ring.doorbell = target;
+  stalled_ = false;
+  last_progress_ = Clock::now();
+  // While the device thread runs the device it holds hw_mu_, for up to a slice (milliseconds
+  // on the RTL). Waiting for it here would hold the device lock meanwhile: every other ioctl
+  // would queue behind this one, and the device thread, done with its run, would spin for the
+  // device lock until this thread had woken up. The doorbell is posted instead, as an MMIO
+  // write is, and the device thread writes it before it looks at the device again (and before
+  // its next run); the device sees it a slice later at most, which the cycle counts show.
+  std::unique_lock<std::mutex> hw(hw_mu_, std::try_to_lock);
+  if (hw.owns_lock()) {
+    write_doorbell_hw_locked(q);
+  } else {
+    ring.doorbell_posted = true;
+    doorbells_posted_ = true;
+    ++stats_.doorbells_posted;
+  }
+  kick_device_locked();
+}
+
+void KDevice::write_doorbell_hw_locked(uint32_t q) {
+  Ring& ring = rings_[q];
   const uint64_t now_cycle = sim_->cycle();
   for (auto& job : ring.jobs) {
     if (job->doorbell_cycle == 0) job->doorbell_cycle = now_cycle + 1;  // +1: 0 means unset
   }
-  sim_->write_reg(hw::reg::RING_TAIL(q), target);
-  ring.doorbell = target;
-  stalled_ = false;
-  last_progress_ = Clock::now();
-  kick_device_locked();
+  sim_->write_reg(hw::reg::RING_TAIL(q), ring.doorbell);
+  ring.doorbell_posted = false;
+}
+
+void KDevice::write_posted_doorbells_locked() {
+  if (!doorbells_posted_) return;
+  std::lock_guard<std::mutex> hw(hw_mu_);
+  for (uint32_t q = 0; q < num_queues_; ++q)
+    if (rings_[q].doorbell_posted) write_doorbell_hw_locked(q);
+  doorbells_posted_ = false;
 }
 
 // Moves ready jobs from the context queues into the ring windows, round robin among the
@@ -737,6 +765,7 @@ void KDevice::thread_main() {
       cv_dev_.wait_until(lk, deadline);
       continue;
     }
+    write_posted_doorbells_locked();  // posted while another thread held hw_mu_ for a moment
     lk.unlock();
     sim::StopReason reason;
     uint64_t sig = 0;
@@ -747,6 +776,9 @@ void KDevice::thread_main() {
             sim::read_counter(*sim_, hw::Counter::kJobs);
     }
     lock_spinning(lk);  // a WAIT or SUBMIT holds it for a moment: do not sleep on it
+    // Doorbells rung during the run: before the device's state is read (an idle device with
+    // a posted doorbell has work, not a stall).
+    write_posted_doorbells_locked();
     if (stop_ || unplugged_) continue;
     if (reason == sim::StopReason::kInterrupt) {
       defer_wakeups_ = true;

@@ -164,7 +164,10 @@ struct Ring {
   uint64_t phys = 0;
   uint32_t size = 0;
   uint32_t tail = 0;           // byte offset after the last written entry
-  uint32_t doorbell = 0;       // last value written to RING_TAIL
+  uint32_t doorbell = 0;       // last value written to RING_TAIL (or posted: below)
+  // The doorbell is posted, not yet in the device's register: the device thread was running
+  // the device (holding hw_mu_), and writes it between two runs (KDevice::ring_doorbell_locked).
+  bool doorbell_posted = false;
   uint32_t next_hw_seq = 1;
   std::deque<std::shared_ptr<Job>> jobs;  // written to the ring, not yet fenced, oldest first
   std::shared_ptr<Job> withheld_hang;     // injected hang: entries written, doorbell withheld
@@ -254,6 +257,8 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   bool job_ready_locked(const Job& job, bool* failed_dep) const;
   void write_job_locked(Ring& ring, uint32_t q, const std::shared_ptr<Job>& job);
   void ring_doorbell_locked(uint32_t q);
+  void write_doorbell_hw_locked(uint32_t q);  // both locks held
+  void write_posted_doorbells_locked();       // mu_ held; takes hw_mu_ when one is posted
   void end_job_locked(Job& job, uint32_t status, uint32_t device_error, uint64_t error_addr,
                       uint64_t device_cycles);
   void abort_context_jobs_locked(Context& ctx);
@@ -358,6 +363,7 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   std::shared_ptr<Job> hung_job_;  // device stuck on this job (injected hang)
   Clock::time_point hung_since_;
   bool stalled_ = false;           // device idle although jobs are in rings
+  bool doorbells_posted_ = false;  // some Ring::doorbell_posted
   Clock::time_point stalled_since_;
   std::chrono::milliseconds hang_timeout_{2000};
   uint64_t last_fence_cycle_ = 0;

@@ -91,6 +91,9 @@ struct Stats {
   uint64_t wait_naps = 0;    // of those, timed sleeps until shortly before a long job's
                              // expected end (then spun across it: NPU_WAIT_SPIN_US)
   uint64_t bo_syncs = 0;     // BO_SYNC ioctls that reached the driver (valid or not)
+  // Doorbells rung while the device thread was running the device: posted, and written to
+  // the device by that thread before it next looked at the device (the SUBMIT did not wait).
+  uint64_t doorbells_posted = 0;
   // copy_from_user/copy_to_user that took the checked path (a system call: the range was not
   // on the calling thread's live stack), by every model device of the process together.
   uint64_t checked_user_copies = 0;
