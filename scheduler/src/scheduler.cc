@@ -10,6 +10,8 @@
 // commit that made the change).
 #include "npu/scheduler/scheduler.h"
 
+#include <pthread.h>
+
 #include "npu/driver/log.h"
 
 #include <algorithm>
@@ -703,7 +705,11 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<hal::Device
   core->options = options;
   core->log_sched = npu::log::enabled(npu::log::kSched);
   core->work.emplace(boost::asio::make_work_guard(core->io));
-  core->completion_thread = std::thread([c = core] { c->io.run(); });
+  // Threads are named for top -H, perf --sort comm and gdb.
+  core->completion_thread = std::thread([c = core] {
+    pthread_setname_np(pthread_self(), "npu-completion");
+    c->io.run();
+  });
   core->completion_thread_id = core->completion_thread.get_id();
   for (uint32_t i = 0; i < options.num_contexts; ++i) {
     core->lane_objects.push_back(std::make_unique<internal::Lane>(*core, i));
@@ -711,7 +717,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<hal::Device
   }
   // As many workers as lanes: whenever a lane is idle and a job waits, a worker is free.
   for (uint32_t i = 0; i < options.num_contexts; ++i)
-    core->workers.emplace_back([c = core.get()] { c->worker_main(); });
+    core->workers.emplace_back([c = core.get()] {
+      pthread_setname_np(pthread_self(), "npu-lane");
+      c->worker_main();
+    });
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(core)));
 }
 

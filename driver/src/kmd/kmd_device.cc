@@ -2,6 +2,7 @@
 // (interrupts, progress watchdog), reset, unplug and fault injection.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -180,7 +181,11 @@ int KDevice::init(const DeviceFactory& make) {
     std::lock_guard<std::mutex> hw(hw_mu_);
     program_device_locked();
   }
-  thread_ = std::thread([this] { thread_main(); });
+  thread_ = std::thread([this] {
+    // Named for top -H, perf --sort comm and gdb (the kernel keeps 15 characters).
+    pthread_setname_np(pthread_self(), ("npu-dev:" + name_).substr(0, 15).c_str());
+    thread_main();
+  });
   NPU_LOG_AT(kReset, "%s: probed id=%#x isa=%#x dim=%u queues=%u", name_.c_str(), device_id_,
            isa_version_, array_dim_, num_queues_);
   return 0;
