@@ -41,8 +41,6 @@ std::shared_ptr<runtime::Runtime> shared_runtime() {
     setenv("NPU_LOG", "quiet", 0);
     runtime::RuntimeOptions o;
     o.device = "sim";
-    if (getenv("LANES")) o.scheduler.num_contexts = atoi(getenv("LANES"));
-    if (getenv("PDEPTH")) o.scheduler.pipeline_depth = atoi(getenv("PDEPTH"));
     auto r = runtime::Runtime::open(o);
     if (!r.is_ok()) {
       std::fprintf(stderr, "npu-runtime-bench: %s\n", r.status().to_string().c_str());
