@@ -229,7 +229,6 @@ void KDevice::program_device_locked() {
   sim_->write_reg(hw::reg::IRQ_MASK, hw::bits::IRQ_ERROR | ((1u << num_queues_) - 1));
   sim_->write_reg(hw::reg::CONTROL, hw::bits::CONTROL_ENABLE);
   last_fence_cycle_ = sim_->cycle();
-  doorbells_posted_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -501,7 +500,6 @@ void KDevice::ring_doorbell_locked(uint32_t q) {
     write_doorbell_hw_locked(q);
   } else {
     ring.doorbell_posted = true;
-    doorbells_posted_ = true;
     ++stats_.doorbells_posted;
   }
   kick_device_locked();
@@ -518,11 +516,12 @@ void KDevice::write_doorbell_hw_locked(uint32_t q) {
 }
 
 void KDevice::write_posted_doorbells_locked() {
-  if (!doorbells_posted_) return;
+  // A look at a few rings under mu_; hw_mu_ only when one has a doorbell posted.
+  if (std::none_of(rings_.begin(), rings_.end(), [](const Ring& r) { return r.doorbell_posted; }))
+    return;
   std::lock_guard<std::mutex> hw(hw_mu_);
   for (uint32_t q = 0; q < num_queues_; ++q)
     if (rings_[q].doorbell_posted) write_doorbell_hw_locked(q);
-  doorbells_posted_ = false;
 }
 
 // Moves ready jobs from the context queues into the ring windows, round robin among the

@@ -363,7 +363,6 @@ class KDevice final : public std::enable_shared_from_this<KDevice> {
   std::shared_ptr<Job> hung_job_;  // device stuck on this job (injected hang)
   Clock::time_point hung_since_;
   bool stalled_ = false;           // device idle although jobs are in rings
-  bool doorbells_posted_ = false;  // some Ring::doorbell_posted
   Clock::time_point stalled_since_;
   std::chrono::milliseconds hang_timeout_{2000};
   uint64_t last_fence_cycle_ = 0;
