@@ -114,6 +114,13 @@ def sqnr(ref, act):
     return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref ** 2) / noise))
 
 
+def map_iou(ref, out):
+    """IoU of two det maps binarised at npu_ocr.DET_THRESH (1 when both are empty)."""
+    a, b = ref > npu_ocr.DET_THRESH, out > npu_ocr.DET_THRESH
+    union = (a | b).sum()
+    return 1.0 if union == 0 else float((a & b).sum() / union)
+
+
 def check(failures, key, value, higher_is_better=True):
     """Prints a figure with its floor and target; records a failure below the floor."""
     written, floor, target = FLOORS[key]
@@ -206,9 +213,7 @@ def check_det(work):
     ious, dbs, boxes_npu, boxes_ort = [], [], 0, 0
     for x, ref in zip(xs, refs):
         out = model.run(x)
-        a, b = ref > npu_ocr.DET_THRESH, out > npu_ocr.DET_THRESH
-        union = (a | b).sum()
-        ious.append(1.0 if union == 0 else float((a & b).sum() / union))
+        ious.append(map_iou(ref, out))
         dbs.append(sqnr(ref, out))
         boxes_npu += len(npu_ocr.find_boxes(out[0, 0]))
         boxes_ort += len(npu_ocr.find_boxes(ref[0, 0]))

@@ -168,21 +168,22 @@ def fake_quantise(model, grids):
 
         def const(name, val):
             return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(val, np.float32), name))
-        clip = (helper.make_node("Clip", [p + "3"], [p + "4"], min=0.0, max=levels) if opset < 11 else
-                helper.make_node("Clip", [p + "3", p + "lo", p + "hi"], [p + "4"]))
+        if opset < 11:  # Clip's bounds are attributes before opset 11, inputs after
+            clip = [helper.make_node("Clip", [p + "3"], [p + "4"], min=0.0, max=levels)]
+        else:
+            clip = [const(p + "lo", 0.0), const(p + "hi", levels),
+                    helper.make_node("Clip", [p + "3", p + "lo", p + "hi"], [p + "4"])]
         after[v] = [const(p + "s", step), const(p + "z", zp + 0.5), const(p + "zz", zp),
-                    const(p + "lo", 0.0), const(p + "hi", levels),
                     helper.make_node("Div", [v, p + "s"], [p + "1"]),
                     helper.make_node("Add", [p + "1", p + "z"], [p + "2"]),
-                    helper.make_node("Floor", [p + "2"], [p + "3"]), clip,
+                    helper.make_node("Floor", [p + "2"], [p + "3"]), *clip,
                     helper.make_node("Sub", [p + "4", p + "zz"], [p + "5"]),
                     helper.make_node("Mul", [p + "5", p + "s"], [p])]
-        for n in model.graph.node:
-            for i, x in enumerate(n.input):
-                if x == v:
-                    n.input[i] = p
+    renamed = {v: nodes[-1].output[0] for v, nodes in after.items()}
     nodes = []
     for n in list(model.graph.node):
+        for i, x in enumerate(n.input):
+            n.input[i] = renamed.get(x, x)  # readers take the rounded value
         nodes.append(n)
         for o in n.output:
             nodes.extend(after.get(o, []))
@@ -239,7 +240,7 @@ def main():
         print(f"{what}: text identical on {same} of {len(xs)} lines, SQNR mean {np.mean(dbs):.2f} dB, "
               f"min {np.min(dbs):.2f} dB")
     else:
-        ious = [((r > .3) & (g > .3)).sum() / max(((r > .3) | (g > .3)).sum(), 1) for r, g in zip(ref, got)]
+        ious = [check_ocr.map_iou(r, g) for r, g in zip(ref, got)]
         print(f"{what}: IoU mean {np.mean(ious):.4f} over {len(xs)} pages, SQNR mean {np.mean(dbs):.2f} dB, "
               f"min {np.min(dbs):.2f} dB")
 
