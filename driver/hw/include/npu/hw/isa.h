@@ -22,7 +22,20 @@ struct Tokens {
   bool push_next = false;
 };
 
+// Wide values (ISA 1.4, architecture.md 1.4.3): an int16 row of N elements in two
+// consecutive ACT rows. LOAD/STORE w0 bit 18 (ACT only), GEMM w0 bit 17 (wide activation
+// operands), VEC w0 bit 22 (wide sources: DWCONV, LUT) and bit 23 (wide destinations:
+// REQUANT, DWCONV, LUT with a wide source).
+inline constexpr uint32_t kDmaWideBit = 1u << 18;
+inline constexpr uint32_t kGemmWideBit = 1u << 17;
+inline constexpr uint32_t kVecWideSrcBit = 1u << 22;
+inline constexpr uint32_t kVecWideDstBit = 1u << 23;
+// A wide LUT's table: 257 int16 entries (514 bytes) from its parameter row.
+inline constexpr uint32_t kWideLutEntries = 257;
+constexpr uint32_t wide_lut_rows(uint32_t n) { return (2 * kWideLutEntries + n - 1) / n; }
+
 struct Load {
+  bool wide = false;  // kDmaWideBit: row_elems int16 elements per (z, y, x), two ACT rows each
   hw::Scratchpad sp = hw::Scratchpad::kAct;
   uint32_t row_elems = 0;  // 0 means N
   uint32_t va = 0;
@@ -34,6 +47,7 @@ struct Load {
 };
 
 struct Store {
+  bool wide = false;  // kDmaWideBit, as Load
   hw::Scratchpad sp = hw::Scratchpad::kAct;
   uint32_t row_elems = 0;
   uint32_t va = 0;
@@ -45,6 +59,7 @@ struct Store {
 
 struct Gemm {
   bool clear = false;
+  bool wide = false;  // kGemmWideBit: activation operands are wide rows
   uint16_t act = 0, wgt = 0, acc = 0;
   uint16_t r = 1, o = 1, i = 1;
   uint16_t act_so = 0, act_si = 0, act_sr = 0;
@@ -60,6 +75,7 @@ inline constexpr uint32_t kVecWrapBit = 1u << 21;
 struct VecRequant {
   bool bias = false;
   bool wrap = false;  // kVecWrapBit; needs clamp_lo = clamp_hi = 0
+  bool wide_dst = false;  // kVecWideDstBit: wide results (zp and clamps refined by 256)
   uint16_t src = 0, dst = 0, param = 0;
   uint16_t r = 1, o = 1;
   int8_t zero_point = 0;
@@ -97,6 +113,7 @@ constexpr uint32_t op(hw::Opcode opcode) { return static_cast<uint32_t>(opcode);
 
 constexpr Words encode(const Load& in) {
   return {op(hw::Opcode::kLoad) | token_bits(in.tokens) | (static_cast<uint32_t>(in.sp) << 16) |
+              (in.wide ? kDmaWideBit : 0u) |
               ((in.row_elems & 0xFFu) << 24),
           in.va,
           in.sp_base,
@@ -110,6 +127,7 @@ constexpr Words encode(const Load& in) {
 
 constexpr Words encode(const Store& in) {
   return {op(hw::Opcode::kStore) | token_bits(in.tokens) | (static_cast<uint32_t>(in.sp) << 16) |
+              (in.wide ? kDmaWideBit : 0u) |
               ((in.row_elems & 0xFFu) << 24),
           in.va,
           in.sp_base,
@@ -121,7 +139,8 @@ constexpr Words encode(const Store& in) {
 }
 
 constexpr Words encode(const Gemm& in) {
-  return {op(hw::Opcode::kGemm) | token_bits(in.tokens) | (in.clear ? 1u << 16 : 0u),
+  return {op(hw::Opcode::kGemm) | token_bits(in.tokens) | (in.clear ? 1u << 16 : 0u) |
+              (in.wide ? kGemmWideBit : 0u),
           pack16(in.act, in.wgt),
           pack16(in.acc, in.r),
           pack16(in.o, in.i),
@@ -134,7 +153,7 @@ constexpr Words encode(const Gemm& in) {
 constexpr Words encode(const VecRequant& in) {
   return {op(hw::Opcode::kVec) | token_bits(in.tokens) |
               (static_cast<uint32_t>(hw::VecMode::kRequant) << 16) | (in.bias ? 1u << 20 : 0u) |
-              (in.wrap ? kVecWrapBit : 0u),
+              (in.wrap ? kVecWrapBit : 0u) | (in.wide_dst ? kVecWideDstBit : 0u),
           pack16(in.src, in.dst),
           pack16(in.param, in.r),
           pack16(in.o, static_cast<uint8_t>(in.zero_point)),
