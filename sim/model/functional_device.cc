@@ -364,7 +364,9 @@ class FunctionalDevice final : public Device {
         if (field(w[0], 16, 4) == static_cast<uint32_t>(hw::VecMode::kSoftmax))  // three passes
           return 3 * uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16);
         return uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16) *
-               (field(w[0], 16, 4) >= 4 ? CycleModel::window_cycles(field(w[7], 8, 8), field(w[7], 0, 8)) : 1);
+               (field(w[0], 16, 4) >= 4
+                    ? CycleModel::window_cycles(field(w[7], 8, 8), field(w[7], 0, 8), w[0] & isa::kVecWideSrcBit)
+                    : 1);
       default:
         return 0;
     }
@@ -451,21 +453,22 @@ class FunctionalDevice final : public Device {
       case hw::Opcode::kLoad:
       case hw::Opcode::kStore: {
         const bool is_store = opcode == static_cast<uint32_t>(hw::Opcode::kStore);
-        if (!reserved_zero(w, 0x00FCF000u, {{4, is_store ? 0xFFFF0000u : 0u}}) ||
-            field(w[0], 16, 2) > 2 || field(w[0], 24, 8) > n_ || field(w[3], 0, 16) == 0 ||
+        if (!reserved_zero(w, 0x00F8F000u, {{4, is_store ? 0xFFFF0000u : 0u}}) ||
+            field(w[0], 16, 2) > 2 || ((w[0] & isa::kDmaWideBit) && field(w[0], 16, 2) != 0) ||
+            field(w[0], 24, 8) > n_ || field(w[3], 0, 16) == 0 ||
             field(w[3], 16, 16) == 0 || field(w[4], 0, 16) == 0)
           return illegal;
         engine = is_store ? isa::Engine::kStore : isa::Engine::kLoad;
         break;
       }
       case hw::Opcode::kGemm:
-        if (!reserved_zero(w, 0xFFFEF000u, {}) || field(w[2], 16, 16) == 0 ||
+        if (!reserved_zero(w, 0xFFFCF000u, {}) || field(w[2], 16, 16) == 0 ||
             field(w[3], 0, 16) == 0 || field(w[3], 16, 16) == 0)
           return illegal;
         engine = isa::Engine::kCompute;
         break;
       case hw::Opcode::kVec:
-        if (!reserved_zero(w, 0xFFC0F000u, {{3, 0xFF000000u}}) || field(w[2], 16, 16) == 0 ||
+        if (!reserved_zero(w, 0xFF00F000u, {{3, 0xFF000000u}}) || field(w[2], 16, 16) == 0 ||
             field(w[3], 0, 16) == 0 || !vec_fields_legal(w))
           return illegal;
         engine = isa::Engine::kCompute;
@@ -646,16 +649,24 @@ class FunctionalDevice final : public Device {
     return c.phys[0];
   }
 
+  // Bytes per element of a LOAD's or STORE's scratchpad rows, and how many scratchpad rows
+  // one (z, y, x) step covers: a wide ACT row (ISA 1.4) is N int16 in two ACT rows, which
+  // are contiguous in act_, so a step is one 2N-byte row of the copy loops.
+  static uint32_t dma_esize(const isa::Words& w) {
+    return field(w[0], 16, 2) == 2 ? 4 : (w[0] & isa::kDmaWideBit) ? 2 : 1;
+  }
+  static uint32_t dma_rows_per_step(const isa::Words& w) { return (w[0] & isa::kDmaWideBit) ? 2 : 1; }
+
   std::optional<Fault> do_load(const isa::Words& w) {
     const uint32_t sp = field(w[0], 16, 2);
     const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
-    const uint32_t esize = sp == 2 ? 4 : 1;
+    const uint32_t esize = dma_esize(w);
     const uint32_t X = field(w[3], 0, 16), Y = field(w[3], 16, 16), Z = field(w[4], 0, 16);
     const uint32_t pl = field(w[4], 16, 4), pr = field(w[4], 20, 4);
     const uint32_t pt = field(w[4], 24, 4), pb = field(w[4], 28, 4);
     const uint32_t Xp = X + pl + pr, Yp = Y + pt + pb;
     const uint64_t rows = static_cast<uint64_t>(Z) * Yp * Xp;
-    if (auto f = check_range(w[2] + rows - 1, sp_rows(sp))) return f;
+    if (auto f = check_range(w[2] + rows * dma_rows_per_step(w) - 1, sp_rows(sp))) return f;
     const uint32_t row_bytes = elems * esize;
     const size_t sp_row_bytes = static_cast<size_t>(n_) * esize;
     const uint32_t stride = w[5];
@@ -727,10 +738,10 @@ class FunctionalDevice final : public Device {
   std::optional<Fault> do_store(const isa::Words& w) {
     const uint32_t sp = field(w[0], 16, 2);
     const uint32_t elems = field(w[0], 24, 8) ? field(w[0], 24, 8) : n_;
-    const uint32_t esize = sp == 2 ? 4 : 1;
+    const uint32_t esize = dma_esize(w);
     const uint32_t X = field(w[3], 0, 16), Y = field(w[3], 16, 16), Z = field(w[4], 0, 16);
     const uint64_t rows = static_cast<uint64_t>(Z) * Y * X;
-    if (auto f = check_range(w[2] + rows - 1, sp_rows(sp))) return f;
+    if (auto f = check_range(w[2] + rows * dma_rows_per_step(w) - 1, sp_rows(sp))) return f;
     const uint32_t row_bytes = elems * esize;
     const size_t sp_row_bytes = static_cast<size_t>(n_) * esize;
     const uint32_t stride = w[5];
@@ -804,6 +815,47 @@ class FunctionalDevice final : public Device {
   }
 
   // --- GEMM --------------------------------------------------------------------------------
+  struct GemmStrides {
+    uint32_t aso, asi, asr, cso, csi, csr, wso, wsi;
+  };
+
+  // An int16 row of the ACT scratchpad (a wide row, ISA 1.4): the N elements little-endian in
+  // rows `row` and `row + 1`.
+  void read_wide_row(uint32_t row, int16_t* out) const {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(act_.data() + static_cast<size_t>(row) * n_);
+    for (uint32_t k = 0; k < n_; ++k)
+      out[k] = static_cast<int16_t>(static_cast<uint16_t>(bytes[2 * k] | (bytes[2 * k + 1] << 8)));
+  }
+  void write_wide_row(uint32_t row, const int16_t* in) {
+    auto* bytes = reinterpret_cast<uint8_t*>(act_.data() + static_cast<size_t>(row) * n_);
+    for (uint32_t k = 0; k < n_; ++k) {
+      bytes[2 * k] = static_cast<uint8_t>(in[k] & 0xFF);
+      bytes[2 * k + 1] = static_cast<uint8_t>((static_cast<uint16_t>(in[k]) >> 8) & 0xFF);
+    }
+  }
+
+  // GEMM with wide activation operands (ISA 1.4): the definition's loop in program order, one
+  // accumulator row at a time (int16 × int8 products, int32 wrapping sums). The reference
+  // path for now: no packed tiles or SIMD kernels yet.
+  void gemm_wide(bool clear, uint32_t act, uint32_t wgt, uint32_t acc, uint32_t R, uint32_t O, uint32_t I,
+                 const GemmStrides& st) {
+    int16_t a[32];
+    for (uint32_t o = 0; o < O; ++o)
+      for (uint32_t i = 0; i < I; ++i) {
+        const int8_t* tile = wgt_.data() + static_cast<size_t>(wgt + o * st.wso + i * st.wsi) * n_ * n_;
+        for (uint32_t r = 0; r < R; ++r) {
+          read_wide_row(act + o * st.aso + i * st.asi + r * st.asr, a);
+          int32_t* row = acc_.data() + static_cast<size_t>(acc + o * st.cso + i * st.csi + r * st.csr) * n_;
+          uint32_t p[32] = {};  // unsigned: the sums wrap
+          for (uint32_t k = 0; k < n_; ++k)
+            for (uint32_t n = 0; n < n_; ++n)
+              p[n] += static_cast<uint32_t>(int32_t{a[k]} * tile[k * n_ + n]);
+          for (uint32_t n = 0; n < n_; ++n)
+            row[n] = static_cast<int32_t>(clear && i == 0 ? p[n] : static_cast<uint32_t>(row[n]) + p[n]);
+        }
+      }
+  }
+
   std::optional<Fault> do_gemm(const isa::Words& w) {
     const bool clear = w[0] & (1u << 16);
     const uint32_t act = field(w[1], 0, 16), wgt = field(w[1], 16, 16);
@@ -816,10 +868,17 @@ class FunctionalDevice final : public Device {
     const uint64_t act_max = act + uint64_t{O - 1} * aso + uint64_t{I - 1} * asi + uint64_t{R - 1} * asr;
     const uint64_t wgt_max = wgt + uint64_t{O - 1} * wso + uint64_t{I - 1} * wsi;
     const uint64_t acc_max = acc + uint64_t{O - 1} * cso + uint64_t{I - 1} * csi + uint64_t{R - 1} * csr;
-    if (auto f = check_range(act_max, act_rows_)) return f;
+    const bool wide = w[0] & isa::kGemmWideBit;  // ISA 1.4: each operand is rows a, a + 1
+    if (auto f = check_range(act_max + (wide ? 1 : 0), act_rows_)) return f;
     if (auto f = check_range(wgt_max, wgt_rows_ / n_)) return f;
     if (auto f = check_range(acc_max, acc_rows_)) return f;
     if (checking_only_) return std::nullopt;
+    if (wide) {
+      gemm_wide(clear, act, wgt, acc, R, O, I, {aso, asi, asr, cso, csi, csr, wso, wsi});
+      job_cycles_ += timing_.gemm(O, I, R);
+      count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
+      return std::nullopt;
+    }
     // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
     // convolution cycles through the same few tiles for every output row.
     auto packed_tile = [&](uint32_t tile_index) -> const PackedTile& {
@@ -882,6 +941,12 @@ class FunctionalDevice final : public Device {
     const uint32_t aux = field(w[6], 16, 16), param = field(w[2], 0, 16);
     const uint32_t kw = field(w[7], 0, 8), kh = field(w[7], 8, 8);
     const bool window = mode == 4 || mode == 5 || mode == 6;
+    // Wide rows (ISA 1.4): sources in DWCONV and LUT, destinations in REQUANT, DWCONV and a
+    // LUT with a wide source; never with wrap.
+    const bool wide_src = w[0] & isa::kVecWideSrcBit, wide_dst = w[0] & isa::kVecWideDstBit;
+    if (wide_src && mode != 1 && mode != 6) return false;
+    if (wide_dst && !(mode == 0 || mode == 6 || (mode == 1 && wide_src))) return false;
+    if ((wide_src || wide_dst) && (w[0] & isa::kVecWrapBit)) return false;
     if (mode == static_cast<uint32_t>(hw::VecMode::kSoftmax)) return vec_softmax_fields_legal(w);
     if (mode > 6) return false;
     // wrap (ISA 1.2): REQUANT, ADD and MUL only, with clamp low = high = 0.
@@ -959,6 +1024,83 @@ class FunctionalDevice final : public Device {
     return std::nullopt;
   }
 
+  // A VEC with wide rows (ISA 1.4, architecture.md 1.4.3): REQUANT, DWCONV or LUT.
+  struct WideVec {
+    uint32_t mode, src, dst, param, aux, O, R, sso, ssr, dso, dsr, kw, kh, wys;
+    int8_t zp, lo, hi;
+    bool wide_src, wide_dst;
+  };
+
+  // One output row's lanes, clamped onto the destination's grid and written: an int8 row, or
+  // a wide row whose bounds are the int8 fields refined by 256.
+  void write_vec_row(const WideVec& v, uint32_t row, const int64_t* u) {
+    if (v.wide_dst) {
+      int16_t out[32];
+      const int64_t lo = int64_t{v.lo} * 256, hi = int64_t{v.hi} * 256 + 255;
+      for (uint32_t c = 0; c < n_; ++c) out[c] = static_cast<int16_t>(u[c] < lo ? lo : (u[c] > hi ? hi : u[c]));
+      write_wide_row(row, out);
+      return;
+    }
+    int8_t* y = act_.data() + static_cast<size_t>(row) * n_;
+    for (uint32_t c = 0; c < n_; ++c) y[c] = vec_clamp(u[c], v.lo, v.hi);
+  }
+
+  // The reference path of wide VECs: each output row is computed from its sources before it
+  // is written (program order, as the RTL), so overlapping rows read what earlier rows wrote.
+  void vec_wide(const WideVec& v, const int32_t* bias_row, const int32_t* m, const int32_t* s) {
+    int16_t table[isa::kWideLutEntries];  // a LUT's table, latched before the first output row
+    if (v.mode == 1) {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(act_.data() + static_cast<size_t>(v.param) * n_);
+      for (uint32_t e = 0; e < isa::kWideLutEntries; ++e)
+        table[e] = static_cast<int16_t>(static_cast<uint16_t>(bytes[2 * e] | (bytes[2 * e + 1] << 8)));
+    }
+    // REQUANT's and DWCONV's per-lane rescale and zero point (refined by 256 for a wide
+    // destination), 64-bit wrapping as 1.4 defines.
+    const int64_t zp = v.wide_dst ? int64_t{v.zp} * 256 : v.zp;
+    auto requant = [&](int64_t t, uint32_t c) {
+      const int64_t q = vec_round_shift(
+          static_cast<int64_t>(static_cast<uint64_t>(t) * static_cast<uint64_t>(int64_t{m[c]})),
+          static_cast<uint32_t>(s[c]) & 63u);
+      return static_cast<int64_t>(static_cast<uint64_t>(q) + static_cast<uint64_t>(zp));
+    };
+    for (uint32_t o = 0; o < v.O; ++o)
+      for (uint32_t r = 0; r < v.R; ++r) {
+        const uint32_t at = v.src + o * v.sso + r * v.ssr, to = v.dst + o * v.dso + r * v.dsr;
+        int64_t u[32];
+        if (v.mode == 0) {  // REQUANT: int32 ACC source
+          const int32_t* a = acc_.data() + static_cast<size_t>(at) * n_;
+          for (uint32_t c = 0; c < n_; ++c)
+            u[c] = requant(static_cast<int32_t>(static_cast<uint32_t>(a[c]) + static_cast<uint32_t>(bias_row ? bias_row[c] : 0)), c);
+        } else if (v.mode == 6) {  // DWCONV
+          uint32_t t[32];
+          for (uint32_t c = 0; c < n_; ++c) t[c] = static_cast<uint32_t>(bias_row ? bias_row[c] : 0);
+          for (uint32_t ky = 0; ky < v.kh; ++ky)
+            for (uint32_t kx = 0; kx < v.kw; ++kx) {
+              const int8_t* wr = wgt_.data() + static_cast<size_t>(v.aux + ky * v.kw + kx) * n_;
+              int16_t x[32];
+              const uint32_t row = at + ky * v.wys + (v.wide_src ? 2 * kx : kx);
+              if (v.wide_src) {
+                read_wide_row(row, x);
+              } else {
+                for (uint32_t c = 0; c < n_; ++c) x[c] = act_[static_cast<size_t>(row) * n_ + c];
+              }
+              for (uint32_t c = 0; c < n_; ++c) t[c] += static_cast<uint32_t>(int32_t{x[c]} * wr[c]);
+            }
+          for (uint32_t c = 0; c < n_; ++c) u[c] = requant(static_cast<int32_t>(t[c]), c);
+        } else {  // LUT with a wide source: the interpolated table
+          int16_t x[32];
+          read_wide_row(at, x);
+          for (uint32_t c = 0; c < n_; ++c) {
+            const int32_t i = (x[c] >> 8) + 128, f = x[c] & 255;
+            const int32_t t = 256 * int32_t{table[i]} + (int32_t{table[i + 1]} - table[i]) * f;
+            // (LUT has no zero point: the table's entries are on the output grid.)
+            u[c] = v.wide_dst ? (int64_t{t} + 128) >> 8 : (int64_t{t} + 32768) >> 16;
+          }
+        }
+        write_vec_row(v, to, u);
+      }
+  }
+
   std::optional<Fault> do_vec(const isa::Words& w) {
     const uint32_t mode = field(w[0], 16, 4);
     if (mode == static_cast<uint32_t>(hw::VecMode::kSoftmax)) return do_vec_softmax(w);
@@ -968,7 +1110,11 @@ class FunctionalDevice final : public Device {
     const uint32_t aux = field(w[6], 16, 16);
     const uint32_t kw = mode >= 4 ? field(w[7], 0, 8) : 1, kh = mode >= 4 ? field(w[7], 8, 8) : 1;
     const uint32_t wys = field(w[7], 16, 16);
-    const uint64_t src_extent = uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr + uint64_t{kh - 1} * wys + (kw - 1);
+    const bool wide_src = w[0] & isa::kVecWideSrcBit, wide_dst = w[0] & isa::kVecWideDstBit;
+    // A wide element is two rows: window elements lie 2 apart, and every range covers the
+    // second row of its last element (ISA 1.4).
+    const uint64_t src_extent = uint64_t{O - 1} * sso + uint64_t{R - 1} * ssr + uint64_t{kh - 1} * wys +
+                                (wide_src ? 2 * uint64_t{kw - 1} + 1 : kw - 1);
     // Range checks in the documented order: src, aux, dst, params.
     if (auto f = check_range(src + src_extent, mode == 0 ? acc_rows_ : act_rows_)) return f;
     if (mode == 2 || mode == 3) {
@@ -976,11 +1122,13 @@ class FunctionalDevice final : public Device {
     } else if (mode == 6) {
       if (auto f = check_range(uint64_t{aux} + kh * kw - 1, wgt_rows_)) return f;
     }
-    if (auto f = check_range(dst + uint64_t{O - 1} * dso + uint64_t{R - 1} * dsr, act_rows_)) return f;
+    if (auto f = check_range(dst + uint64_t{O - 1} * dso + uint64_t{R - 1} * dsr + (wide_dst ? 1 : 0), act_rows_))
+      return f;
     if (mode == 0 || mode == 6) {
       if (auto f = check_range(uint64_t{param} + 2, acc_rows_)) return f;
     } else if (mode == 1) {
-      if (auto f = check_range(uint64_t{param} + 256 / n_ - 1, act_rows_)) return f;
+      if (auto f = check_range(uint64_t{param} + (wide_src ? isa::wide_lut_rows(n_) : 256 / n_) - 1, act_rows_))
+        return f;
     } else if (mode != 4) {
       if (auto f = check_range(param, acc_rows_)) return f;
     }
@@ -1004,6 +1152,12 @@ class FunctionalDevice final : public Device {
     auto act_row = [&](uint32_t row) { return act_.data() + static_cast<size_t>(row) * n_; };
     const RowWalk walk{O, R, ptrdiff_t{sso} * n_, ptrdiff_t{ssr} * n_, ptrdiff_t{dso} * n_, ptrdiff_t{dsr} * n_};
     const int32_t* bias_row = bias ? prow : nullptr;
+    if (wide_src || wide_dst) {
+      const WideVec v{mode, src, dst, param, aux, O, R, sso, ssr, dso, dsr, kw, kh, wys, zp, lo, hi, wide_src, wide_dst};
+      vec_wide(v, bias_row, m, s);
+      job_cycles_ += timing_.vec(mode, O, R, kh, kw, wide_src);
+      return std::nullopt;
+    }
     switch (mode) {
       case 0:
         requantize_rows(vec_kernel_, acc_.data() + static_cast<size_t>(src) * n_, bias_row, rq, act_row(dst), walk, n_);

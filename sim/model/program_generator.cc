@@ -1,6 +1,7 @@
 #include "npu/sim/program_generator.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -22,7 +23,7 @@ class Generator {
     GeneratedProgram out;
     const uint32_t length = pick(4, 40);
     // One program in four aims at an error path, placed at a random point.
-    const int error_kind = pick(0, 3) == 0 ? static_cast<int>(pick(1, 9)) : 0;
+    const int error_kind = pick(0, 3) == 0 ? static_cast<int>(pick(1, 10)) : 0;
     const uint32_t error_at = pick(0, length - 1);
     for (uint32_t i = 0; i < length; ++i) {
       if (error_kind != 0 && i == error_at) {
@@ -53,6 +54,7 @@ class Generator {
   isa::Words random_load() {
     isa::Load ld;
     ld.sp = static_cast<hw::Scratchpad>(pick(0, 2));
+    ld.wide = ld.sp == hw::Scratchpad::kAct && chance(4);  // ISA 1.4: two ACT rows per step
     ld.row_elems = chance(3) ? pick(1, n_) : 0;
     ld.x = static_cast<uint16_t>(pick(1, 6));
     ld.y = static_cast<uint16_t>(pick(1, 4));
@@ -63,13 +65,13 @@ class Generator {
       ld.pad_t = static_cast<uint8_t>(pick(0, 2));
       ld.pad_b = static_cast<uint8_t>(pick(0, 2));
     }
-    const uint32_t esize = ld.sp == hw::Scratchpad::kAcc ? 4 : 1;
+    const uint32_t esize = ld.sp == hw::Scratchpad::kAcc ? 4 : ld.wide ? 2 : 1;
     ld.x_stride = pick(0, 3 * n_ * esize);
     ld.y_stride = pick(0, 64 * n_);
     ld.z_stride = pick(0, 256 * n_);
     const uint32_t span = (ld.x - 1) * ld.x_stride + (ld.y - 1) * ld.y_stride + (ld.z - 1) * ld.z_stride + n_ * esize;
     ld.va = data_addr(span);
-    const uint32_t rows = ld.z * (ld.y + ld.pad_t + ld.pad_b) * (ld.x + ld.pad_l + ld.pad_r);
+    const uint32_t rows = ld.z * (ld.y + ld.pad_t + ld.pad_b) * (ld.x + ld.pad_l + ld.pad_r) * (ld.wide ? 2 : 1);
     const uint32_t limit = ld.sp == hw::Scratchpad::kAct ? act_rows_ : ld.sp == hw::Scratchpad::kWgt ? wgt_tiles_ * n_ : acc_rows_;
     // Mostly the low rows that the other instructions use; sometimes the top rows of the
     // scratchpad (where the compiler keeps a fused lookup table, beyond the ACC rows).
@@ -81,10 +83,11 @@ class Generator {
   isa::Words random_store() {
     isa::Store st;
     st.sp = chance(3) ? hw::Scratchpad::kAcc : hw::Scratchpad::kAct;
+    st.wide = st.sp == hw::Scratchpad::kAct && chance(4);
     st.row_elems = chance(3) ? pick(1, n_) : 0;
     st.x = static_cast<uint16_t>(pick(1, 6));
     st.y = static_cast<uint16_t>(pick(1, 3));
-    const uint32_t esize = st.sp == hw::Scratchpad::kAcc ? 4 : 1;
+    const uint32_t esize = st.sp == hw::Scratchpad::kAcc ? 4 : st.wide ? 2 : 1;
     st.x_stride = pick(1, 3) * n_ * esize;  // rows do not overlap: the result is order-independent
     st.y_stride = st.x_stride * st.x;
     st.va = data_addr(st.y_stride * st.y + n_ * esize);
@@ -95,6 +98,7 @@ class Generator {
   isa::Words random_gemm() {
     isa::Gemm g;
     g.clear = chance(2);
+    g.wide = chance(4);  // ISA 1.4: int16 activation operands
     g.r = static_cast<uint16_t>(pick(1, 8));
     g.o = static_cast<uint16_t>(pick(1, 2));
     g.i = static_cast<uint16_t>(pick(1, 3));
@@ -126,6 +130,7 @@ class Generator {
     isa::VecRequant v;
     v.bias = mode == hw::VecMode::kRequant && chance(2);
     v.wrap = chance(3);
+    v.wide_dst = mode == hw::VecMode::kRequant && !v.wrap && chance(4);
     v.src = static_cast<uint16_t>(pick(0, 100));
     v.dst = static_cast<uint16_t>(pick(0, 200));
     v.param = static_cast<uint16_t>(pick(0, 120));
@@ -146,15 +151,20 @@ class Generator {
     return w;
   }
 
+  // One LUT in three reads wide rows through the interpolated table (ISA 1.4), and half of
+  // those write wide rows.
   isa::Words random_lut() {
     isa::VecRequant v;
     v.src = static_cast<uint16_t>(pick(0, 100));
     v.dst = static_cast<uint16_t>(pick(0, 200));
-    const uint32_t table_rows = 256 / n_;
+    const bool wide_src = chance(3);
+    v.wide_dst = wide_src && chance(2);
+    const uint32_t table_rows = wide_src ? isa::wide_lut_rows(n_) : 256 / n_;
     v.param = static_cast<uint16_t>(chance(2) ? act_rows_ - table_rows - pick(0, 8) : pick(0, 120));
     random_loop(v, 8);
     isa::Words w = isa::encode(v);
-    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16) |
+           (wide_src ? isa::kVecWideSrcBit : 0u);
     return w;
   }
 
@@ -182,12 +192,15 @@ class Generator {
     const uint32_t kw = chance(3) ? pick(1, 3) : pick(1, 2 * win + 3), kh = pick(1, 3), wys = pick(0, kw + 4);
     isa::VecRequant v;
     v.bias = mode == hw::VecMode::kDwconv && chance(2);
+    // DWCONV over wide rows (ISA 1.4) one time in three, writing wide rows one time in three.
+    const bool wide_src = mode == hw::VecMode::kDwconv && chance(3);
+    v.wide_dst = mode == hw::VecMode::kDwconv && chance(3);
     v.src = static_cast<uint16_t>(pick(0, 100));
     v.dst = static_cast<uint16_t>(pick(0, 200));
     v.param = mode == hw::VecMode::kMaxpool ? 0 : static_cast<uint16_t>(pick(0, 120));
     random_loop(v, 6);
     isa::Words w = isa::encode(v);
-    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(mode) << 16);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(mode) << 16) | (wide_src ? isa::kVecWideSrcBit : 0u);
     if (mode == hw::VecMode::kDwconv) w[6] |= pick(0, 4 * n_) << 16;  // aux: the weight rows
     w[7] = kw | (kh << 8) | (wys << 16);
     return w;
@@ -213,6 +226,42 @@ class Generator {
     v.shift = static_cast<uint8_t>(chance(2) ? pick(40, 63) : pick(0, 63));
     v.tail = static_cast<uint8_t>(pick(0, n_));
     return isa::encode(v);
+  }
+
+  // LOAD/STORE wide outside ACT; VEC wide_src outside DWCONV and LUT, wide_dst outside
+  // REQUANT, DWCONV and a wide-source LUT, or either with wrap.
+  isa::Words illegal_wide() {
+    switch (pick(0, 3)) {
+      case 0: {
+        isa::Load ld;
+        ld.sp = chance(2) ? hw::Scratchpad::kWgt : hw::Scratchpad::kAcc;
+        ld.wide = true;
+        ld.va = mem_.data_va;
+        isa::Words w = isa::encode(ld);
+        if (chance(2)) w[0] = (w[0] & ~0xFFu) | static_cast<uint32_t>(hw::Opcode::kStore);
+        return w;
+      }
+      case 1: {  // wide_src in REQUANT, ADD, MUL, MAXPOOL or AVGPOOL
+        isa::Words w = isa::encode(isa::VecRequant{});
+        const uint32_t mode = std::array<uint32_t, 5>{0, 2, 3, 4, 5}[pick(0, 4)];
+        w[0] = (w[0] & ~(0xFu << 16)) | (mode << 16) | isa::kVecWideSrcBit;
+        if (mode >= 4) w[7] = 1u | (1u << 8);  // a legal 1x1 window
+        if (mode == 4) w[2] &= 0xFFFF0000u;     // MAXPOOL has no P
+        return w;
+      }
+      case 2: {  // wide_dst in a LUT with an int8 source
+        isa::Words w = isa::encode(isa::VecRequant{});
+        w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16) | isa::kVecWideDstBit;
+        return w;
+      }
+      default: {  // wide_dst with wrap
+        isa::VecRequant v;
+        v.wrap = true;
+        v.clamp_lo = v.clamp_hi = 0;
+        v.wide_dst = true;
+        return isa::encode(v);
+      }
+    }
   }
 
   void fix_sync_engine() {
@@ -262,7 +311,7 @@ class Generator {
       case 2: {  // reserved field set
         out->expected_error = "ILLEGAL_INSTRUCTION";
         isa::Words w = random_gemm();
-        w[0] |= 1u << pick(17, 31);
+        w[0] |= 1u << pick(18, 31);  // (bit 17 is GEMM's wide bit, ISA 1.4)
         words_.push_back(w);
         break;
       }
@@ -325,6 +374,10 @@ class Generator {
         words_.push_back(w);
         break;
       }
+      case 10:  // a wide bit where ISA 1.4 does not allow it
+        out->expected_error = "ILLEGAL_INSTRUCTION";
+        words_.push_back(illegal_wide());
+        break;
       default: {  // token legality: LOAD may not use prev
         out->expected_error = "ILLEGAL_INSTRUCTION";
         isa::Load ld;

@@ -508,6 +508,169 @@ TEST_F(VecModes, UnusedFieldsMustBeZero) {
   EXPECT_EQ(run({lut_window}).error_code, static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction));
 }
 
+// Wide rows (ISA 1.4, architecture.md 1.4.3), each against the spec's formula: int16 data
+// through a wide LOAD, GEMM, REQUANT with a wide destination, DWCONV and the interpolated LUT
+// (both widths out), and a wide STORE; the extremes of int16 are among the inputs.
+class WideRows : public FunctionalModel {
+ protected:
+  int16_t* halves(uint32_t offset) { return reinterpret_cast<int16_t*>(bm_.view(data_ + offset, 2).data()); }
+  void fill_wide(uint32_t offset, uint32_t count) {
+    for (uint32_t i = 0; i < count; ++i)
+      *halves(offset + 2 * i) = static_cast<int16_t>(i % 7 == 0 ? (i % 2 ? 32767 : -32768) : (int32_t(i) * 7919) % 65536 - 32768);
+  }
+  // Loads `rows` wide rows from data+0 to ACT row 0 (2·rows ACT rows), WGT tiles from
+  // data+0x2000, ACC rows 50.. from data+0x4000, runs `op`, stores `out_rows` rows from ACT
+  // row 400 to data+0x8000 (wide rows if `wide_out`).
+  BareMetalResult run_wide(isa::Words op, uint32_t rows, uint32_t out_rows, bool wide_out, uint32_t acc_rows = 3) {
+    std::vector<isa::Words> p;
+    p.push_back(isa::encode(isa::Load{.wide = true, .sp = hw::Scratchpad::kAct, .va = data_,
+                                      .x = static_cast<uint16_t>(rows), .x_stride = 2 * N}));
+    p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kWgt, .va = data_ + 0x2000, .x = 2 * N, .x_stride = N}));
+    p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kAcc, .va = data_ + 0x4000, .sp_base = 50,
+                                      .x = static_cast<uint16_t>(acc_rows), .x_stride = 4 * N,
+                                      .tokens = {.push_next = true}}));
+    op[0] |= (1u << 8) | (1u << 11);  // pop_prev, push_next
+    p.push_back(op);
+    p.push_back(isa::encode(isa::Store{.wide = wide_out, .sp = hw::Scratchpad::kAct, .va = data_ + 0x8000,
+                                       .sp_base = 400, .x = static_cast<uint16_t>(out_rows),
+                                       .x_stride = (wide_out ? 2 : 1) * N, .tokens = {.pop_prev = true}}));
+    return run(p);
+  }
+  static int64_t rq(int64_t t, uint32_t s) { return s ? (t + (int64_t{1} << (s - 1))) >> s : t; }
+  int16_t in(uint32_t row, uint32_t c) { return *halves(2 * (row * N + c)); }
+};
+
+// GEMM over wide operands, REQUANT to a wide destination (zp and clamps refined by 256).
+TEST_F(WideRows, GemmAndRequantMatchTheDefinition) {
+  fill_wide(0, 4 * N);
+  for (uint32_t i = 0; i < N * N; ++i) *bytes(0x2000 + i) = static_cast<int8_t>(static_cast<int>(i * 91 % 255) - 127);
+  for (uint32_t c = 0; c < N; ++c) {
+    *words(0x4000 + 4 * c) = static_cast<int32_t>(c) * 12345 - 99999;  // bias
+    *words(0x4000 + 4 * N + 4 * c) = 1 << 30;                          // multiplier
+    *words(0x4000 + 8 * N + 4 * c) = 35 + c % 3;                       // shift
+  }
+  isa::Words gemm = isa::encode(isa::Gemm{.clear = true, .wide = true, .acc = 0, .r = 4, .act_sr = 2, .acc_sr = 1});
+  isa::VecRequant v{.bias = true, .wide_dst = true, .src = 0, .dst = 400, .param = 50, .r = 4, .zero_point = 3,
+                    .src_sr = 1, .dst_sr = 2, .clamp_lo = -100, .clamp_hi = 100};
+  // GEMM then REQUANT in one COMPUTE stream: LOAD's token is popped by the GEMM.
+  std::vector<isa::Words> p;
+  p.push_back(isa::encode(isa::Load{.wide = true, .sp = hw::Scratchpad::kAct, .va = data_, .x = 4, .x_stride = 2 * N}));
+  p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kWgt, .va = data_ + 0x2000, .x = N, .x_stride = N}));
+  p.push_back(isa::encode(isa::Load{.sp = hw::Scratchpad::kAcc, .va = data_ + 0x4000, .sp_base = 50, .x = 3,
+                                    .x_stride = 4 * N, .tokens = {.push_next = true}}));
+  gemm[0] |= 1u << 8;
+  p.push_back(gemm);
+  isa::Words vq = isa::encode(v);
+  vq[0] |= 1u << 11;
+  p.push_back(vq);
+  p.push_back(isa::encode(isa::Store{.wide = true, .sp = hw::Scratchpad::kAct, .va = data_ + 0x8000, .sp_base = 400,
+                                     .x = 4, .x_stride = 2 * N, .tokens = {.pop_prev = true}}));
+  const auto res = run(p);
+  ASSERT_TRUE(res.completed) << "error " << res.error_code << " addr " << res.error_addr;
+  for (uint32_t r = 0; r < 4; ++r)
+    for (uint32_t c = 0; c < N; ++c) {
+      int64_t acc = 0;
+      for (uint32_t k = 0; k < N; ++k) acc += int64_t{in(r, k)} * *bytes(0x2000 + k * N + c);
+      acc = static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(static_cast<int32_t>(c) * 12345 - 99999));
+      const int64_t u = rq(acc * (1 << 30), 35 + c % 3) + 3 * 256;
+      ASSERT_EQ(*halves(0x8000 + 2 * (r * N + c)), std::clamp<int64_t>(u, -100 * 256, 100 * 256 + 255)) << r << "," << c;
+    }
+  EXPECT_EQ(read_counter(*dev_, hw::Counter::kDmaRdBytes), 4u * 2 * N + N * N + 3u * 4 * N);
+  EXPECT_EQ(read_counter(*dev_, hw::Counter::kDmaWrBytes), 4u * 2 * N);
+}
+
+// The interpolated table: random int16 entries, inputs over the whole int16 range; int8 and
+// wide results.
+TEST_F(WideRows, LutInterpolatesBetweenTableEntries) {
+  fill_wide(0, 8 * N);
+  const uint32_t table_row = 16;  // ACT row 16 = wide row 8: after the 8 input rows
+  for (uint32_t e = 0; e < isa::kWideLutEntries; ++e)
+    *halves(table_row * N + 2 * e) = static_cast<int16_t>((int32_t(e) * 40503 + 17) % 65536 - 32768);
+  const uint32_t rows = (table_row + isa::wide_lut_rows(N) + 1) / 2;  // load the table with the inputs
+  auto table = [&](int32_t e) { return int32_t{*halves(table_row * N + 2 * e)}; };
+  for (bool wide_out : {false, true}) {
+    SCOPED_TRACE(wide_out ? "wide result" : "int8 result");
+    isa::VecRequant v{.wide_dst = wide_out, .src = 0, .dst = 400, .param = static_cast<uint16_t>(table_row), .r = 8,
+                      .src_sr = 2, .dst_sr = static_cast<uint16_t>(wide_out ? 2 : 1), .clamp_lo = -120, .clamp_hi = 125};
+    isa::Words w = isa::encode(v);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kLut) << 16) | isa::kVecWideSrcBit;
+    const auto res = run_wide(w, rows, 8, wide_out);
+    ASSERT_TRUE(res.completed) << "error " << res.error_code << " addr " << res.error_addr;
+    for (uint32_t r = 0; r < 8; ++r)
+      for (uint32_t c = 0; c < N; ++c) {
+        const int32_t x = in(r, c), i = (x >> 8) + 128, f = x & 255;
+        const int64_t t = 256 * int64_t{table(i)} + (table(i + 1) - table(i)) * int64_t{f};
+        if (wide_out) {
+          ASSERT_EQ(*halves(0x8000 + 2 * (r * N + c)), std::clamp<int64_t>((t + 128) >> 8, -120 * 256, 125 * 256 + 255));
+        } else {
+          ASSERT_EQ(*bytes(0x8000 + r * N + c), std::clamp<int64_t>((t + 32768) >> 16, -120, 125)) << r << "," << c;
+        }
+      }
+  }
+}
+
+// DWCONV over wide rows: window elements two ACT rows apart, int8 and wide results.
+TEST_F(WideRows, DepthwiseReadsWideWindows) {
+  fill_wide(0, 25 * N);  // a 5x5 plane of wide rows: wide row y*5 + x at ACT row 2(y*5 + x)
+  for (uint32_t i = 0; i < 9 * N; ++i) *bytes(0x2000 + i) = static_cast<int8_t>(static_cast<int>(i * 29 % 31) - 15);
+  for (uint32_t c = 0; c < N; ++c) {
+    *words(0x4000 + 4 * c) = static_cast<int32_t>(c) * 100 - 700;
+    *words(0x4000 + 4 * N + 4 * c) = 1 << 30;
+    *words(0x4000 + 8 * N + 4 * c) = 40;
+  }
+  for (bool wide_out : {false, true}) {
+    SCOPED_TRACE(wide_out ? "wide result" : "int8 result");
+    isa::VecRequant v{.bias = true, .wide_dst = wide_out, .src = 0, .dst = 400, .param = 50, .r = 3, .o = 3,
+                      .zero_point = -2, .src_so = 10, .src_sr = 2, .dst_so = static_cast<uint16_t>(wide_out ? 6 : 3),
+                      .dst_sr = static_cast<uint16_t>(wide_out ? 2 : 1)};
+    isa::Words w = isa::encode(v);
+    w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16) | isa::kVecWideSrcBit;
+    w[7] = 3u | (3u << 8) | (10u << 16);  // 3x3, window rows 10 ACT rows (5 wide rows) apart
+    const auto res = run_wide(w, 25, 9, wide_out);
+    ASSERT_TRUE(res.completed) << "error " << res.error_code << " addr " << res.error_addr;
+    for (uint32_t oy = 0; oy < 3; ++oy)
+      for (uint32_t ox = 0; ox < 3; ++ox)
+        for (uint32_t c = 0; c < N; ++c) {
+          int64_t t = static_cast<int32_t>(c) * 100 - 700;
+          for (uint32_t ky = 0; ky < 3; ++ky)
+            for (uint32_t kx = 0; kx < 3; ++kx)
+              t += int64_t{in((oy + ky) * 5 + ox + kx, c)} * *bytes(0x2000 + (ky * 3 + kx) * N + c);
+          const int64_t u = rq(t * (1 << 30), 40);
+          const uint32_t o = oy * 3 + ox;
+          if (wide_out) {
+            ASSERT_EQ(*halves(0x8000 + 2 * (o * N + c)), std::clamp<int64_t>(u - 2 * 256, -32768, 32767));
+          } else {
+            ASSERT_EQ(*bytes(0x8000 + o * N + c), std::clamp<int64_t>(u - 2, -128, 127)) << oy << "," << ox << "," << c;
+          }
+        }
+  }
+}
+
+// Where 1.4.3 does not allow the wide bits, and the ranges that cover a wide row's second row.
+TEST_F(WideRows, IllegalCombinationsAndRanges) {
+  const auto illegal = static_cast<uint32_t>(hw::ErrorCode::kIllegalInstruction);
+  isa::Words load_wgt = isa::encode(isa::Load{.wide = true, .sp = hw::Scratchpad::kWgt, .va = data_});
+  EXPECT_EQ(run({load_wgt}).error_code, illegal);
+  for (uint32_t mode : {0u, 2u, 3u, 4u, 5u, 12u}) {  // wide_src where the source is not wide-capable
+    isa::Words w = isa::encode(isa::VecRequant{});
+    w[0] = (w[0] & ~(0xFu << 16)) | (mode << 16) | isa::kVecWideSrcBit;
+    if (mode == 4 || mode == 5) w[7] = 0x101;
+    EXPECT_EQ(run({w}).error_code, illegal) << "mode " << mode;
+  }
+  isa::Words lut_dst = isa::encode(isa::VecRequant{});  // wide_dst in a LUT with an int8 source
+  lut_dst[0] = (lut_dst[0] & ~(0xFu << 16)) | (1u << 16) | isa::kVecWideDstBit;
+  EXPECT_EQ(run({lut_dst}).error_code, illegal);
+  EXPECT_EQ(run({isa::encode(isa::VecRequant{.wrap = true, .wide_dst = true, .clamp_lo = 0, .clamp_hi = 0})}).error_code,
+            illegal);
+  const uint32_t act_rows = hw::kActSpBytes / N;
+  isa::Gemm g{.wide = true, .act = static_cast<uint16_t>(act_rows - 1)};  // its second row is past ACT
+  const auto res = run({isa::encode(g)});
+  EXPECT_EQ(res.error_code, static_cast<uint32_t>(hw::ErrorCode::kSpRange));
+  EXPECT_EQ(res.error_addr, act_rows);
+  g.wide = false;
+  EXPECT_TRUE(run({isa::encode(g)}).completed);
+}
+
 // The predictor remembers the cost of every LOAD and STORE it has costed (cycle_model.h:
 // same words, same translation cache). That must change no prediction: random programs, each
 // run three times and all sharing one device (so LOADs and STOREs meet remembered costs of
