@@ -68,7 +68,7 @@ Result<std::vector<uint8_t>> compile_model(const std::string& onnx_path, const C
   NPU_ASSIGN_OR_RETURN(CalibratedGraph graph, calibrate_graph(std::move(patterned), options, say));
   const Graph& g = graph.graph;
   NPU_ASSIGN_OR_RETURN(Partition partition, partition_graph(graph, N, say, io_refused, exposed));
-  QuantPlan quant = plan_quantisation(g, partition, graph.ranges, N, say);
+  QuantPlan quant = plan_quantisation(g, partition, graph.ranges, N, say, options.wide_activations);
   if (options.error_feedback_rounding) NPU_RETURN_IF_ERROR(round_weights(g, partition, graph.samples, say));
   if (options.bias_correction) NPU_RETURN_IF_ERROR(correct_biases(g, partition, quant, graph.samples, say));
   NPU_RETURN_IF_ERROR(check_int32_outputs(g, partition, quant, io_refused));

@@ -597,35 +597,61 @@ static void load_weight_rows(uint64_t w_off, uint64_t rows_per_nb, int64_t nb_fi
   prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(w_off + static_cast<uint64_t>(nb_first) * rows_per_nb * N));
 }
 
-uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N) { return L.lut_input >= 0 ? 256 / N : 0; }
+uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N, bool wide_input) {
+  return L.lut_input < 0 ? 0 : wide_input ? isa::wide_lut_rows(N) : 256 / N;
+}
+
+bool conv_fits_wide(const ConvLayer& L, uint32_t N) {
+  const int64_t CB = ceil_div(L.C, N), Wp = L.W + L.pad_l + L.pad_r;
+  const int64_t rows = CB * L.KH * Wp * 2 + L.OW * 2 + fused_lut_rows(L, N, true);
+  return rows <= static_cast<int64_t>(hw::kActSpBytes / N);
+}
 
 Result<QParams> load_fused_lut(const ConvLayer& L, const QParams& qy, const std::optional<QParams>& q_lut_input,
-                               uint32_t N, std::vector<uint8_t>& weights, Program& prog) {
+                               uint32_t N, std::vector<uint8_t>& weights, Program& prog, bool wide_input) {
   if (L.lut_input < 0) return qy;
   if (!q_lut_input || !L.lut_fn)
     return make_error(StatusCode::kInternal, "conv '" + L.name + "': a fused lookup table needs its input's quantisation");
   const QParams& qm = *q_lut_input;
+  const uint32_t rows = fused_lut_rows(L, N, wide_input);
   const uint64_t table_off = align_up(weights.size());
-  weights.resize(table_off + 256, 0);
-  for (int q = -128; q < 128; ++q)
-    weights[table_off + static_cast<uint64_t>(q + 128)] =
-        static_cast<uint8_t>(quantize_value(L.lut_fn(qm.scale * static_cast<float>(q - qm.zero_point)), qy));
-  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
+  weights.resize(table_off + uint64_t{rows} * N, 0);
+  if (wide_input) {
+    // Entry e is the function at the int8 code e − 128 of the input grid (the wide input
+    // 256·(e − 128)), on the 8.8 grid of the output: the device interpolates between them.
+    for (uint32_t e = 0; e < isa::kWideLutEntries; ++e) {
+      const float y = L.lut_fn(qm.scale * static_cast<float>(static_cast<int32_t>(e) - 128 - qm.zero_point));
+      const double code = std::nearbyint(256.0 * (static_cast<double>(y) / qy.scale + qy.zero_point));
+      const auto t = static_cast<int16_t>(std::clamp(code, -32768.0, 32767.0));
+      std::memcpy(weights.data() + table_off + 2 * e, &t, 2);  // little-endian
+    }
+  } else {
+    for (int q = -128; q < 128; ++q)
+      weights[table_off + static_cast<uint64_t>(q + 128)] =
+          static_cast<uint8_t>(quantize_value(L.lut_fn(qm.scale * static_cast<float>(q - qm.zero_point)), qy));
+  }
+  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - rows;
   isa::Load ld;
   ld.sp = hw::Scratchpad::kAct;
   ld.sp_base = top;
-  ld.x = static_cast<uint16_t>(256 / N);
+  ld.x = static_cast<uint16_t>(rows);
   ld.x_stride = N;
   prog.load(ld, image::BufferKind::Weights, static_cast<uint32_t>(table_off));
   return qm;
 }
 
-void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog) {
+void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog, bool wide_input,
+                     bool wide_output) {
   if (L.lut_input < 0) return;
-  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
-  isa::VecRequant v{.src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base), .param = static_cast<uint16_t>(top),
-                    .r = static_cast<uint16_t>(rows), .src_sr = 1, .dst_sr = 1};
-  prog.vec_words(vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0));
+  const uint32_t top = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N, wide_input);
+  // In place: output row r (at base + r, or base + 2r when wide) never overwrites the source
+  // of a later row (base + 2r' with r' > r).
+  isa::VecRequant v{.wide_dst = wide_output, .src = static_cast<uint16_t>(base), .dst = static_cast<uint16_t>(base),
+                    .param = static_cast<uint16_t>(top), .r = static_cast<uint16_t>(rows),
+                    .src_sr = static_cast<uint16_t>(wide_input ? 2 : 1), .dst_sr = static_cast<uint16_t>(wide_output ? 2 : 1)};
+  isa::Words w = vec_mode(v, hw::VecMode::kLut, 0, 0, 0, 0);
+  if (wide_input) w[0] |= isa::kVecWideSrcBit;
+  prog.vec_words(w);
 }
 
 namespace {
@@ -661,6 +687,7 @@ struct ConvPacking {
   std::vector<int> row_kind, col_kind;
   int64_t regions = 1;       // row classes × column classes
   int64_t param_blocks = 0;  // regions × blocks, 3 ACC rows each
+  int64_t zero_block = -1;   // a block of zero parameter rows (wide padding fills), or -1
 
   // Calls emit(r0, r1, c0, c1, region) for every rectangle of output rows [r0, r1) within
   // [oy0, oy0 + oh) and columns [c0, c1) whose pixels share one tap-validity class.
@@ -722,6 +749,11 @@ struct ConvLowering {
   void store_acc_block(const ConvTile& t, int64_t nb, int64_t cout_n);
   void requant_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B);
   int64_t in_rows_for(int64_t oh) const { return (oh - 1) * L.stride_h + L.KH; }
+  // Wide values (ISA 1.4): ACT rows per input element, whether REQUANT/DWCONV write wide rows
+  // (the stored output, or a fused table's input) and ACT rows per element of those.
+  int64_t wi() const { return widths.in ? 2 : 1; }
+  bool mid_wide() const { return L.lut_input >= 0 ? widths.lut_input : widths.out; }
+  int64_t wm() const { return mid_wide() ? 2 : 1; }
 
   const ConvLayer& L;
   const QParams& qx;
@@ -735,6 +767,7 @@ struct ConvLowering {
   const uint32_t act_rows;  // below a fused table
   const int64_t CB, NB, taps, Cp, Coutp, Wp;
   const int8_t lo, hi;  // the fused activation's bounds as codes
+  const ConvWidths widths;
 };
 
 // Packs the weight codes and the parameter rows into the weights blob; produces their layout.
@@ -767,6 +800,9 @@ Result<ConvPacking> ConvLowering::pack(const std::vector<float>& sw) {
   put_weight_codes(pk, sw, wsum, wq_all);
   border_classes(pk);
   pk.param_blocks = pk.regions * (L.depthwise ? CB : NB);  // 3 ACC rows each
+  // Wide padding rows are written by a REQUANT whose multiplier is 0 (it then writes exactly
+  // its refined zero point): one more block of zero parameter rows after the others.
+  if (pk.fill_padding && widths.in) pk.zero_block = pk.param_blocks++;
   weights.resize(pk.p_off + static_cast<uint64_t>(pk.param_blocks) * 3 * N * 4, 0);
   put_param_rows(pk, sw, wsum, wq_all);
   return pk;
@@ -847,7 +883,8 @@ void ConvLowering::put_param_rows(const ConvPacking& pk, const std::vector<float
   for (int64_t co = 0; co < L.Cout; ++co) {
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
     int32_t mult, shift;
-    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    // A wide destination has 256 codes per step of qy's grid (the device adds 256·zp).
+    quantize_multiplier(in_scale / qy.scale * (mid_wide() ? 256.0 : 1.0), &mult, &shift);
     if (pk.border_bias) {
       for (size_t rk = 0; rk < row_kinds.size(); ++rk)
         for (size_t ck = 0; ck < col_kinds.size(); ++ck) {
@@ -891,11 +928,11 @@ Result<ConvTiling> ConvLowering::plan(const ConvPacking& pk) const {
   const int64_t acc_needed_per_row = L.depthwise ? 0 : L.OW;  // DWCONV needs no accumulators
   // `copies` input tiles and output blocks in ACT (accumulators are COMPUTE's alone: one set).
   auto fits = [&](int64_t oh, int64_t copies) {
-    return copies * (CB * in_rows_for(oh) * Wp + oh * L.OW) <= act_rows && oh * acc_needed_per_row + Cacc <= acc_rows &&
-           oh * L.OW <= 65535;
+    return copies * (CB * in_rows_for(oh) * Wp * wi() + oh * L.OW * wm()) <= act_rows &&
+           oh * acc_needed_per_row + Cacc <= acc_rows && oh * L.OW <= 65535;
   };
   while (OHt > 1 && !fits(OHt, 1)) --OHt;
-  if (CB * in_rows_for(OHt) * Wp + OHt * L.OW > act_rows || OHt * acc_needed_per_row + Cacc > acc_rows)
+  if (!fits(OHt, 1))
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' does not fit the scratchpads even one output row at a time");
   // Double buffering: two input tiles and two output blocks alternate in ACT, so that the LOAD
   // of the next tile and the STORE of an output block run while COMPUTE works on the current
@@ -910,7 +947,7 @@ Result<ConvTiling> ConvLowering::plan(const ConvPacking& pk) const {
     tp.copies = 2;
   }
   tp.OHt = OHt;
-  tp.in_tile_rows = CB * in_rows_for(OHt) * Wp;
+  tp.in_tile_rows = CB * in_rows_for(OHt) * Wp * wi();
   const int64_t wtaps = pk.wtaps;
   tp.weights_fit = L.depthwise ? CB * taps <= wgt_rows : static_cast<uint64_t>(NB * wtaps * CB) * N <= wgt_rows;
   if (!tp.weights_fit && !L.depthwise && static_cast<uint64_t>(wtaps * CB) * N > wgt_rows)
@@ -956,7 +993,7 @@ void ConvLowering::emit_tile(const ConvPacking& pk, const ConvTiling& tp, const 
   if (!L.depthwise) load_blocks(pk, tp, t, 0, CB);
   for (int64_t nb = 0; nb < NB; ++nb, ++block_index) {
     const int64_t cout_n = std::min<int64_t>(N, L.Cout - nb * N);
-    const auto B = static_cast<uint32_t>(tp.copies * tp.in_tile_rows + (block_index % tp.copies) * tp.OHt * L.OW);
+    const auto B = static_cast<uint32_t>(tp.copies * tp.in_tile_rows + (block_index % tp.copies) * tp.OHt * L.OW * wm());
     if (L.depthwise) {
       load_blocks(pk, tp, t, nb, 1);
       dwconv_block(pk, tp, t, nb, B);
@@ -971,9 +1008,10 @@ void ConvLowering::emit_tile(const ConvPacking& pk, const ConvTiling& tp, const 
       }
       requant_block(pk, tp, t, nb, B);
     }
-    apply_fused_lut(L, N, B, t.oh * L.OW, prog);
+    apply_fused_lut(L, N, B, t.oh * L.OW, prog, mid_wide() && L.lut_input >= 0, widths.out);
+    const int64_t eo = widths.out ? 2 : 1;
     store_pixel_rows(prog, B, cout_n, L.OW, t.oh, Coutp,
-                     static_cast<uint32_t>(out_off + ((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N));
+                     static_cast<uint32_t>(out_off + (((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N) * eo), widths.out);
   }
 }
 
@@ -984,43 +1022,51 @@ void ConvLowering::emit_tile(const ConvPacking& pk, const ConvTiling& tp, const 
 void ConvLowering::load_blocks(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t z0, int64_t zc) {
   const int64_t Hp = t.Hp, ptile = t.ptile, pbtile = t.pbtile;
   const uint32_t P = tp.P;
-  const uint32_t base = static_cast<uint32_t>(t.A + z0 * Hp * Wp);
+  const int64_t w = wi();  // ACT rows per element and DRAM bytes per element
+  const uint32_t base = static_cast<uint32_t>(t.A + z0 * Hp * Wp * w);
   isa::Load ld;
+  ld.wide = widths.in;
   ld.sp = hw::Scratchpad::kAct;
   ld.sp_base = base;
   ld.x = static_cast<uint16_t>(L.W);
-  ld.x_stride = static_cast<uint32_t>(Cp);
+  ld.x_stride = static_cast<uint32_t>(Cp * w);
   ld.y = static_cast<uint16_t>(t.iy1 - t.iy0 + 1);
-  ld.y_stride = static_cast<uint32_t>(L.W * Cp);
+  ld.y_stride = static_cast<uint32_t>(L.W * Cp * w);
   ld.z = static_cast<uint16_t>(zc);
-  ld.z_stride = N;
+  ld.z_stride = static_cast<uint32_t>(N * w);
   ld.pad_l = static_cast<uint8_t>(L.pad_l);
   ld.pad_r = static_cast<uint8_t>(L.pad_r);
   ld.pad_t = static_cast<uint8_t>(ptile);
   ld.pad_b = static_cast<uint8_t>(pbtile);
-  prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + ((t.b * L.H + t.iy0) * L.W) * Cp + z0 * N));
+  prog.load(ld, BK::Activations, static_cast<uint32_t>(in_off + (((t.b * L.H + t.iy0) * L.W) * Cp + z0 * N) * w));
   if (!pk.fill_padding) return;
   // The LOAD zero-filled the padding rows; they become zx. A REQUANT whose clamp bounds
   // are both zx writes zx whatever it computes (it reads parameter row P, with zero
   // strides). The blocks are zc·Hp lines of Wp rows: the left and right padding columns
   // of every line, then the top and bottom padding lines of every channel plane.
+  // Wide rows: the zero parameter block (multiplier 0) makes the REQUANT write exactly
+  // 256·zx, which the refined clamp bounds [256·zx, 256·zx + 255] keep.
+  const uint32_t fill_param = widths.in ? static_cast<uint32_t>(P + 3 * pk.zero_block) : P;
   auto fill = [&](uint32_t dst, int64_t o, int64_t dst_so, int64_t r) {
     if (o == 0 || r == 0) return;
     isa::VecRequant vq;
+    vq.wide_dst = widths.in;
     vq.src = static_cast<uint16_t>(P);
-    vq.param = static_cast<uint16_t>(P);
+    vq.param = static_cast<uint16_t>(fill_param);
     vq.dst = static_cast<uint16_t>(dst);
     vq.o = static_cast<uint16_t>(o);
-    vq.dst_so = static_cast<uint16_t>(dst_so);
+    vq.dst_so = static_cast<uint16_t>(dst_so * w);
     vq.r = static_cast<uint16_t>(r);
-    vq.dst_sr = 1;
-    vq.clamp_lo = vq.clamp_hi = static_cast<int8_t>(qx.zero_point);
+    vq.dst_sr = static_cast<uint16_t>(w);
+    const auto zx = static_cast<int8_t>(widths.in ? qx.zero_point / 256 : qx.zero_point);  // the int8 field
+    vq.zero_point = widths.in ? zx : int8_t{0};
+    vq.clamp_lo = vq.clamp_hi = zx;
     prog.vec(vq);
   };
   fill(base, zc * Hp, Wp, L.pad_l);
-  fill(static_cast<uint32_t>(base + L.pad_l + L.W), zc * Hp, Wp, L.pad_r);
+  fill(static_cast<uint32_t>(base + (L.pad_l + L.W) * w), zc * Hp, Wp, L.pad_r);
   fill(base, zc, Hp * Wp, ptile * Wp);
-  fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp), zc, Hp * Wp, pbtile * Wp);
+  fill(static_cast<uint32_t>(base + (Hp - pbtile) * Wp * w), zc, Hp * Wp, pbtile * Wp);
 }
 
 // DWCONV of block nb into ACT rows from B, one instruction per region of the tile.
@@ -1031,20 +1077,22 @@ void ConvLowering::dwconv_block(const ConvPacking& pk, const ConvTiling& tp, con
   // the padding at the zero point (or a zero point of 0) every output pixel has the
   // same bias: one instruction per tile and block.
   pk.for_each_region(L.OW, oy0, t.oh, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t region) {
-      const int64_t local = r0 - oy0;
+      const int64_t local = r0 - oy0, a = wi(), m = wm();  // ACT rows per input / output element
       const isa::VecRequant base{
           .bias = true,
-          .src = static_cast<uint16_t>(A + nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w),
-          .dst = static_cast<uint16_t>(B + local * L.OW + c0),
+          .wide_dst = mid_wide(),
+          .src = static_cast<uint16_t>(A + (nb * Hp * Wp + local * L.stride_h * Wp + c0 * L.stride_w) * a),
+          .dst = static_cast<uint16_t>(B + (local * L.OW + c0) * m),
           .param = static_cast<uint16_t>(P + 3 * (region * CB + nb)),
           .r = static_cast<uint16_t>(c1 - c0), .o = static_cast<uint16_t>(r1 - r0),
           .zero_point = static_cast<int8_t>(qy.zero_point),
-          .src_so = static_cast<uint16_t>(L.stride_h * Wp), .src_sr = static_cast<uint16_t>(L.stride_w),
-          .dst_so = static_cast<uint16_t>(L.OW), .dst_sr = 1, .clamp_lo = lo, .clamp_hi = hi};
+          .src_so = static_cast<uint16_t>(L.stride_h * Wp * a), .src_sr = static_cast<uint16_t>(L.stride_w * a),
+          .dst_so = static_cast<uint16_t>(L.OW * m), .dst_sr = static_cast<uint16_t>(m), .clamp_lo = lo, .clamp_hi = hi};
       isa::Words w = isa::encode(base);
-      w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16);
+      w[0] = (w[0] & ~(0xFu << 16)) | (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16) |
+             (widths.in ? isa::kVecWideSrcBit : 0u);
       w[6] |= static_cast<uint32_t>(nb * taps) << 16;
-      w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp) << 16);
+      w[7] = static_cast<uint32_t>(L.KW) | (static_cast<uint32_t>(L.KH) << 8) | (static_cast<uint32_t>(Wp * a) << 16);
       prog.vec_words(w);
   });
 }
@@ -1069,19 +1117,21 @@ void ConvLowering::gemm_block(const ConvPacking& pk, const ConvTiling& tp, const
   const int64_t wbase = (tp.weights_fit ? nb : 0) * wtaps * CB;
   for (int64_t wt = 0; wt < wtaps; ++wt) {
     const int64_t tap = wt % taps;  // weight tap wt reads the input rows of tap `tap`
+    const int64_t a = wi();  // ACT rows per input element
     isa::Gemm gm;
     gm.clear = wt == 0 && !L.int32_output;
-    gm.act = static_cast<uint16_t>(t.A + (tap / L.KW) * Wp + (tap % L.KW));
+    gm.wide = widths.in;
+    gm.act = static_cast<uint16_t>(t.A + ((tap / L.KW) * Wp + (tap % L.KW)) * a);
     gm.wgt = static_cast<uint16_t>(wbase + wt * CB);
     gm.acc = static_cast<uint16_t>(C0);
     gm.o = static_cast<uint16_t>(oh);
-    gm.act_so = static_cast<uint16_t>(L.stride_h * Wp);
+    gm.act_so = static_cast<uint16_t>(L.stride_h * Wp * a);
     gm.acc_so = static_cast<uint16_t>(L.OW);
     gm.i = static_cast<uint16_t>(CB);
-    gm.act_si = static_cast<uint16_t>(t.Hp * Wp);
+    gm.act_si = static_cast<uint16_t>(t.Hp * Wp * a);
     gm.wgt_si = 1;
     gm.r = static_cast<uint16_t>(L.OW);
-    gm.act_sr = static_cast<uint16_t>(L.stride_w);
+    gm.act_sr = static_cast<uint16_t>(L.stride_w * a);
     gm.acc_sr = 1;
     prog.gemm(gm);
   }
@@ -1105,14 +1155,16 @@ void ConvLowering::store_acc_block(const ConvTile& t, int64_t nb, int64_t cout_n
 void ConvLowering::requant_block(const ConvPacking& pk, const ConvTiling& tp, const ConvTile& t, int64_t nb, uint32_t B) {
   const int64_t oy0 = t.oy0, oh = t.oh;
   const uint32_t vec_src = t.C0, P = tp.P;
+  const int64_t m = wm();  // ACT rows per output element
   isa::VecRequant vq;
   vq.bias = true;
+  vq.wide_dst = mid_wide();
   vq.src = static_cast<uint16_t>(vec_src);
   vq.dst = static_cast<uint16_t>(B);
   vq.param = static_cast<uint16_t>(P + 3 * nb);
   vq.r = static_cast<uint16_t>(oh * L.OW);
   vq.src_sr = 1;
-  vq.dst_sr = 1;
+  vq.dst_sr = static_cast<uint16_t>(m);
   vq.zero_point = static_cast<int8_t>(qy.zero_point);
   vq.clamp_lo = lo;
   vq.clamp_hi = hi;
@@ -1125,11 +1177,11 @@ void ConvLowering::requant_block(const ConvPacking& pk, const ConvTiling& tp, co
       const int64_t at = (r0 - oy0) * L.OW + c0;
       isa::VecRequant part = vq;
       part.src = static_cast<uint16_t>(vec_src + at);
-      part.dst = static_cast<uint16_t>(B + at);
+      part.dst = static_cast<uint16_t>(B + at * m);
       part.param = static_cast<uint16_t>(P + 3 * (region * NB + nb));
       part.o = static_cast<uint16_t>(r1 - r0);
       part.src_so = static_cast<uint16_t>(L.OW);
-      part.dst_so = static_cast<uint16_t>(L.OW);
+      part.dst_so = static_cast<uint16_t>(L.OW * m);
       part.r = static_cast<uint16_t>(c1 - c0);
       prog.vec(part);
   });
@@ -1139,11 +1191,18 @@ void ConvLowering::requant_block(const ConvPacking& pk, const ConvTiling& tp, co
 
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input) {
-  if (L.transposed || L.three_d)
+                                    Program& prog, const DynamicOperands& dyn, std::optional<QParams> q_lut_input,
+                                    ConvWidths widths) {
+  if (L.transposed || L.three_d) {
+    if (widths.in || widths.out || widths.lut_input)
+      return make_error(StatusCode::kInternal, "conv '" + L.name + "': wide values are not lowered for ConvTranspose or 3-D convs");
     return lower_tap_gemm_conv(L, qx, qy_out, N, in_off, out_off, weights, prog, dyn, q_lut_input);
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
-  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
+  }
+  if (L.lut_input < 0) widths.lut_input = false;
+  if (L.int32_output && (widths.out || widths.lut_input))
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output has no wide form");
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N, widths.lut_input);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog, widths.lut_input));
   const int64_t CB = ceil_div(L.C, N), NB = ceil_div(L.Cout, N), taps = L.KH * L.KW;
   const bool dynamic = L.weight_input >= 0;
   const std::vector<float> sw = dynamic ? std::vector<float>(static_cast<size_t>(L.Cout), dyn.qw.scale)
@@ -1152,9 +1211,13 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
   // included) loaded from the weights and leave through an ACC STORE, no requantisation.
   if (L.int32_output && (L.depthwise || dynamic || L.bias_input >= 0))
     return make_error(StatusCode::kInternal, "conv '" + L.name + "': an int32 output needs a regular conv with constant weights");
-  ConvLowering cv{L, qx, qy, N, in_off, out_off, weights, prog, dyn, dynamic, act_rows,
+  // A wide input holds codes of the 8.8 refinement of its grid: the arithmetic (multipliers,
+  // zero-point biases) uses that grid; the padding fills give the int8 zero point, which the
+  // device refines.
+  const QParams qx_codes = widths.in ? QParams{qx.scale / 256.0f, qx.zero_point * 256} : qx;
+  ConvLowering cv{L, qx_codes, qy, N, in_off, out_off, weights, prog, dyn, dynamic, act_rows,
                   CB, NB, taps, CB * N, NB * N, L.W + L.pad_l + L.pad_r,
-                  quantize_bound(L.act_lo, qy, -128), quantize_bound(L.act_hi, qy, 127)};
+                  quantize_bound(L.act_lo, qy, -128), quantize_bound(L.act_hi, qy, 127), widths};
   NPU_ASSIGN_OR_RETURN(const ConvPacking pk, cv.pack(sw));
   NPU_ASSIGN_OR_RETURN(const ConvTiling tp, cv.plan(pk));
   load_acc_rows(prog, tp.P, 3 * pk.param_blocks, N, static_cast<uint32_t>(pk.p_off));
@@ -1195,15 +1258,17 @@ void repeat_acc_row(Program& prog, uint32_t acc_row, int64_t rows, uint32_t offs
 }
 
 void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_t OW, int64_t rows,
-                      int64_t cp, uint32_t offset) {
+                      int64_t cp, uint32_t offset, bool wide) {
+  const int64_t es = wide ? 2 : 1;  // a wide row: two ACT rows, two bytes per element in DRAM
   isa::Store st;
+  st.wide = wide;
   st.sp = hw::Scratchpad::kAct;
   st.row_elems = static_cast<uint32_t>(row_elems);
   st.sp_base = sp_base;
   st.x = static_cast<uint16_t>(OW);
-  st.x_stride = static_cast<uint32_t>(cp);
+  st.x_stride = static_cast<uint32_t>(cp * es);
   st.y = static_cast<uint16_t>(rows);
-  st.y_stride = static_cast<uint32_t>(OW * cp);
+  st.y_stride = static_cast<uint32_t>(OW * cp * es);
   prog.store(st, image::BufferKind::Activations, offset);
 }
 

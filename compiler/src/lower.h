@@ -65,19 +65,37 @@ inline int64_t padded_channels(int64_t c, uint32_t n) { return (c + n - 1) / n *
 // conv's own output, which the requantisation targets, and `qy` that of L.output: one VEC
 // LUT maps the requantised rows in the scratchpad before the STORE (the table sits in the
 // top fused_lut_rows ACT rows for the whole layer).
+// Which of a conv's values are wide (ISA 1.4, docs/architecture.md 1.4.3): int16 codes on the
+// 8.8 refinement of the value's int8 grid (scale/256, zero point·256), two ACT rows and two
+// DRAM bytes per element. `in`: the input as stored; `out`: the output as stored; `lut_input`:
+// a fused table's input, which then lives in the scratchpad only (REQUANT writes it wide and
+// the table is the interpolated one).
+struct ConvWidths {
+  bool in = false, out = false, lut_input = false;
+};
+
 Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                     uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
                                     Program& prog, const DynamicOperands& dyn = {},
-                                    std::optional<QParams> q_lut_input = std::nullopt);
+                                    std::optional<QParams> q_lut_input = std::nullopt, ConvWidths widths = {});
 
-// The ACT rows a conv's fused lookup table occupies at the top of the scratchpad (0 without).
-uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N);
+// Whether one output row of L still fits the ACT scratchpad with every value of it wide (the
+// smallest tile lower_conv_layer takes): the quantisation plan keeps int8 inputs elsewhere.
+bool conv_fits_wide(const ConvLayer& L, uint32_t N);
+
+// The ACT rows a conv's fused lookup table occupies at the top of the scratchpad (0 without):
+// 256/N, or ⌈514/N⌉ for the interpolated table of a wide input.
+uint32_t fused_lut_rows(const ConvLayer& L, uint32_t N, bool wide_input = false);
 // Writes the fused table of L (q_lut_input codes -> qy codes) into the weights and LOADs it
 // into its ACT rows; returns the requantisation target (q_lut_input, or qy without a table).
+// With `wide_input` the table is the 257-entry interpolated one (entries on the 8.8 grid of
+// qy at the codes of q_lut_input's int8 grid).
 Result<QParams> load_fused_lut(const ConvLayer& L, const QParams& qy, const std::optional<QParams>& q_lut_input,
-                               uint32_t N, std::vector<uint8_t>& weights, Program& prog);
-// The fused table over `rows` ACT rows from `base` on, in place (nothing without a table).
-void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog);
+                               uint32_t N, std::vector<uint8_t>& weights, Program& prog, bool wide_input = false);
+// The fused table over `rows` ACT rows from `base` on, in place (nothing without a table);
+// wide rows in and/or out as the flags say.
+void apply_fused_lut(const ConvLayer& L, uint32_t N, uint32_t base, int64_t rows, Program& prog,
+                     bool wide_input = false, bool wide_output = false);
 
 // Loads `rows` int32 rows (N lanes each: the VEC parameter rows, bias/multiplier/shift per
 // output block) from the weight buffer at byte `offset` into ACC rows from `acc_row` on.
@@ -92,7 +110,7 @@ void repeat_acc_row(Program& prog, uint32_t acc_row, int64_t rows, uint32_t offs
 // NHWC activation with `cp` (padded) channels per pixel: `row_elems` channels per pixel, the
 // first at activation-buffer byte `offset`.
 void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_t OW, int64_t rows,
-                      int64_t cp, uint32_t offset);
+                      int64_t cp, uint32_t offset, bool wide = false);
 
 // Tap folding for convolutions with few input channels (lower_conv_folded.cc): when
 // C·KW <= N, one scratchpad row holds the KW horizontal taps of all C channels, so the conv

@@ -117,9 +117,15 @@ struct QuantPlan {
   std::map<int, DeclaredQuant> per_axis;            // device views with per-axis quantisation
   std::map<int, int> alias;                         // views: output -> input whose bytes it is
   std::set<int> dense;                              // dense NHWC values (tap-folding conv inputs)
+  // Wide values (ISA 1.4, docs/architecture.md 1.4.3): int16 codes on the 8.8 refinement of
+  // qp (two bytes per element; strides and bytes above count them). Stored: conv outputs
+  // that only convs read. Fused tables' inputs in `wide_lut`: the scratchpad only.
+  std::set<int> wide, wide_lut;
 };
+// `wide_activations`: give conv outputs and fused activation inputs 16-bit codes where the
+// layers that write and read them can (CompileOptions::wide_activations).
 QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRanges& ranges, uint32_t N,
-                            const Say& say);
+                            const Say& say, bool wide_activations = false);
 
 // --bias-correction: the partition's conv biases absorb the mean error of their input's int8
 // grid (on the calibration samples).

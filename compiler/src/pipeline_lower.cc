@@ -126,11 +126,13 @@ Result<LayerFacts> lower_layer(const NpuLayer& op, const Graph& g, QuantPlan& qp
                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                     q_lut_input));
     } else {
+      const ConvWidths widths{qplan.wide.count(conv->input) > 0, qplan.wide.count(out) > 0,
+                              conv->lut_input >= 0 && qplan.wide_lut.count(conv->lut_input) > 0};
       NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[conv->input]),
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
                                                    dynamic_operands(conv->weight_input, conv->bias_input, false),
-                                                   q_lut_input));
+                                                   q_lut_input, widths));
     }
   } else {
     NPU_ASSIGN_OR_RETURN(facts, lower_elt_step(std::get<EltLayer>(op), out, g, qplan, mem, N, weights, seg));

@@ -260,8 +260,52 @@ std::map<int, DeclaredQuant> per_axis_views(const Graph& g, const std::vector<Pa
 
 }  // namespace
 
+namespace {
+
+// A conv that lower_conv_layer's standard path lowers: the one that reads and writes wide rows.
+bool conv_takes_wide(const ConvLayer& c, const std::set<int>& dense, uint32_t N) {
+  return !c.transposed && !c.three_d && c.weight_input < 0 && c.bias_input < 0 && !c.int32_output &&
+         !dense.count(c.input) && conv_fits_wide(c, N);
+}
+
+// Which values become wide: 4-D outputs of such convs in the plain NHWC layout that only such
+// convs read, as their activation input (not graph outputs, host steps' inputs, views or
+// values with a layout of their own); and the fused tables' inputs of such convs.
+void choose_wide_values(const Graph& g, const std::vector<PartitionStep>& steps,
+                        const std::map<int, std::vector<int64_t>>& layout, uint32_t N, QuantPlan& plan) {
+  std::set<int> int8_only(g.outputs.begin(), g.outputs.end()), produced;
+  for (const auto& [view, of] : plan.alias) {
+    int8_only.insert(view);
+    int8_only.insert(of);
+  }
+  for (const auto& s : steps) {
+    if (!s.on_npu) {
+      for (int v : g.nodes[static_cast<size_t>(s.node)].inputs) int8_only.insert(v);
+      continue;
+    }
+    for (const NpuLayer& op : s.ops) {
+      const auto* c = std::get_if<ConvLayer>(&op);
+      const bool takes = c && conv_takes_wide(*c, plan.dense, N);
+      for (int v : npu_layer_inputs(op))
+        if (!takes || v != c->input) int8_only.insert(v);
+      if (takes && g.value(c->output).shape.size() == 4) produced.insert(c->output);
+      if (takes && c->lut_input >= 0) plan.wide_lut.insert(c->lut_input);
+    }
+  }
+  std::set<int> read;
+  for (const auto& s : steps)
+    for (const NpuLayer& op : s.ops)
+      for (int v : npu_layer_inputs(op)) read.insert(v);
+  for (int v : produced)
+    if (read.count(v) && !int8_only.count(v) && !layout.count(v) && !plan.dense.count(v) && !plan.per_axis.count(v) &&
+        !plan.int32_values.count(v))
+      plan.wide.insert(v);
+}
+
+}  // namespace
+
 QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRanges& ranges, uint32_t N,
-                            const Say& say) {
+                            const Say& say, bool wide_activations) {
   const std::vector<PartitionStep>& steps = partition.steps;
   QuantPlan plan;
   // Quantisation and placement of every value an NPU layer reads or writes.
@@ -363,6 +407,16 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
     }
   for (const auto& [v, off] : act_offset) plan.on_device.insert(v);
   for (const auto& [v, q] : int32_quant) plan.int32_values.insert(v);
+  if (wide_activations) {
+    choose_wide_values(g, steps, layout, N, plan);
+    for (int v : plan.wide) {
+      act_size[v] *= 2;
+      for (auto& st : act_strides[v]) st *= 2;
+    }
+    if (!plan.wide.empty() || !plan.wide_lut.empty())
+      say("wide activations: " + std::to_string(plan.wide.size()) + " conv output(s) stored and " +
+          std::to_string(plan.wide_lut.size()) + " fused activation input(s) evaluated with 16-bit codes (ISA 1.4)");
+  }
   return plan;
 }
 

@@ -244,6 +244,9 @@ int main(int argc, char** argv) {
                  "weights not yet rounded, weighted by how their inputs correlate on the calibration "
                  "samples, so that each layer's output error is small; one more float run per sample)")
       ->type_name("nearest|gptq");
+  app.add_flag("--wide-activations", options.wide_activations,
+               "16-bit codes (ISA 1.4) for conv outputs that only convs read and for the inputs of "
+               "activation functions fused into convs; needs a device of ISA 1.4 or later");
   app.add_option("--export-qdq", options.export_qdq_path,
                  "also write the quantised graph as a QDQ ONNX model (uint8 activations and int8 "
                  "per-channel weights with the compiler's scales, int32 conv biases) that another "

@@ -52,6 +52,10 @@ struct CompileOptions {
   // small. Same grids and codes format as nearest rounding; one more float reference run per
   // sample. Without calibration samples it changes nothing.
   bool error_feedback_rounding = false;
+  // Wide activations (ISA 1.4, docs/architecture.md 1.4.3): conv outputs that only convs
+  // read are stored with 16-bit codes, and activation functions fused into convs read
+  // 16-bit inputs through interpolated tables. Needs a device of ISA 1.4 or later.
+  bool wide_activations = false;
   // When not empty: also write the quantised graph as a QDQ ONNX model to this path
   // (QuantizeLinear/DequantizeLinear pairs with the compiler's activation parameters and
   // per-channel weight codes), so that another runtime can check the quantisation.
