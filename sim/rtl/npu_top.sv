@@ -26,8 +26,10 @@
 // Scratchpads are arrays of rows read through registered addresses (synchronous-read SRAM
 // behaviour): COMPUTE has one read port per scratchpad (the VEC window modes read WIN
 // consecutive rows of ACT and WGT at once, ISA 1.3), STORE a second one; LOAD and COMPUTE
-// write. A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs from
-// the current epoch reads as zero.
+// write. A wide row (ISA 1.4, architecture.md 1.4.3: N int16 in the ACT rows a, a + 1) is
+// read or written in one cycle: ACT is interleaved over max(2, WIN) banks by row address, so
+// the two rows are always in different banks. A reset "clears" the scratchpads in one cycle
+// by bumping an epoch: a row whose tag differs from the current epoch reads as zero.
 module npu_top
   import npu_config_pkg::*;
 #(
