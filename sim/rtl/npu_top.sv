@@ -26,8 +26,10 @@
 // Scratchpads are arrays of rows read through registered addresses (synchronous-read SRAM
 // behaviour): COMPUTE has one read port per scratchpad (the VEC window modes read WIN
 // consecutive rows of ACT and WGT at once, ISA 1.3), STORE a second one; LOAD and COMPUTE
-// write. A reset "clears" them in one cycle by bumping an epoch: a row whose tag differs from
-// the current epoch reads as zero.
+// write. A wide row (ISA 1.4, architecture.md 1.4.3: N int16 in the ACT rows a, a + 1) is
+// read or written in one cycle: ACT is interleaved over max(2, WIN) banks by row address, so
+// the two rows are always in different banks. A reset "clears" the scratchpads in one cycle
+// by bumping an epoch: a row whose tag differs from the current epoch reads as zero.
 module npu_top
   import npu_config_pkg::*;
 #(
@@ -86,10 +88,15 @@ module npu_top
   localparam int unsigned LDQ_DEPTH = 128;
   // ACT rows holding the 256-entry VEC LUT table.
   localparam int unsigned LUT_ROWS = 256 / N;
+  // ACT rows holding a wide LUT's 257 int16 entries (ISA 1.4): ceil(514 / N), padded to rows.
+  localparam int unsigned WLUT_ROWS = (514 + N - 1) / N;
+  localparam int unsigned WLUT_BITS = WLUT_ROWS * N * 8;
   // Instructions each engine's queue holds between the dispatcher and the engine.
   localparam int unsigned EQ_DEPTH = ENGINE_QUEUE_DEPTH;
   // VEC window modes (ISA 1.3): consecutive elements of one window row read per cycle.
   localparam int unsigned WIN = VEC_WINDOW_ELEMS;
+  // Wide window elements (ISA 1.4, two rows each) read per cycle through the same WIN rows.
+  localparam int unsigned WIN16 = (WIN / 2 > 0) ? WIN / 2 : 1;
   localparam int unsigned EQW = $clog2(EQ_DEPTH);
   // Read bursts in flight on the memory port (LOAD's queue, one fetch, one STORE PTE read).
   localparam int unsigned TAG_DEPTH = 256;
@@ -111,16 +118,24 @@ module npu_top
   logic [N*8-1:0]  act_rd;
   logic [N*8-1:0]  wgt_rd;
   logic [N*32-1:0] acc_rd;
+  logic [N*16-1:0] act_rd16;         // the wide row at act_ra_q (ISA 1.4): rows a, a + 1
   assign act_rd = (act_tag[act_ra_q] == epoch_q) ? act_mem[act_ra_q] : '0;
   assign wgt_rd = (wgt_tag[wgt_ra_q] == epoch_q) ? wgt_mem[wgt_ra_q] : '0;
   assign acc_rd = (acc_tag[acc_ra_q] == epoch_q) ? acc_mem[acc_ra_q] : '0;
-  // STORE's read port (one row address into the scratchpad the STORE reads).
+  // STORE's read port (one row address into the scratchpad the STORE reads; a wide STORE,
+  // ISA 1.4, reads the two ACT rows of a wide row, which lie in different banks).
   logic [31:0]     s_ra_q;
   logic [1:0]      s_sp_q;
+  logic            s_wide_q;
   logic [RB-1:0]   s_rd;
   always_comb begin
+    logic [AAW-1:0] a1;
+    a1 = AAW'(s_ra_q) + 1'b1;
     unique case (s_sp_q)
-      SP_ACT[1:0]: s_rd = (act_tag[AAW'(s_ra_q)] == epoch_q) ? RB'(act_mem[AAW'(s_ra_q)]) : '0;
+      SP_ACT[1:0]: begin
+        s_rd = (act_tag[AAW'(s_ra_q)] == epoch_q) ? RB'(act_mem[AAW'(s_ra_q)]) : '0;
+        if (s_wide_q && act_tag[a1] == epoch_q) s_rd[N*16-1:N*8] = act_mem[a1];
+      end
       SP_WGT[1:0]: s_rd = (wgt_tag[WAW'(s_ra_q)] == epoch_q) ? RB'(wgt_mem[WAW'(s_ra_q)]) : '0;
       default:     s_rd = (acc_tag[CAW'(s_ra_q)] == epoch_q) ? acc_mem[CAW'(s_ra_q)] : '0;
     endcase
@@ -210,6 +225,7 @@ module npu_top
   logic [N*32-1:0] v_bias_q, v_mul_q, v_shift_q;   // REQUANT / DWCONV per-lane parameters
   logic [159:0]    v_par_q;          // scalars of ACC row P (lanes 0..4) for the other modes
   logic [2047:0]   v_table_q;        // LUT table, entry e at bits 8e+7:8e
+  logic [WLUT_BITS-1:0] v_wtable_q;  // wide LUT table (ISA 1.4), entry e at bits 16e+15:16e
   // SOFTMAX (ISA 1.3): int32 table (entry e at bits 32e+31:32e), pass, segment max and sum,
   // and the sequential divider (remainder, quotient, step).
   logic [8191:0]      v_tbl32_q;
@@ -490,18 +506,27 @@ module npu_top
       OP_SYNC: bad |= (w[0][31:18] != 0) || (w[0][17:16] == 2'd3) ||
                       (w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0;
       OP_LOAD, OP_STORE: begin
-        bad |= (w[0][17:16] == 2'd3) || (w[0][23:18] != 0) || (32'(w[0][31:24]) > N);
+        // Bit 18 `wide` (ISA 1.4) moves wide rows, which exist in ACT only.
+        bad |= (w[0][17:16] == 2'd3) || (w[0][23:19] != 0) || (32'(w[0][31:24]) > N);
+        bad |= w[0][18] && w[0][17:16] != SP_ACT[1:0];
         bad |= (w[3][15:0] == 0) || (w[3][31:16] == 0) || (w[4][15:0] == 0);
         if (w[0][7:0] == OP_STORE) bad |= (w[4][31:16] != 0);
       end
-      OP_GEMM: bad |= (w[0][31:17] != 0) || (w[2][31:16] == 0) || (w[3][15:0] == 0) ||
+      // Bit 17 `wide` (ISA 1.4): wide activation operands.
+      OP_GEMM: bad |= (w[0][31:18] != 0) || (w[2][31:16] == 0) || (w[3][15:0] == 0) ||
                       (w[3][31:16] == 0);
       OP_VEC: begin
         // Fields a mode does not use must be zero; window modes need kw, kh >= 1.
         logic [3:0] md;
         md = w[0][19:16];
-        bad |= (w[0][31:22] != 0) || (w[3][31:24] != 0) || (w[2][31:16] == 0) ||
+        bad |= (w[0][31:24] != 0) || (w[3][31:24] != 0) || (w[2][31:16] == 0) ||
                (w[3][15:0] == 0) || (md > VEC_DWCONV[3:0] && md != VEC_SOFTMAX[3:0]);
+        // wide_src (bit 22) and wide_dst (bit 23), ISA 1.4: wide sources in DWCONV and LUT,
+        // wide results in REQUANT, DWCONV and a LUT with a wide source; never with wrap.
+        if (w[0][22]) bad |= !(md == VEC_DWCONV[3:0] || md == VEC_LUT[3:0]) || w[0][21];
+        if (w[0][23])
+          bad |= !(md == VEC_REQUANT[3:0] || md == VEC_DWCONV[3:0] ||
+                   (md == VEC_LUT[3:0] && w[0][22])) || w[0][21];
         // wrap (ISA 1.2): REQUANT, ADD and MUL only, with clamp low = high = 0.
         if (w[0][21])
           bad |= !(md == VEC_REQUANT[3:0] || md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) ||
@@ -550,8 +575,10 @@ module npu_top
     return md == VEC_MAXPOOL[3:0] || md == VEC_AVGPOOL[3:0] || md == VEC_DWCONV[3:0];
   endfunction
 
-  // Setup cycles of a VEC mode before its first row (parameter / table reads).
-  function automatic logic [15:0] vec_setup(input logic [3:0] md);
+  // Setup cycles of a VEC mode before its first row (parameter / table reads; a LUT with a
+  // wide source reads the 257 int16 entries of the interpolated table, ISA 1.4).
+  function automatic logic [15:0] vec_setup(input logic [3:0] md, input logic wide_src);
+    if (md == VEC_LUT[3:0] && wide_src) return 16'(1 + WLUT_ROWS);
     if (md == VEC_LUT[3:0] || md == VEC_SOFTMAX[3:0]) return 16'(1 + LUT_ROWS);
     if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) return 16'd2;
     return 16'd3;
@@ -566,6 +593,23 @@ module npu_top
     if (t < 64'($signed(lo))) return lo;
     if (t > 64'($signed(hi))) return hi;
     return t[7:0];
+  endfunction
+  // The clamp of a wide result (ISA 1.4): the int8 bounds refined to the 8.8 grid,
+  // [256·low, 256·high + 255], low bound first.
+  function automatic logic [15:0] vec_clamp16(input logic signed [63:0] t, input logic [7:0] lo,
+                                              input logic [7:0] hi);
+    logic signed [63:0] lo16, hi16;
+    lo16 = 64'($signed(lo)) * 64'sd256;
+    hi16 = 64'($signed(hi)) * 64'sd256 + 64'sd255;
+    if (t < lo16) return lo16[15:0];
+    if (t > hi16) return hi16[15:0];
+    return t[15:0];
+  endfunction
+  // The N int8 lanes of a row sign-extended to the int16 lanes of a wide row.
+  function automatic logic [N*16-1:0] widen_row(input logic [N*8-1:0] x);
+    logic [N*16-1:0] out;
+    for (int n = 0; n < N; n++) out[n*16 +: 16] = 16'($signed(x[n*8 +: 8]));
+    return out;
   endfunction
   // The final result of REQUANT / ADD / MUL: with `wrap` the low byte of t (integer modular
   // arithmetic), else the clamp.
@@ -583,6 +627,29 @@ module npu_top
       logic [7:0] e;
       e = x[n*8 +: 8] ^ 8'h80;
       out[n*8 +: 8] = vec_clamp(64'($signed(tbl[e*8 +: 8])), lo, hi);
+    end
+    return out;
+  endfunction
+
+  // LUT with a wide source (ISA 1.4): the interpolated 257-entry int16 table (entry e at
+  // bits 16e+15:16e). x = 256·(i − 128) + f, v = 256·T[i] + (T[i+1] − T[i])·f is x's value on
+  // the 8.8 grid times 256; it is rounded (half up) to the int8 grid, or with wide_dst to
+  // the 8.8 grid (clamp16). Returns the destination bytes: N int8, or N int16 with wide_dst.
+  function automatic logic [N*16-1:0] lut_wide_row(input logic [N*16-1:0] x,
+                                                   input logic [WLUT_BITS-1:0] tbl,
+                                                   input logic wide_dst, input logic [7:0] lo,
+                                                   input logic [7:0] hi);
+    logic [N*16-1:0] out;
+    out = '0;
+    for (int n = 0; n < N; n++) begin
+      logic [31:0] i;
+      logic signed [63:0] t0, t1, v;
+      i = {24'd0, x[n*16 + 8 +: 8] ^ 8'h80};        // (x >> 8) + 128, 0..255
+      t0 = 64'($signed(tbl[i * 16 +: 16]));
+      t1 = 64'($signed(tbl[(i + 32'd1) * 16 +: 16]));
+      v = t0 * 64'sd256 + (t1 - t0) * 64'(x[n*16 +: 8]);   // |v| < 2^25
+      if (wide_dst) out[n*16 +: 16] = vec_clamp16((v + 64'sd128) >>> 8, lo, hi);
+      else out[n*8 +: 8] = vec_clamp((v + 64'sd32768) >>> 16, lo, hi);
     end
     return out;
   endfunction
@@ -648,15 +715,16 @@ module npu_top
   endfunction
 
   // One window element into the per-lane accumulators (MAXPOOL max, AVGPOOL sum, DWCONV sum of
-  // products; all fit int32).
+  // products; int32, wrapping only for DWCONV's int16 x int8 products of a wide source). The
+  // element's lanes are int16: int8 rows are sign-extended (widen_row).
   function automatic logic [N*32-1:0] window_step(input logic [3:0] md, input logic first,
                                                   input logic [N*32-1:0] acc,
-                                                  input logic [N*8-1:0] x,
+                                                  input logic [N*16-1:0] x,
                                                   input logic [N*8-1:0] w);
     logic [N*32-1:0] out;
     for (int n = 0; n < N; n++) begin
       logic signed [31:0] xv, av;
-      xv = 32'($signed(x[n*8 +: 8]));
+      xv = 32'($signed(x[n*16 +: 16]));
       av = $signed(acc[n*32 +: 32]);
       if (md == VEC_MAXPOOL[3:0]) out[n*32 +: 32] = (first || xv > av) ? xv : av;
       else if (md == VEC_AVGPOOL[3:0]) out[n*32 +: 32] = (first ? 32'sd0 : av) + xv;
@@ -675,21 +743,28 @@ module npu_top
   function automatic logic [N*8-1:0] wgt_row_at(input logic [WAW-1:0] a);
     return (wgt_tag[a] == epoch_q) ? wgt_mem[a] : '0;
   endfunction
+  assign act_rd16 = {act_row_at(act_ra_q + 1'b1), act_rd};
 
   // Up to WIN window elements (kx .. kx + cnt - 1 of one window row, ACT rows from a, DWCONV
   // weights from WGT rows from w) into the per-lane accumulators in one cycle; first = the
   // group starts the window. Max and integer sums do not depend on the order, so the result
-  // is the one-element-per-cycle result of ISA 1.2 bit for bit.
+  // is the one-element-per-cycle result of ISA 1.2 bit for bit. With a wide source (ISA 1.4)
+  // element j is the wide row at a + 2j: the same WIN rows hold up to WIN16 wide elements.
   function automatic logic [N*32-1:0] window_group(input logic [3:0] md, input logic first,
                                                    input logic [N*32-1:0] acc,
                                                    input logic [AAW-1:0] a,
                                                    input logic [WAW-1:0] w,
-                                                   input logic [15:0] cnt);
+                                                   input logic [15:0] cnt, input logic wide);
     logic [N*32-1:0] out;
     out = acc;
-    for (int j = 0; j < int'(WIN); j++)
-      if (16'(j) < cnt)
-        out = window_step(md, first && j == 0, out, act_row_at(a + AAW'(j)), wgt_row_at(w + WAW'(j)));
+    for (int j = 0; j < int'(WIN); j++) begin
+      if (16'(j) < cnt) begin
+        logic [N*16-1:0] x;
+        if (wide) x = {act_row_at(a + AAW'(2 * j + 1)), act_row_at(a + AAW'(2 * j))};
+        else x = widen_row(act_row_at(a + AAW'(j)));
+        out = window_step(md, first && j == 0, out, x, wgt_row_at(w + WAW'(j)));
+      end
+    end
     return out;
   endfunction
 
@@ -712,15 +787,16 @@ module npu_top
     return out;
   endfunction
 
-  // p[n] = sum_k a[k] * W[k][n], int8 x int8 -> int32.
-  function automatic logic [N*32-1:0] mac_row(input logic [N*8-1:0] a,
+  // p[n] = sum_k a[k] * W[k][n], int8 (or with a wide operand, ISA 1.4, int16) x int8 ->
+  // int32, wrapping. a holds int16 lanes (int8 rows sign-extended by widen_row).
+  function automatic logic [N*32-1:0] mac_row(input logic [N*16-1:0] a,
                                               input logic [N*N*8-1:0] w);
     logic [N*32-1:0] p;
     // k outer, columns inner: the generated C++ updates consecutive words (vectorisable).
     p = '0;
     for (int k = 0; k < N; k++) begin
       logic [31:0] ak;
-      ak = 32'($signed(a[k*8 +: 8]));
+      ak = 32'($signed(a[k*16 +: 16]));
       for (int n = 0; n < N; n++) begin
         p[n*32 +: 32] = p[n*32 +: 32] + ak * 32'($signed(w[(k*N+n)*8 +: 8]));
       end
@@ -736,12 +812,14 @@ module npu_top
   endfunction
 
   // VEC REQUANT of one row (round half toward +inf, then zero point and clamp, or with
-  // `wrap` the low byte).
-  function automatic logic [N*8-1:0] requant_row(
+  // `wrap` the low byte). Returns the destination bytes: N int8, or with wide_dst (ISA 1.4)
+  // N int16 with the zero point and the clamp refined to the 8.8 grid (256·zp, vec_clamp16).
+  function automatic logic [N*16-1:0] requant_row(
       input logic [N*32-1:0] src, input logic [N*32-1:0] bias, input logic [N*32-1:0] mul,
-      input logic [N*32-1:0] shift, input logic [7:0] zp, input logic wrap, input logic [7:0] lo,
-      input logic [7:0] hi);
-    logic [N*8-1:0] out;
+      input logic [N*32-1:0] shift, input logic [7:0] zp, input logic wrap, input logic wide_dst,
+      input logic [7:0] lo, input logic [7:0] hi);
+    logic [N*16-1:0] out;
+    out = '0;
     for (int n = 0; n < N; n++) begin
       logic signed [31:0] v;
       logic signed [63:0] t;
@@ -751,7 +829,8 @@ module npu_top
       t = 64'(v) * 64'($signed(mul[n*32 +: 32]));
       if (s != 0) t = (t + (64'sd1 <<< (s - 6'd1))) >>> s;
       // Low bound first: low > high yields low (architecture.md 1.4).
-      out[n*8 +: 8] = vec_finish(t + 64'($signed(zp)), wrap, lo, hi);
+      if (wide_dst) out[n*16 +: 16] = vec_clamp16(t + 64'($signed(zp)) * 64'sd256, lo, hi);
+      else out[n*8 +: 8] = vec_finish(t + 64'($signed(zp)), wrap, lo, hi);
     end
     return out;
   endfunction
@@ -830,6 +909,16 @@ module npu_top
       if (eq_v_q[2][j] && overlaps(eq_q[2][j].lo, eq_q[2][j].hi, f_lo, f_hi)) fetch_hold = 1'b1;
   end
 
+  // Bytes a LOAD or STORE moves per (z, y, x): row_elems (0 = N) elements of 1 byte (ACT, WGT),
+  // 2 bytes (a wide ACT row, ISA 1.4) or 4 bytes (ACC).
+  // Arguments: w0[31:24] (row_elems), w0[18:16] (wide, scratchpad).
+  function automatic logic [7:0] dma_row_bytes(input logic [7:0] row_elems, input logic [2:0] mode);
+    logic [7:0] elems;
+    elems = (row_elems == 0) ? 8'(N) : row_elems;
+    if (mode[1:0] == SP_ACC[1:0]) return elems << 2;
+    return elems << mode[2];
+  endfunction
+
   // DRAM VA range of a LOAD or STORE: [va, va + sum (count-1)*stride + row bytes), the whole
   // 32-bit space when it wraps; empty for the other instructions.
   function automatic logic [67:0] dram_range(input logic [31:0] w [8]);
@@ -839,7 +928,7 @@ module npu_top
     lo = '0;
     hi = '0;
     if (w[0][7:0] == OP_LOAD || w[0][7:0] == OP_STORE) begin
-      len = ((w[0][31:24] == 0) ? 8'(N) : w[0][31:24]) << ((w[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+      len = dma_row_bytes(w[0][31:24], w[0][18:16]);
       ext = 64'(w[1]) + (64'(w[4][15:0]) - 64'd1) * 64'(w[7]) +
             (64'(w[3][31:16]) - 64'd1) * 64'(w[6]) + (64'(w[3][15:0]) - 64'd1) * 64'(w[5]) +
             64'(len);
@@ -1139,16 +1228,19 @@ module npu_top
             logic [67:0] rng;
             m0 = '0; m1 = '0; m2 = '0; m3 = '0;
             lim0 = 64'd1; lim1 = 64'd1; lim2 = 64'd1; lim3 = 64'd1;
+            // Wide rows (ISA 1.4) occupy two rows: a wide LOAD/STORE moves two rows per
+            // (z, y, x), and a wide operand's range ends one row after its base row.
             unique case (op)
               OP_LOAD: begin
                 logic [16:0] yn, xn;
                 yn = 17'(dw[3][31:16]) + 17'(dw[4][27:24]) + 17'(dw[4][31:28]);
                 xn = 17'(dw[3][15:0]) + 17'(dw[4][19:16]) + 17'(dw[4][23:20]);
-                m0 = 64'(dw[2]) + 64'(dw[4][15:0]) * 64'(yn) * 64'(xn) - 64'd1;
+                m0 = 64'(dw[2]) + (64'(dw[4][15:0]) * 64'(yn) * 64'(xn) << dw[0][18]) - 64'd1;
                 lim0 = sp_rows(dw[0][17:16]);
               end
               OP_STORE: begin
-                m0 = 64'(dw[2]) + 64'(dw[4][15:0]) * 64'(dw[3][31:16]) * 64'(dw[3][15:0]) - 64'd1;
+                m0 = 64'(dw[2]) + (64'(dw[4][15:0]) * 64'(dw[3][31:16]) * 64'(dw[3][15:0]) <<
+                                   dw[0][18]) - 64'd1;
                 lim0 = sp_rows(dw[0][17:16]);
               end
               OP_GEMM: begin
@@ -1157,7 +1249,7 @@ module npu_top
                 i1 = 64'(dw[3][31:16]) - 64'd1;
                 r1 = 64'(dw[2][31:16]) - 64'd1;
                 m0 = 64'(dw[1][15:0]) + o1 * 64'(dw[4][15:0]) + i1 * 64'(dw[4][31:16]) +
-                     r1 * 64'(dw[5][15:0]);
+                     r1 * 64'(dw[5][15:0]) + 64'(dw[0][17]);
                 m1 = 64'(dw[1][31:16]) + o1 * 64'(dw[7][15:0]) + i1 * 64'(dw[7][31:16]);
                 m2 = 64'(dw[2][15:0]) + o1 * 64'(dw[5][31:16]) + i1 * 64'(dw[6][15:0]) +
                      r1 * 64'(dw[6][31:16]);
@@ -1174,9 +1266,11 @@ module npu_top
                 r1 = 64'(dw[2][31:16]) - 64'd1;
                 kw = vec_window(md) ? 64'(dw[7][7:0]) : 64'd1;
                 kh = vec_window(md) ? 64'(dw[7][15:8]) : 64'd1;
+                // A wide source's window elements are two rows apart (DWCONV) and every
+                // source row is the first of a pair (wide_src: DWCONV, LUT).
                 ext = o1 * 64'(dw[4][15:0]) + r1 * 64'(dw[4][31:16]) +
-                      (kh - 64'd1) * 64'(dw[7][31:16]) + (kw - 64'd1);
-                m0 = 64'(dw[1][15:0]) + ext;
+                      (kh - 64'd1) * 64'(dw[7][31:16]) + ((kw - 64'd1) << dw[0][22]);
+                m0 = 64'(dw[1][15:0]) + ext + 64'(dw[0][22]);
                 lim0 = (md == VEC_REQUANT[3:0]) ? 64'(ACC_ROWS) : 64'(ACT_ROWS);
                 if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) begin
                   m1 = 64'(dw[6][31:16]) + ext;
@@ -1185,13 +1279,14 @@ module npu_top
                   m1 = 64'(dw[6][31:16]) + kh * kw - 64'd1;
                   lim1 = 64'(WGT_ROWS);
                 end
-                m2 = 64'(dw[1][31:16]) + o1 * 64'(dw[5][15:0]) + r1 * 64'(dw[5][31:16]);
+                m2 = 64'(dw[1][31:16]) + o1 * 64'(dw[5][15:0]) + r1 * 64'(dw[5][31:16]) +
+                     64'(dw[0][23]);
                 lim2 = 64'(ACT_ROWS);
                 if (md == VEC_REQUANT[3:0] || md == VEC_DWCONV[3:0]) begin
                   m3 = 64'(dw[2][15:0]) + 64'd2;
                   lim3 = 64'(ACC_ROWS);
                 end else if (md == VEC_LUT[3:0]) begin
-                  m3 = 64'(dw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
+                  m3 = 64'(dw[2][15:0]) + (dw[0][22] ? 64'(WLUT_ROWS) : 64'(LUT_ROWS)) - 64'd1;
                   lim3 = 64'(ACT_ROWS);
                 end else if (md == VEC_SOFTMAX[3:0]) begin  // the int32 table in ACC
                   m3 = 64'(dw[2][15:0]) + 64'(LUT_ROWS) - 64'd1;
@@ -1306,8 +1401,7 @@ module npu_top
                 l_xn_q <= 17'(w[3][15:0]) + 17'(w[4][19:16]) + 17'(w[4][23:20]);
                 l_row_q <= w[2];
                 l_sp_q <= w[0][17:16];
-                l_len_q <= ((w[0][31:24] == 0) ? 8'(N) : w[0][31:24]) <<
-                           ((w[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+                l_len_q <= dma_row_bytes(w[0][31:24], w[0][18:16]);
                 l_done_q <= 1'b0;
                 ldq_req_valid_q <= 1'b0;
                 ls_q <= L_ROW;
@@ -1327,8 +1421,13 @@ module npu_top
           if (ldq_row_valid) begin
             unique case (l_sp_q)
               SP_ACT[1:0]: begin
+                // A wide row (ISA 1.4) fills both of its rows (different banks) at once.
                 act_mem[AAW'(ldq_row_idx)] <= ldq_row_data[N*8-1:0];
                 act_tag[AAW'(ldq_row_idx)] <= epoch_q;
+                if (lw[0][18]) begin
+                  act_mem[AAW'(ldq_row_idx) + 1'b1] <= ldq_row_data[N*16-1:N*8];
+                  act_tag[AAW'(ldq_row_idx) + 1'b1] <= epoch_q;
+                end
               end
               SP_WGT[1:0]: begin
                 wgt_mem[WAW'(ldq_row_idx)] <= ldq_row_data[N*8-1:0];
@@ -1352,7 +1451,14 @@ module npu_top
             if (pad) begin
               if (!ldq_row_valid) begin
                 unique case (l_sp_q)
-                  SP_ACT[1:0]: begin act_mem[AAW'(l_row_q)] <= '0; act_tag[AAW'(l_row_q)] <= epoch_q; end
+                  SP_ACT[1:0]: begin
+                    act_mem[AAW'(l_row_q)] <= '0;
+                    act_tag[AAW'(l_row_q)] <= epoch_q;
+                    if (lw[0][18]) begin
+                      act_mem[AAW'(l_row_q) + 1'b1] <= '0;
+                      act_tag[AAW'(l_row_q) + 1'b1] <= epoch_q;
+                    end
+                  end
                   SP_WGT[1:0]: begin wgt_mem[WAW'(l_row_q)] <= '0; wgt_tag[WAW'(l_row_q)] <= epoch_q; end
                   default: begin acc_mem[CAW'(l_row_q)] <= '0; acc_tag[CAW'(l_row_q)] <= epoch_q; end
                 endcase
@@ -1366,7 +1472,7 @@ module npu_top
               adv = 1'b1;
             end
             if (adv) begin
-              l_row_q <= l_row_q + 32'd1;
+              l_row_q <= l_row_q + (lw[0][18] ? 32'd2 : 32'd1);
               if (17'(l_x_q) + 1 == l_xn_q) begin
                 l_x_q <= '0;
                 if (17'(l_y_q) + 1 == l_yn_q) begin
@@ -1440,8 +1546,8 @@ module npu_top
                 s_xn_q <= 17'(w[3][15:0]);
                 s_ra_q <= w[2];
                 s_sp_q <= w[0][17:16];
-                s_len_q <= ((w[0][31:24] == 0) ? 8'(N) : w[0][31:24]) <<
-                           ((w[0][17:16] == SP_ACC[1:0]) ? 2 : 0);
+                s_len_q <= dma_row_bytes(w[0][31:24], w[0][18:16]);
+                s_wide_q <= w[0][18];
                 s_done_q <= 1'b0;
                 stq_req_valid_q <= 1'b0;
                 ss_q <= T_RUN;
@@ -1461,7 +1567,7 @@ module npu_top
               stq_req_data_q <= s_rd;
               stq_req_valid_q <= 1'b1;
               stq_req_va_q <= sw[1] + 32'(s_z_q) * sw[7] + 32'(s_y_q) * sw[6] + 32'(s_x_q) * sw[5];
-              s_ra_q <= s_ra_q + 32'd1;
+              s_ra_q <= s_ra_q + (s_wide_q ? 32'd2 : 32'd1);
               if (17'(s_x_q) + 1 == s_xn_q) begin
                 s_x_q <= '0;
                 if (17'(s_y_q) + 1 == s_yn_q) begin
@@ -1557,7 +1663,8 @@ module npu_top
 
           G_RUN: begin
             logic [N*32-1:0] p;
-            p = mac_row(act_rd, wtile_q);
+            // A wide operand (ISA 1.4) is the row pair at act_ra_q, read in the same cycle.
+            p = mac_row(iw[0][17] ? act_rd16 : widen_row(act_rd), wtile_q);
             acc_mem[acc_ra_q] <= (iw[0][16] && ly_q == 0) ? p : add_rows(acc_rd, p);
             acc_tag[acc_ra_q] <= epoch_q;
             act_ra_q <= act_ra_q + AAW'(iw[5][15:0]);
@@ -1591,6 +1698,11 @@ module npu_top
               if (k_q == 16'd1) v_mul_q <= acc_rd;
               if (k_q == 16'd2) v_shift_q <= acc_rd;
               acc_ra_q <= acc_ra_q + 1'b1;
+            end else if (md == VEC_LUT[3:0] && iw[0][22]) begin
+              if (k_q < 16'(WLUT_ROWS)) begin
+                v_wtable_q <= {act_rd, v_wtable_q[WLUT_BITS-1:N*8]};
+                act_ra_q <= act_ra_q + 1'b1;
+              end
             end else if (md == VEC_LUT[3:0]) begin
               if (k_q < 16'(LUT_ROWS)) begin
                 v_table_q <= {act_rd, v_table_q[2047:N*8]};
@@ -1605,7 +1717,7 @@ module npu_top
             end else if (k_q == 16'd0) begin
               v_par_q <= acc_rd[159:0];
             end
-            if (k_q + 16'd1 == vec_setup(md)) begin
+            if (k_q + 16'd1 == vec_setup(md, iw[0][22])) begin
               // First element of the first row.
               v_so_q <= 32'(iw[1][15:0]);
               v_base_q <= 32'(iw[1][15:0]);
@@ -1625,20 +1737,23 @@ module npu_top
           end
 
           V_RUN: begin
-            logic [3:0]     md;
-            logic           row_done;
-            logic [N*8-1:0] outrow;
+            logic [3:0]      md;
+            logic            row_done;
+            logic [N*16-1:0] outrow;         // destination bytes (two rows with wide_dst)
             md = iw[0][19:16];
             row_done = 1'b0;
             outrow = '0;
             unique case (md)
               VEC_REQUANT[3:0]: begin
                 outrow = requant_row(acc_rd, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
-                                     iw[0][21], iw[6][7:0], iw[6][15:8]);
+                                     iw[0][21], iw[0][23], iw[6][7:0], iw[6][15:8]);
                 row_done = 1'b1;
               end
               VEC_LUT[3:0]: begin
-                outrow = lut_row(act_rd, v_table_q, iw[6][7:0], iw[6][15:8]);
+                if (iw[0][22])
+                  outrow = lut_wide_row(act_rd16, v_wtable_q, iw[0][23], iw[6][7:0], iw[6][15:8]);
+                else
+                  outrow[N*8-1:0] = lut_row(act_rd, v_table_q, iw[6][7:0], iw[6][15:8]);
                 row_done = 1'b1;
               end
               VEC_ADD[3:0], VEC_MUL[3:0]: begin
@@ -1647,8 +1762,8 @@ module npu_top
                   act_ra_q <= AAW'(v_ab_q);
                   v_ph_q <= 1'b1;
                 end else begin
-                  outrow = addmul_row(md == VEC_MUL[3:0], v_a_q, act_rd, v_par_q, iw[3][23:16],
-                                      iw[0][21], iw[6][7:0], iw[6][15:8]);
+                  outrow[N*8-1:0] = addmul_row(md == VEC_MUL[3:0], v_a_q, act_rd, v_par_q,
+                                               iw[3][23:16], iw[0][21], iw[6][7:0], iw[6][15:8]);
                   v_ph_q <= 1'b0;
                   row_done = 1'b1;
                 end
@@ -1713,21 +1828,25 @@ module npu_top
               end
               default: begin
                 // One group of up to WIN elements of window row ky per cycle (ISA 1.3):
-                // kh * ceil(kw / WIN) cycles per output row.
+                // kh * ceil(kw / WIN) cycles per output row. A wide source (DWCONV, ISA 1.4)
+                // has WIN16 elements in the WIN rows: kh * ceil(kw / WIN16).
                 logic [N*32-1:0] acc;
-                logic [15:0]     rest, cnt;
+                logic [15:0]     rest, cnt, grp;
                 logic            row_end;
+                grp = iw[0][22] ? 16'(WIN16) : 16'(WIN);
                 rest = 16'(iw[7][7:0]) - 16'(v_kx_q);
-                cnt = (rest > 16'(WIN)) ? 16'(WIN) : rest;
-                row_end = rest <= 16'(WIN);
-                acc = window_group(md, v_ky_q == 0 && v_kx_q == 0, v_accum_q, act_ra_q, wgt_ra_q, cnt);
+                cnt = (rest > grp) ? grp : rest;
+                row_end = rest <= grp;
+                acc = window_group(md, v_ky_q == 0 && v_kx_q == 0, v_accum_q, act_ra_q, wgt_ra_q,
+                                   cnt, iw[0][22]);
                 if (v_ky_q + 8'd1 == iw[7][15:8] && row_end) begin
                   if (md == VEC_DWCONV[3:0])
                     outrow = requant_row(acc, v_bias_q, v_mul_q, v_shift_q, iw[3][23:16],
-                                         1'b0, iw[6][7:0], iw[6][15:8]);
+                                         1'b0, iw[0][23], iw[6][7:0], iw[6][15:8]);
                   else
-                    outrow = pool_row(md, acc, v_par_q, 16'(iw[7][15:8]) * 16'(iw[7][7:0]),
-                                      iw[3][23:16], iw[6][7:0], iw[6][15:8]);
+                    outrow[N*8-1:0] = pool_row(md, acc, v_par_q,
+                                               16'(iw[7][15:8]) * 16'(iw[7][7:0]),
+                                               iw[3][23:16], iw[6][7:0], iw[6][15:8]);
                   row_done = 1'b1;
                 end else begin
                   v_accum_q <= acc;
@@ -1738,8 +1857,8 @@ module npu_top
                     v_line_q <= v_line_q + 32'(iw[7][31:16]);
                     act_ra_q <= AAW'(v_line_q + 32'(iw[7][31:16]));
                   end else begin
-                    v_kx_q <= v_kx_q + 8'(WIN);
-                    act_ra_q <= act_ra_q + AAW'(WIN);
+                    v_kx_q <= v_kx_q + 8'(grp);
+                    act_ra_q <= act_ra_q + (iw[0][22] ? AAW'(2 * WIN16) : AAW'(WIN));
                   end
                 end
               end
@@ -1747,8 +1866,12 @@ module npu_top
             if (row_done) begin
               logic [31:0]    nb, na;
               logic [AAW-1:0] nd;
-              act_mem[v_dst_q] <= outrow;
+              act_mem[v_dst_q] <= outrow[N*8-1:0];
               act_tag[v_dst_q] <= epoch_q;
+              if (iw[0][23]) begin  // wide_dst (ISA 1.4): the second row of the pair
+                act_mem[v_dst_q + 1'b1] <= outrow[N*16-1:N*8];
+                act_tag[v_dst_q + 1'b1] <= epoch_q;
+              end
               if (lx_q + 16'd1 == iw[2][31:16]) begin
                 nb = v_so_q + 32'(iw[4][15:0]);
                 na = v_ao_q + 32'(iw[4][15:0]);

@@ -335,6 +335,70 @@ TEST_P(RtlTiming, VecModes) {
   }
 }
 
+// Wide rows (ISA 1.4, architecture.md 1.4.3): a wide LOAD or STORE row moves 2·row_elems
+// bytes (the DMA algorithms with len = 2·row_elems; a padding pair is one padding row); GEMM,
+// REQUANT and LUT read or write both rows of a pair in one cycle; a wide LUT reads
+// ceil(514/N) table rows; DWCONV with a wide source reads max(1, W/2) wide elements per cycle.
+TEST_P(RtlTiming, WideLoadStoreRows) {
+  const uint32_t re = n - 1, xs = 2 * n + 8;  // each row spans one beat more than it needs
+  Instr l = load({.va = kDataVa + 8, .sp_row = 10, .x = 3, .y = 2, .xs = xs, .ys = 4 * xs,
+                  .pad_l = 1, .pad_b = 1, .row_elems = re});
+  l.w[0] |= isa::kDmaWideBit;
+  std::vector<LoadRow> rows;
+  for (uint32_t y = 0; y < 2 + 1; ++y)
+    for (uint32_t x = 0; x < 3 + 1; ++x) {
+      if (x == 0 || y >= 2) rows.push_back({.pad = true});
+      else rows.push_back({.va = kDataVa + 8 + y * 4 * xs + (x - 1) * xs, .len = 2 * re});
+    }
+  EXPECT_EQ(run_job({l}), t.job({t.load(rows)}));
+  // A dense wide STORE of full rows (row_elems 0 = N int16 = 2N bytes), misaligned.
+  Instr s = store({.va = kDataVa + 0x8000 + 4, .sp_row = 10, .x = 5, .xs = 2 * n});
+  s.w[0] |= isa::kDmaWideBit;
+  std::vector<LoadRow> srows;
+  for (uint32_t x = 0; x < 5; ++x) srows.push_back({.va = kDataVa + 0x8000 + 4 + x * 2 * n, .len = 2 * n});
+  EXPECT_EQ(run_job({s}), t.job({t.store(srows)}));
+}
+
+TEST_P(RtlTiming, WideGemmRequantLutDwconv) {
+  Instr g = gemm({.r = 5, .o = 2, .i = 3, .asr = 2});
+  g.w[0] |= isa::kGemmWideBit;
+  Instr rq = vec({.src = 0, .dst = 300, .param = 40, .r = 3, .o = 2, .sso = 8, .ssr = 1,
+                  .dso = 6, .dsr = 2});
+  rq.w[0] |= isa::kVecWideDstBit;
+  EXPECT_EQ(run_job({g, rq}), t.job({t.gemm(2, 3, 5), t.vec(2, 3)}));
+  const uint64_t rows = 2 * 3, table = isa::wide_lut_rows(n);
+  for (const bool wide_dst : {false, true}) {
+    Instr v = vec({.src = 0, .dst = 300, .param = 40, .r = 3, .o = 2, .sso = 8, .ssr = 2,
+                   .dso = 6, .dsr = 2});
+    v.w[0] |= (static_cast<uint32_t>(hw::VecMode::kLut) << 16) | isa::kVecWideSrcBit |
+              (wide_dst ? isa::kVecWideDstBit : 0u);
+    SCOPED_TRACE(wide_dst);
+    EXPECT_EQ(run_job({v}), t.job({1 + table + rows}));
+  }
+  // DWCONV: windows narrower than, as wide as and wider than the W/2 wide elements of a cycle.
+  const uint32_t g16 = std::max(1u, hw::kVecWindowElems / 2);
+  for (const uint32_t kw : {std::max(1u, g16 - 1), g16, g16 + 3, 2 * g16 + 1}) {
+    for (const bool wide_dst : {false, true}) {
+      Instr v = vec({.src = 0, .dst = 300, .param = 40, .r = 3, .o = 2, .sso = 64, .ssr = 2,
+                     .dso = 6, .dsr = 2});
+      v.w[0] |= (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16) | isa::kVecWideSrcBit |
+                (wide_dst ? isa::kVecWideDstBit : 0u);
+      v.w[6] |= 50u << 16;
+      v.w[7] = kw | (3u << 8) | ((2 * kw + 2) << 16);  // kh 3
+      SCOPED_TRACE(testing::Message() << "kw " << kw << " wide_dst " << wide_dst);
+      EXPECT_EQ(run_job({v}), t.job({3 + rows * 3 * ((kw + g16 - 1) / g16)}));
+    }
+  }
+  // wide_dst alone (an int8 window, a wide result) keeps the int8 window rate.
+  Instr v = vec({.src = 0, .dst = 300, .param = 40, .r = 3, .o = 2, .sso = 64, .ssr = 1,
+                 .dso = 6, .dsr = 2});
+  v.w[0] |= (static_cast<uint32_t>(hw::VecMode::kDwconv) << 16) | isa::kVecWideDstBit;
+  v.w[6] |= 50u << 16;
+  const uint32_t win = hw::kVecWindowElems, kw = win + 1;
+  v.w[7] = kw | (3u << 8) | ((kw + 2) << 16);
+  EXPECT_EQ(run_job({v}), t.job({3 + rows * 3 * ((kw + win - 1) / win)}));
+}
+
 // --- Overlap -----------------------------------------------------------------------------
 
 // A double-buffered tile pipeline: LOAD tile t into buffer t % 2, GEMM it, REQUANT, STORE.
