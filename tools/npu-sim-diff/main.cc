@@ -124,6 +124,7 @@ int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json
   // Completed VEC instructions (functional model's trace) by mode and wrap bit, so the run
   // shows which VEC paths it compared.
   std::map<std::string, uint64_t> vec_completed;
+  std::map<std::string, uint64_t> wide_completed;  // ISA 1.4 wide rows, by instruction
   for (uint64_t p = 0; p < programs; ++p) {
     const uint64_t s = seed * 1'000'003ull + p;
     const auto mem_f = sim::ProgramMemory::create(bm_f, s);
@@ -165,11 +166,18 @@ int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json
           break;
         }
     for (const auto& ev : trace) {
-      if ((ev.words[0] & 0xFF) != static_cast<uint32_t>(hw::Opcode::kVec)) continue;
+      const uint32_t opcode = ev.words[0] & 0xFF;
+      if (opcode == static_cast<uint32_t>(hw::Opcode::kGemm) && (ev.words[0] & isa::kGemmWideBit)) ++wide_completed["GEMM"];
+      if (opcode == static_cast<uint32_t>(hw::Opcode::kLoad) && (ev.words[0] & isa::kDmaWideBit)) ++wide_completed["LOAD"];
+      if (opcode == static_cast<uint32_t>(hw::Opcode::kStore) && (ev.words[0] & isa::kDmaWideBit)) ++wide_completed["STORE"];
+      if (opcode != static_cast<uint32_t>(hw::Opcode::kVec)) continue;
       static const char* modes[] = {"REQUANT", "LUT", "ADD", "MUL", "MAXPOOL", "AVGPOOL", "DWCONV"};
       const uint32_t mode = (ev.words[0] >> 16) & 0xF;
       const char* name = mode < 7 ? modes[mode] : mode == static_cast<uint32_t>(hw::VecMode::kSoftmax) ? "SOFTMAX" : "?";
       ++vec_completed[std::string(name) + ((ev.words[0] & isa::kVecWrapBit) ? "+wrap" : "")];
+      if (ev.words[0] & (isa::kVecWideSrcBit | isa::kVecWideDstBit))
+        ++wide_completed[std::string(name) + ((ev.words[0] & isa::kVecWideSrcBit) ? "+src" : "") +
+                         ((ev.words[0] & isa::kVecWideDstBit) ? "+dst" : "")];
     }
     if (f.result.error_code) {
       ++errors_seen;
@@ -214,6 +222,8 @@ int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json
   std::printf("), %.1f s, %.0f RTL cycles/s\n", secs, static_cast<double>(rtl_cycles) / secs);
   std::printf("VEC instructions completed:");
   for (const auto& [name, count] : vec_completed) std::printf(" %s=%llu", name.c_str(), static_cast<unsigned long long>(count));
+  std::printf("\nwide-row instructions completed (ISA 1.4):");
+  for (const auto& [name, count] : wide_completed) std::printf(" %s=%llu", name.c_str(), static_cast<unsigned long long>(count));
   std::printf("\n");
   if (rtl_cycles_completed > 0)
     std::printf("cycle prediction on completed programs: model/RTL = %.4f overall, worst program off by %.2f%%\n",
@@ -225,6 +235,7 @@ int diff(uint64_t programs, uint64_t seed, uint32_t dim, bool verbose, bool json
         {"matched", true},
         {"errors", error_classes},
         {"vec_completed", vec_completed},
+        {"wide_completed", wide_completed},
         {"seconds", secs},
         {"rtl_cycles_per_s", tools::json_number(static_cast<double>(rtl_cycles) / secs)},
         {"model_rtl_cycle_ratio",
