@@ -438,7 +438,12 @@ Status round_weights(const Graph& g, Partition& partition, const std::vector<std
 Status correct_biases(const Graph& g, Partition& partition, const QuantPlan& qplan,
                       const std::vector<std::vector<Tensor>>& samples, const Say& say) {
   std::vector<PartitionStep>& steps = partition.steps;
-  const std::map<int, QParams>& qp = qplan.qp;
+  // Wide values round onto grids 256 times finer: their mean error is not what the int8 grid
+  // of qp would add, so convs reading them are not corrected, and a fused table's wide input
+  // is not rounded where the correction emulates a producer.
+  std::map<int, QParams> qp = qplan.qp;
+  for (int v : qplan.wide) qp.erase(v);
+  for (int v : qplan.wide_lut) qp.erase(v);
     NPU_ASSIGN_OR_RETURN(const BiasCorrectionFacts bc, in_stage("bias correction", correct_conv_biases(g, steps, qp, samples)));
     if (bc.layers) say("bias correction: " + std::to_string(bc.layers) + " conv bias(es) absorb their input grid's mean error (up to " + std::to_string(bc.max_shift) + " output steps)");
   return Status::ok();

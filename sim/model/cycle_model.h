@@ -183,24 +183,23 @@ public:
   // modes (ISA 1.3): up to kVecWindowElems consecutive elements of one window row per cycle,
   // so a window of kh rows of kw takes kh·⌈kw / kVecWindowElems⌉ cycles.
   // `wide_src` (ISA 1.4, architecture.md 1.4.3): a LUT reads the ⌈514/N⌉ rows of its
-  // interpolated table, a window mode max(1, ⌊W/2⌋) wide elements of a window row per cycle.
+  // interpolated table two per cycle; a window mode reads W wide elements (2W rows) per
+  // cycle, as W int8 ones.
   uint64_t vec(uint32_t mode, uint32_t o, uint32_t r, uint32_t kh, uint32_t kw, bool wide_src = false) {
     const uint64_t rows = uint64_t{o} * r;
     switch (mode) {
       case 0: return cost(3 + rows);
-      case 1: return cost(1 + (wide_src ? isa::wide_lut_rows(n_) : 256 / n_) + rows);
+      case 1: return cost(1 + (wide_src ? (isa::wide_lut_rows(n_) + 1) / 2 : 256 / n_) + rows);
       case 2: case 3: return cost(2 + 2 * rows);
       // SOFTMAX: its 256/N table rows, then per segment three passes of R rows and the
       // 63-step division between the second and the third.
       case static_cast<uint32_t>(hw::VecMode::kSoftmax): return cost(1 + 256 / n_ + uint64_t{o} * (3 * uint64_t{r} + 63));
-      default: return cost(3 + rows * window_cycles(kh, kw, wide_src));
+      default: return cost(3 + rows * window_cycles(kh, kw));
     }
   }
-  // Cycles of one output row of a window mode (MAXPOOL, AVGPOOL, DWCONV): a wide element
-  // takes two of the window port's rows.
-  static uint64_t window_cycles(uint32_t kh, uint32_t kw, bool wide_src = false) {
-    const uint64_t per_cycle = wide_src ? std::max<uint64_t>(1, hw::kVecWindowElems / 2) : hw::kVecWindowElems;
-    return uint64_t{kh} * ((uint64_t{kw} + per_cycle - 1) / per_cycle);
+  // Cycles of one output row of a window mode (MAXPOOL, AVGPOOL, DWCONV), int8 or wide.
+  static uint64_t window_cycles(uint32_t kh, uint32_t kw) {
+    return uint64_t{kh} * ((uint64_t{kw} + hw::kVecWindowElems - 1) / hw::kVecWindowElems);
   }
 
  private:

@@ -364,9 +364,7 @@ class FunctionalDevice final : public Device {
         if (field(w[0], 16, 4) == static_cast<uint32_t>(hw::VecMode::kSoftmax))  // three passes
           return 3 * uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16);
         return uint64_t{field(w[3], 0, 16)} * field(w[2], 16, 16) *
-               (field(w[0], 16, 4) >= 4
-                    ? CycleModel::window_cycles(field(w[7], 8, 8), field(w[7], 0, 8), w[0] & isa::kVecWideSrcBit)
-                    : 1);
+               (field(w[0], 16, 4) >= 4 ? CycleModel::window_cycles(field(w[7], 8, 8), field(w[7], 0, 8)) : 1);
       default:
         return 0;
     }

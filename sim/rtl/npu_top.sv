@@ -27,8 +27,9 @@
 // behaviour): COMPUTE has one read port per scratchpad (the VEC window modes read WIN
 // consecutive rows of ACT and WGT at once, ISA 1.3), STORE a second one; LOAD and COMPUTE
 // write. A wide row (ISA 1.4, architecture.md 1.4.3: N int16 in the ACT rows a, a + 1) is
-// read or written in one cycle: ACT is interleaved over max(2, WIN) banks by row address, so
-// the two rows are always in different banks. A reset "clears" the scratchpads in one cycle
+// read or written in one cycle: ACT is interleaved over 2·WIN banks by row address, so the
+// two rows are always in different banks, and a window group of WIN wide elements (2·WIN
+// consecutive rows) is read in one cycle too. A reset "clears" the scratchpads in one cycle
 // by bumping an epoch: a row whose tag differs from the current epoch reads as zero.
 module npu_top
   import npu_config_pkg::*;
@@ -90,13 +91,15 @@ module npu_top
   localparam int unsigned LUT_ROWS = 256 / N;
   // ACT rows holding a wide LUT's 257 int16 entries (ISA 1.4): ceil(514 / N), padded to rows.
   localparam int unsigned WLUT_ROWS = (514 + N - 1) / N;
-  localparam int unsigned WLUT_BITS = WLUT_ROWS * N * 8;
+  // They are latched two rows per cycle through the wide read port (rows a, a + 1).
+  localparam int unsigned WLUT_PAIRS = (WLUT_ROWS + 1) / 2;
+  localparam int unsigned WLUT_BITS = WLUT_PAIRS * 2 * N * 8;
   // Instructions each engine's queue holds between the dispatcher and the engine.
   localparam int unsigned EQ_DEPTH = ENGINE_QUEUE_DEPTH;
   // VEC window modes (ISA 1.3): consecutive elements of one window row read per cycle.
   localparam int unsigned WIN = VEC_WINDOW_ELEMS;
-  // Wide window elements (ISA 1.4, two rows each) read per cycle through the same WIN rows.
-  localparam int unsigned WIN16 = (WIN / 2 > 0) ? WIN / 2 : 1;
+  // Wide window elements (ISA 1.4, two rows each) read per cycle: WIN of them, 2·WIN rows.
+  localparam int unsigned WIN16 = WIN;
   localparam int unsigned EQW = $clog2(EQ_DEPTH);
   // Read bursts in flight on the memory port (LOAD's queue, one fetch, one STORE PTE read).
   localparam int unsigned TAG_DEPTH = 256;
@@ -578,7 +581,7 @@ module npu_top
   // Setup cycles of a VEC mode before its first row (parameter / table reads; a LUT with a
   // wide source reads the 257 int16 entries of the interpolated table, ISA 1.4).
   function automatic logic [15:0] vec_setup(input logic [3:0] md, input logic wide_src);
-    if (md == VEC_LUT[3:0] && wide_src) return 16'(1 + WLUT_ROWS);
+    if (md == VEC_LUT[3:0] && wide_src) return 16'(1 + WLUT_PAIRS);
     if (md == VEC_LUT[3:0] || md == VEC_SOFTMAX[3:0]) return 16'(1 + LUT_ROWS);
     if (md == VEC_ADD[3:0] || md == VEC_MUL[3:0]) return 16'd2;
     return 16'd3;
@@ -749,7 +752,7 @@ module npu_top
   // weights from WGT rows from w) into the per-lane accumulators in one cycle; first = the
   // group starts the window. Max and integer sums do not depend on the order, so the result
   // is the one-element-per-cycle result of ISA 1.2 bit for bit. With a wide source (ISA 1.4)
-  // element j is the wide row at a + 2j: the same WIN rows hold up to WIN16 wide elements.
+  // element j is the wide row at a + 2j: 2·WIN rows hold the WIN16 = WIN wide elements.
   function automatic logic [N*32-1:0] window_group(input logic [3:0] md, input logic first,
                                                    input logic [N*32-1:0] acc,
                                                    input logic [AAW-1:0] a,
@@ -1699,9 +1702,9 @@ module npu_top
               if (k_q == 16'd2) v_shift_q <= acc_rd;
               acc_ra_q <= acc_ra_q + 1'b1;
             end else if (md == VEC_LUT[3:0] && iw[0][22]) begin
-              if (k_q < 16'(WLUT_ROWS)) begin
-                v_wtable_q <= {act_rd, v_wtable_q[WLUT_BITS-1:N*8]};
-                act_ra_q <= act_ra_q + 1'b1;
+              if (k_q < 16'(WLUT_PAIRS)) begin
+                v_wtable_q <= {act_rd16, v_wtable_q[WLUT_BITS-1:2*N*8]};
+                act_ra_q <= act_ra_q + AAW'(2);
               end
             end else if (md == VEC_LUT[3:0]) begin
               if (k_q < 16'(LUT_ROWS)) begin
@@ -1829,7 +1832,7 @@ module npu_top
               default: begin
                 // One group of up to WIN elements of window row ky per cycle (ISA 1.3):
                 // kh * ceil(kw / WIN) cycles per output row. A wide source (DWCONV, ISA 1.4)
-                // has WIN16 elements in the WIN rows: kh * ceil(kw / WIN16).
+                // reads WIN16 = WIN elements in 2·WIN rows: the same kh * ceil(kw / WIN).
                 logic [N*32-1:0] acc;
                 logic [15:0]     rest, cnt, grp;
                 logic            row_end;

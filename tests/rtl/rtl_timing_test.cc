@@ -338,7 +338,7 @@ TEST_P(RtlTiming, VecModes) {
 // Wide rows (ISA 1.4, architecture.md 1.4.3): a wide LOAD or STORE row moves 2·row_elems
 // bytes (the DMA algorithms with len = 2·row_elems; a padding pair is one padding row); GEMM,
 // REQUANT and LUT read or write both rows of a pair in one cycle; a wide LUT reads
-// ceil(514/N) table rows; DWCONV with a wide source reads max(1, W/2) wide elements per cycle.
+// ceil(514/N) table rows two per cycle; DWCONV with a wide source reads W wide elements (2W rows) per cycle.
 TEST_P(RtlTiming, WideLoadStoreRows) {
   const uint32_t re = n - 1, xs = 2 * n + 8;  // each row spans one beat more than it needs
   Instr l = load({.va = kDataVa + 8, .sp_row = 10, .x = 3, .y = 2, .xs = xs, .ys = 4 * xs,
@@ -366,7 +366,7 @@ TEST_P(RtlTiming, WideGemmRequantLutDwconv) {
                   .dso = 6, .dsr = 2});
   rq.w[0] |= isa::kVecWideDstBit;
   EXPECT_EQ(run_job({g, rq}), t.job({t.gemm(2, 3, 5), t.vec(2, 3)}));
-  const uint64_t rows = 2 * 3, table = isa::wide_lut_rows(n);
+  const uint64_t rows = 2 * 3, table = (isa::wide_lut_rows(n) + 1) / 2;  // two table rows per cycle
   for (const bool wide_dst : {false, true}) {
     Instr v = vec({.src = 0, .dst = 300, .param = 40, .r = 3, .o = 2, .sso = 8, .ssr = 2,
                    .dso = 6, .dsr = 2});
@@ -375,8 +375,8 @@ TEST_P(RtlTiming, WideGemmRequantLutDwconv) {
     SCOPED_TRACE(wide_dst);
     EXPECT_EQ(run_job({v}), t.job({1 + table + rows}));
   }
-  // DWCONV: windows narrower than, as wide as and wider than the W/2 wide elements of a cycle.
-  const uint32_t g16 = std::max(1u, hw::kVecWindowElems / 2);
+  // DWCONV: windows narrower than, as wide as and wider than the W wide elements of a cycle.
+  const uint32_t g16 = hw::kVecWindowElems;
   for (const uint32_t kw : {std::max(1u, g16 - 1), g16, g16 + 3, 2 * g16 + 1}) {
     for (const bool wide_dst : {false, true}) {
       Instr v = vec({.src = 0, .dst = 300, .param = 40, .r = 3, .o = 2, .sso = 64, .ssr = 2,

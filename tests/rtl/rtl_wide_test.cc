@@ -305,9 +305,9 @@ TEST_P(RtlWide, LutWideSrc) {
 
 // DWCONV with a wide source (window element (ky, kx) is the wide row at
 // src + o·sso + r·ssr + ky·wys + 2·kx), to int8 and to a wide destination, with windows
-// narrower than, as wide as and wider than the W/2 wide elements read per cycle.
+// narrower than, as wide as and wider than the W wide elements read per cycle.
 TEST_P(RtlWide, DwconvWideSrc) {
-  const uint32_t win16 = std::max(1u, hw::kVecWindowElems / 2);
+  const uint32_t win16 = hw::kVecWindowElems;
   const uint32_t R = 3, O = 2, kh = 2, src = 3, P = 80, aux = 40, dst = 4000;
   std::vector<int32_t> bias(n), mul(n), shift(n);
   for (uint32_t c = 0; c < n; ++c) {
