@@ -88,7 +88,8 @@ class Program {
   // Bounding scratchpad rows an instruction reads and writes (the ranges SP_RANGE checks).
   // WGT rows of a GEMM weight tile depend on the array dim, unknown here: tile t is taken as
   // rows [t * smallest N, (t + 1) * largest N), a superset at every dim; likewise a LUT table
-  // as 256 / smallest N rows.
+  // as 256 / smallest N rows (a wide LUT's ⌈514 / smallest N⌉). A wide row (ISA 1.4) covers
+  // two ACT rows: a wide LOAD/STORE two per step, a wide operand its address + 1.
   static Footprint footprint(const isa::Words& w) {
     constexpr uint64_t kMinN = *std::min_element(hw::kSupportedArrayDims.begin(), hw::kSupportedArrayDims.end());
     constexpr uint64_t kMaxN = *std::max_element(hw::kSupportedArrayDims.begin(), hw::kSupportedArrayDims.end());
@@ -97,12 +98,14 @@ class Program {
     if (op == static_cast<uint32_t>(hw::Opcode::kLoad) || op == static_cast<uint32_t>(hw::Opcode::kStore)) {
       const uint64_t X = f(w[3], 0, 16), Y = f(w[3], 16, 16), Z = f(w[4], 0, 16);
       const uint64_t Xp = X + f(w[4], 16, 4) + f(w[4], 20, 4), Yp = Y + f(w[4], 24, 4) + f(w[4], 28, 4);
-      if (op == static_cast<uint32_t>(hw::Opcode::kLoad)) fp.write(f(w[0], 16, 2), w[2], w[2] + Z * Yp * Xp);
-      else fp.read(f(w[0], 16, 2), w[2], w[2] + Z * Y * X);
+      const uint64_t step = (w[0] & isa::kDmaWideBit) ? 2 : 1;
+      if (op == static_cast<uint32_t>(hw::Opcode::kLoad)) fp.write(f(w[0], 16, 2), w[2], w[2] + Z * Yp * Xp * step);
+      else fp.read(f(w[0], 16, 2), w[2], w[2] + Z * Y * X * step);
     } else if (op == static_cast<uint32_t>(hw::Opcode::kGemm)) {
       const uint64_t o1 = f(w[3], 0, 16) - 1, i1 = f(w[3], 16, 16) - 1, r1 = f(w[2], 16, 16) - 1;
       const uint64_t act = f(w[1], 0, 16), wgt = f(w[1], 16, 16), acc = f(w[2], 0, 16);
-      fp.read(0, act, act + o1 * f(w[4], 0, 16) + i1 * f(w[4], 16, 16) + r1 * f(w[5], 0, 16) + 1);
+      fp.read(0, act, act + o1 * f(w[4], 0, 16) + i1 * f(w[4], 16, 16) + r1 * f(w[5], 0, 16) + 1 +
+                          ((w[0] & isa::kGemmWideBit) ? 1 : 0));
       fp.read(1, wgt * kMinN, (wgt + o1 * f(w[7], 0, 16) + i1 * f(w[7], 16, 16) + 1) * kMaxN);
       const uint64_t acc_hi = acc + o1 * f(w[5], 16, 16) + i1 * f(w[6], 0, 16) + r1 * f(w[6], 16, 16) + 1;
       fp.read(2, acc, acc_hi);
@@ -120,16 +123,19 @@ class Program {
       const bool window = mode >= static_cast<uint32_t>(hw::VecMode::kMaxpool);
       const uint64_t kw = window ? f(w[7], 0, 8) : 1, kh = window ? f(w[7], 8, 8) : 1;
       const uint64_t o1 = f(w[3], 0, 16) - 1, r1 = f(w[2], 16, 16) - 1;
-      const uint64_t ext = o1 * f(w[4], 0, 16) + r1 * f(w[4], 16, 16) + (kh - 1) * f(w[7], 16, 16) + (kw - 1);
+      const bool wide_src = w[0] & isa::kVecWideSrcBit, wide_dst = w[0] & isa::kVecWideDstBit;
+      // (a wide source's window elements lie two rows apart and end one row further)
+      const uint64_t ext = o1 * f(w[4], 0, 16) + r1 * f(w[4], 16, 16) + (kh - 1) * f(w[7], 16, 16) +
+                           (wide_src ? 2 * (kw - 1) + 1 : kw - 1);
       const uint64_t src = f(w[1], 0, 16), dst = f(w[1], 16, 16), par = f(w[2], 0, 16), aux = f(w[6], 16, 16);
       const auto m = static_cast<hw::VecMode>(mode);
       fp.read(m == hw::VecMode::kRequant ? 2 : 0, src, src + ext + 1);
       if (m == hw::VecMode::kAdd || m == hw::VecMode::kMul) fp.read(0, aux, aux + ext + 1);
       if (m == hw::VecMode::kDwconv) fp.read(1, aux, aux + kh * kw);
       if (m == hw::VecMode::kRequant || m == hw::VecMode::kDwconv) fp.read(2, par, par + 3);
-      else if (m == hw::VecMode::kLut) fp.read(0, par, par + 256 / kMinN);
+      else if (m == hw::VecMode::kLut) fp.read(0, par, par + (wide_src ? isa::wide_lut_rows(kMinN) : 256 / kMinN));
       else if (m != hw::VecMode::kMaxpool) fp.read(2, par, par + 1);
-      fp.write(0, dst, dst + o1 * f(w[5], 0, 16) + r1 * f(w[5], 16, 16) + 1);
+      fp.write(0, dst, dst + o1 * f(w[5], 0, 16) + r1 * f(w[5], 16, 16) + 1 + (wide_dst ? 1 : 0));
     }
     return fp;
   }

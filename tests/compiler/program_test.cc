@@ -65,6 +65,37 @@ TEST(ProgramTokens, OnlyConflictingInstructionsAreOrdered) {
   EXPECT_EQ(w[4][0] & kPopPrev, kPopPrev);
 }
 
+// Wide rows (ISA 1.4) cover two ACT rows each: a wide LOAD of 5 steps writes rows 0..9, a
+// wide GEMM operand at row 11 reads rows 11 and 12, a wide REQUANT destination at 20 writes
+// 20 and 21. Each is ordered against the instruction that touches its second row (PP-OCRv4
+// det differed between sim and RTL before the footprints knew wide rows).
+TEST(ProgramTokens, WideRowsCoverTheirSecondRow) {
+  Program prog;
+  isa::Load wide = act_rows(0, 5);
+  wide.wide = true;
+  wide.x_stride = 2 * kN;
+  prog.load(wide, image::BufferKind::Activations, 0x100000);      // rows 0..9
+  prog.gemm(gemm_rows(10, 0, 1));                                // row 10: after it, no token
+  isa::Gemm g = gemm_rows(9, 8, 1);                              // row 9: waits
+  prog.gemm(g);
+  const auto& w = prog.words();
+  EXPECT_EQ(w[1][0] & kPopPrev, 0u);
+  EXPECT_EQ(w[2][0] & kPopPrev, kPopPrev);
+  prog.load(act_rows(12, 1), image::BufferKind::Activations, 0x100000);  // row 12
+  g = gemm_rows(11, 16, 1);
+  g.wide = true;                                                 // rows 11, 12: waits for it
+  prog.gemm(g);
+  EXPECT_EQ(w[4][0] & kPopPrev, kPopPrev);
+  isa::VecRequant v{.wide_dst = true, .src = 100, .dst = 20, .param = 200};  // rows 20, 21
+  prog.vec(v);
+  isa::Store st;
+  st.sp = hw::Scratchpad::kAct;
+  st.sp_base = 21;
+  st.x = 1;
+  prog.store(st, image::BufferKind::Activations, 0x200000);      // row 21: after the REQUANT
+  EXPECT_EQ(w.back()[0] & kPopPrev, kPopPrev);
+}
+
 TEST(ProgramTokens, ManyProducersBeforeTheirConsumersStayBelowMaxTokens) {
   // 300 LOADs, then 300 GEMMs each reading the row of one of them: waiting on each LOAD
   // itself would leave 300 tokens outstanding on L->C (more than 255); the builder's
