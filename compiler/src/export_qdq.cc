@@ -24,6 +24,8 @@ int32_t onnx_type(DType d) {
       return onnx::TensorProto::INT32;
     case DType::kI64:
       return onnx::TensorProto::INT64;
+    case DType::kI16:
+      return onnx::TensorProto::INT16;
   }
   return onnx::TensorProto::UNDEFINED;
 }

@@ -105,6 +105,7 @@ size_t image_dtype_size(image::DType dtype) {
     case image::DType::I8: case image::DType::U8: return 1;
     case image::DType::F32: case image::DType::I32: return 4;
     case image::DType::I64: return 8;
+    case image::DType::I16: return 2;
   }
   return 0;
 }
@@ -114,7 +115,9 @@ Status check_desc(const std::string& origin, const image::IoBinding* io, const s
                   uint64_t* out_elements) {
   if (!io || !io->desc() || !io->desc()->name() || !io->desc()->shape())
     return corrupt(origin, where + " lacks a name or shape");
-  if (image_dtype_size(io->desc()->dtype()) == 0) return corrupt(origin, where + " has an unknown dtype");
+  // (I16 is a device view's dtype only: a wide value, ISA 1.4; no tensor the user sees has it.)
+  if (image_dtype_size(io->desc()->dtype()) == 0 || io->desc()->dtype() == image::DType::I16)
+    return corrupt(origin, where + " has an unknown dtype");
   uint64_t elements = 1;
   for (int64_t d : *io->desc()->shape()) {
     if (d < 0 || d > (1 << 24)) return corrupt(origin, where + " has an out-of-range dimension");
@@ -164,7 +167,7 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
     return corrupt(origin, where + " has strides that do not match its shape");
   if (view->buffer() != image::BufferKind::Activations)
     return corrupt(origin, where + " does not live in the activation buffer");
-  if (view->dtype() != image::DType::I8 && view->dtype() != image::DType::I32)
+  if (view->dtype() != image::DType::I8 && view->dtype() != image::DType::I32 && view->dtype() != image::DType::I16)
     return corrupt(origin, where + " has an unsupported device dtype");
   NPU_RETURN_IF_ERROR(check_quant(origin, view->quant(), shape, where));
   uint64_t last = view->offset();
@@ -184,7 +187,7 @@ Status check_view(const std::string& origin, const image::IoBinding* io, uint64_
     if (view->offset() > act_bytes) return corrupt(origin, where + " starts past the activation buffer");
     return Status::ok();
   }
-  const uint64_t esize = view->dtype() == image::DType::I32 ? 4 : 1;
+  const uint64_t esize = view->dtype() == image::DType::I32 ? 4 : view->dtype() == image::DType::I16 ? 2 : 1;
   // int32 views (biases in accumulator units) are read as whole ACC lanes: 4-byte aligned.
   if (esize == 4) {
     bool aligned = view->offset() % 4 == 0;

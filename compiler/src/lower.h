@@ -118,9 +118,11 @@ void store_pixel_rows(Program& prog, uint32_t sp_base, int64_t row_elems, int64_
 // no padding lanes); the compiler gives that layout to values that no NPU layer writes and
 // only folding convs read. Padding is exact for any input zero point (border biases).
 bool conv_folds_taps(const ConvLayer& L, uint32_t N);
+// `widths`: a wide output or fused table input (ISA 1.4); its input is dense int8 always.
 Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy, uint32_t N,
                                      uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                     Program& prog, std::optional<QParams> q_lut_input = std::nullopt);
+                                     Program& prog, std::optional<QParams> q_lut_input = std::nullopt,
+                                     ConvWidths widths = {});
 
 // Bytes a value of `shape` occupies in the activation buffer (NHWC with padded channels
 // for 4-D values, dense otherwise).

@@ -71,12 +71,18 @@ bool conv_folds_taps(const ConvLayer& L, uint32_t N) {
 
 Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, const QParams& qy_out, uint32_t N,
                                      uint32_t in_off, uint32_t out_off, std::vector<uint8_t>& weights,
-                                     Program& prog, std::optional<QParams> q_lut_input) {
+                                     Program& prog, std::optional<QParams> q_lut_input, ConvWidths widths) {
   using BK = image::BufferKind;
   if (!conv_folds_taps(L, N))
     return make_error(StatusCode::kInternal, "conv '" + L.name + "' was laid out for tap folding but does not fold");
-  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N);
-  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog));
+  if (widths.in)
+    return make_error(StatusCode::kInternal, "conv '" + L.name + "': a tap-folding conv reads dense int8 input");
+  if (L.lut_input < 0) widths.lut_input = false;
+  // Wide rows (ISA 1.4) written by the REQUANT: the stored output, or a fused table's input.
+  const bool mid_wide = L.lut_input >= 0 ? widths.lut_input : widths.out;
+  const int64_t wm = mid_wide ? 2 : 1, eo = widths.out ? 2 : 1;
+  const uint32_t act_rows = static_cast<uint32_t>(hw::kActSpBytes / N) - fused_lut_rows(L, N, widths.lut_input);
+  NPU_ASSIGN_OR_RETURN(const QParams qy, load_fused_lut(L, qy_out, q_lut_input, N, weights, prog, widths.lut_input));
   const uint32_t acc_rows = static_cast<uint32_t>(hw::kAccSpBytes / (4 * N));
   const uint32_t wgt_tiles = static_cast<uint32_t>(hw::kWgtSpBytes / (uint64_t{N} * N));
   const int64_t NB = (L.Cout + N - 1) / N, Coutp = NB * N, taps = L.KH * L.KW;
@@ -117,7 +123,7 @@ Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, cons
   for (int64_t co = 0; co < L.Cout; ++co) {
     const double in_scale = static_cast<double>(qx.scale) * sw[static_cast<size_t>(co)];
     int32_t mult, shift;
-    quantize_multiplier(in_scale / qy.scale, &mult, &shift);
+    quantize_multiplier(in_scale / qy.scale * (mid_wide ? 256.0 : 1.0), &mult, &shift);  // 8.8 codes when wide
     const int64_t bias_real = std::llround(L.bias[static_cast<size_t>(co)] / in_scale);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t k = 0; k < K; ++k) {
@@ -142,7 +148,7 @@ Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, cons
   const uint32_t P = 0, Cacc = static_cast<uint32_t>(3 * param_blocks);
   auto in_rows_for = [&](int64_t oh) { return (oh - 1) * L.stride_h + L.KH; };
   auto fits = [&](int64_t oh) {
-    return in_rows_for(oh) * L.OW + oh * L.OW <= act_rows && oh * L.OW + Cacc <= acc_rows && oh * L.OW <= 65535;
+    return in_rows_for(oh) * L.OW + oh * L.OW * wm <= act_rows && oh * L.OW + Cacc <= acc_rows && oh * L.OW <= 65535;
   };
   if (Cacc >= acc_rows)
     return make_error(StatusCode::kUnsupported, "conv '" + L.name + "' needs more parameter rows than the accumulator scratchpad holds");
@@ -224,27 +230,28 @@ Result<LayerFacts> lower_conv_folded(const ConvLayer& L, const QParams& qx, cons
             const int64_t at = (r0 - oy0) * L.OW + c0;
             isa::VecRequant vq;
             vq.bias = true;
+            vq.wide_dst = mid_wide;
             vq.src = static_cast<uint16_t>(C0 + at);
-            vq.dst = static_cast<uint16_t>(B + at);
+            vq.dst = static_cast<uint16_t>(B + at * wm);
             vq.param = static_cast<uint16_t>(P + 3 * ((r * K + k) * NB + nb));
             vq.o = static_cast<uint16_t>(r1 - r0);
             vq.src_so = static_cast<uint16_t>(L.OW);
-            vq.dst_so = static_cast<uint16_t>(L.OW);
+            vq.dst_so = static_cast<uint16_t>(L.OW * wm);
             vq.r = static_cast<uint16_t>(c1 - c0);
             vq.src_sr = 1;
-            vq.dst_sr = 1;
+            vq.dst_sr = static_cast<uint16_t>(wm);
             vq.zero_point = static_cast<int8_t>(qy.zero_point);
             vq.clamp_lo = lo;
             vq.clamp_hi = hi;
             prog.vec(vq);
           }
         }
-        apply_fused_lut(L, N, B, oh * L.OW, prog);
+        apply_fused_lut(L, N, B, oh * L.OW, prog, widths.lut_input, widths.out);
         store_pixel_rows(prog, B, std::min<int64_t>(N, L.Cout - nb * N), L.OW, oh, Coutp,
-                         static_cast<uint32_t>(out_off + ((b * L.OH + oy0) * L.OW) * Coutp + nb * N));
+                         static_cast<uint32_t>(out_off + (((b * L.OH + oy0) * L.OW) * Coutp + nb * N) * eo), widths.out);
       }
     }
-  facts.scratchpad_bytes = static_cast<uint64_t>(in_rows_for(OHt) * L.OW + OHt * L.OW) * N +
+  facts.scratchpad_bytes = static_cast<uint64_t>(in_rows_for(OHt) * L.OW + OHt * L.OW * wm) * N +
                            static_cast<uint64_t>(OHt * L.OW + Cacc) * N * 4 +
                            static_cast<uint64_t>(weights_fit ? NB * tiles_per_nb : tiles_per_nb) * tile_bytes;
   return facts;

@@ -102,6 +102,7 @@ Status write_npy(const std::string& path, const Tensor& t) {
     case DType::kU8: descr = "|u1"; break;
     case DType::kI32: descr = "<i4"; break;
     case DType::kI64: descr = "<i8"; break;
+    case DType::kI16: descr = "<i2"; break;
   }
   std::string shape = "(";
   for (size_t i = 0; i < t.shape.size(); ++i) shape += std::to_string(t.shape[i]) + ",";

@@ -99,6 +99,9 @@ Result<CalibratedGraph> calibrate_graph(PatternedGraph patterned, const CompileO
 struct Partition {
   std::vector<PartitionStep> steps;
   size_t npu_layers = 0, host_ops = 0;
+  // The model's own outputs (g.outputs before an accuracy report exposes more): the choices
+  // that depend on being an output (wide values) must not change with the exposure.
+  std::vector<int> model_outputs;
 };
 Result<Partition> partition_graph(CalibratedGraph& graph, uint32_t N, const Say& say, std::string* io_refused,
                                   ExposedImage* exposed);

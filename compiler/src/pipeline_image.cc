@@ -16,6 +16,7 @@ image::DType to_image_dtype(DType d) {
     case DType::kU8: return image::DType::U8;
     case DType::kI32: return image::DType::I32;
     case DType::kI64: return image::DType::I64;
+    case DType::kI16: return image::DType::I16;
   }
   return image::DType::F32;
 }
@@ -110,8 +111,13 @@ Result<std::vector<uint8_t>> write_image(const std::string& onnx_path, uint32_t 
     flatbuffers::Offset<image::Quant> desc_quant = 0;
     if (act_offset.count(v)) {
       desc_quant = value_quant(v, 0);
+      // A wide value (ISA 1.4): int16 codes on the 8.8 refinement of its int8 grid.
+      const bool wide = qplan.wide.count(v) > 0;
       view = image::CreateDeviceView(fb, image::BufferKind::Activations, act_offset[v], fb.CreateVector(act_strides[v]),
-                                     qplan.int32_values.count(v) ? image::DType::I32 : image::DType::I8, value_quant(v, 0));
+                                     qplan.int32_values.count(v) ? image::DType::I32
+                                     : wide                      ? image::DType::I16
+                                                                 : image::DType::I8,
+                                     wide ? quant(QParams{qp[v].scale / 256.0f, qp[v].zero_point * 256}) : value_quant(v, 0));
     }
     if (val.io_codes && *val.io_codes == DType::kU8) {
       // The user's uint8 codes: the device's int8 codes shifted by +128.

@@ -120,14 +120,14 @@ Result<LayerFacts> lower_layer(const NpuLayer& op, const Graph& g, QuantPlan& qp
     // over its calibrated range like any activation.
     std::optional<QParams> q_lut_input;
     if (conv->lut_input >= 0) q_lut_input = qp.at(conv->lut_input);
+    const ConvWidths widths{qplan.wide.count(conv->input) > 0, qplan.wide.count(out) > 0,
+                            conv->lut_input >= 0 && qplan.wide_lut.count(conv->lut_input) > 0};
     if (dense.count(conv->input)) {
       NPU_ASSIGN_OR_RETURN(facts, lower_conv_folded(*conv, qp[conv->input], qp[out], N,
                                                     static_cast<uint32_t>(act_offset[conv->input]),
                                                     static_cast<uint32_t>(act_offset[out]), weights, seg.prog,
-                                                    q_lut_input));
+                                                    q_lut_input, widths));
     } else {
-      const ConvWidths widths{qplan.wide.count(conv->input) > 0, qplan.wide.count(out) > 0,
-                              conv->lut_input >= 0 && qplan.wide_lut.count(conv->lut_input) > 0};
       NPU_ASSIGN_OR_RETURN(facts, lower_conv_layer(*conv, qp[conv->input], qp[out], N,
                                                    static_cast<uint32_t>(act_offset[conv->input]),
                                                    static_cast<uint32_t>(act_offset[out]), weights, seg.prog,

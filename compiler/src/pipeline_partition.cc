@@ -42,8 +42,9 @@ Result<Partition> partition_graph(CalibratedGraph& graph, uint32_t N, const Say&
     say("narrowed the ranges of " + std::to_string(narrowed.size()) +
         " value(s) that only lookup tables read to where their functions change");
   // After every decision that depends on which values are graph outputs.
+  std::vector<int> model_outputs = g.outputs;
   if (exposed) expose_values(g, steps, narrowed, &exposed->values, &exposed->outputs);
-  return Partition{std::move(steps), npu_layers, host_ops};
+  return Partition{std::move(steps), npu_layers, host_ops, std::move(model_outputs)};
 }
 
 }  // namespace npu::compiler

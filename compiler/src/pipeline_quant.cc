@@ -262,18 +262,23 @@ std::map<int, DeclaredQuant> per_axis_views(const Graph& g, const std::vector<Pa
 
 namespace {
 
-// A conv that lower_conv_layer's standard path lowers: the one that reads and writes wide rows.
+// Convs whose lowering writes wide rows: lower_conv_layer's standard path and tap folding
+// (lower_conv_folded); the standard path also reads them (a folding conv reads dense int8).
+bool conv_writes_wide(const ConvLayer& c) {
+  return !c.transposed && !c.three_d && c.weight_input < 0 && c.bias_input < 0 && !c.int32_output;
+}
 bool conv_takes_wide(const ConvLayer& c, const std::set<int>& dense, uint32_t N) {
-  return !c.transposed && !c.three_d && c.weight_input < 0 && c.bias_input < 0 && !c.int32_output &&
-         !dense.count(c.input) && conv_fits_wide(c, N);
+  return conv_writes_wide(c) && !dense.count(c.input) && conv_fits_wide(c, N);
 }
 
 // Which values become wide: 4-D outputs of such convs in the plain NHWC layout that only such
-// convs read, as their activation input (not graph outputs, host steps' inputs, views or
-// values with a layout of their own); and the fused tables' inputs of such convs.
-void choose_wide_values(const Graph& g, const std::vector<PartitionStep>& steps,
+// convs read, as their activation input (not the model's outputs, host steps' inputs, views
+// or values with a layout of their own); and the fused tables' inputs of such convs. Values
+// an accuracy report exposes keep their width (the host reads them as int16 views).
+void choose_wide_values(const Graph& g, const Partition& partition,
                         const std::map<int, std::vector<int64_t>>& layout, uint32_t N, QuantPlan& plan) {
-  std::set<int> int8_only(g.outputs.begin(), g.outputs.end()), produced;
+  const std::vector<PartitionStep>& steps = partition.steps;
+  std::set<int> int8_only(partition.model_outputs.begin(), partition.model_outputs.end()), produced;
   for (const auto& [view, of] : plan.alias) {
     int8_only.insert(view);
     int8_only.insert(of);
@@ -288,8 +293,9 @@ void choose_wide_values(const Graph& g, const std::vector<PartitionStep>& steps,
       const bool takes = c && conv_takes_wide(*c, plan.dense, N);
       for (int v : npu_layer_inputs(op))
         if (!takes || v != c->input) int8_only.insert(v);
-      if (takes && g.value(c->output).shape.size() == 4) produced.insert(c->output);
-      if (takes && c->lut_input >= 0) plan.wide_lut.insert(c->lut_input);
+      const bool writes = c && conv_writes_wide(*c) && (plan.dense.count(c->input) || conv_fits_wide(*c, N));
+      if (writes && g.value(c->output).shape.size() == 4) produced.insert(c->output);
+      if (writes && c->lut_input >= 0) plan.wide_lut.insert(c->lut_input);
     }
   }
   std::set<int> read;
@@ -408,7 +414,7 @@ QuantPlan plan_quantisation(const Graph& g, const Partition& partition, ValueRan
   for (const auto& [v, off] : act_offset) plan.on_device.insert(v);
   for (const auto& [v, q] : int32_quant) plan.int32_values.insert(v);
   if (wide_activations) {
-    choose_wide_values(g, steps, layout, N, plan);
+    choose_wide_values(g, partition, layout, N, plan);
     for (int v : plan.wide) {
       act_size[v] *= 2;
       for (auto& st : act_strides[v]) st *= 2;

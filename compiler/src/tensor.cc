@@ -13,6 +13,7 @@ size_t dtype_size(DType dtype) {
     case DType::kU8: return 1;
     case DType::kI32: return 4;
     case DType::kI64: return 8;
+    case DType::kI16: return 2;
   }
   return 1;
 }
@@ -24,6 +25,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::kU8: return "uint8";
     case DType::kI32: return "int32";
     case DType::kI64: return "int64";
+    case DType::kI16: return "int16";
   }
   return "unknown";
 }
@@ -61,6 +63,7 @@ Tensor to_float(const Tensor& t) {
       case DType::kU8: dst[i] = t.as<uint8_t>()[i]; break;
       case DType::kI32: dst[i] = static_cast<float>(t.as<int32_t>()[i]); break;
       case DType::kI64: dst[i] = static_cast<float>(t.as<int64_t>()[i]); break;
+      case DType::kI16: dst[i] = t.as<int16_t>()[i]; break;
       case DType::kF32: break;
     }
   }

@@ -18,6 +18,7 @@ DType from_image(image::DType d) {
     case image::DType::U8: return DType::kU8;
     case image::DType::I32: return DType::kI32;
     case image::DType::I64: return DType::kI64;
+    case image::DType::I16: return DType::kI16;
   }
   return DType::kF32;
 }

@@ -248,6 +248,11 @@ Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte
     switch (info.device_dtype) {
       case DType::kI8: return static_cast<int8_t>(base[off]);
       case DType::kU8: return static_cast<uint8_t>(base[off]);
+      case DType::kI16: {  // a wide value's codes (ISA 1.4)
+        int16_t v;
+        std::memcpy(&v, base + off, 2);
+        return v;
+      }
       default: {
         int32_t v;
         std::memcpy(&v, base + off, 4);
@@ -256,7 +261,7 @@ Result<Tensor> dequantize_from(const TensorInfo& info, std::span<const std::byte
     }
   };
   if (info.device_dtype != DType::kI8 && info.device_dtype != DType::kU8 &&
-      info.device_dtype != DType::kI32)
+      info.device_dtype != DType::kI16 && info.device_dtype != DType::kI32)
     return make_error(StatusCode::kUnsupported, "output '" + info.name + "': device dtype " +
                                                     std::string(dtype_name(info.device_dtype)) +
                                                     " is not supported");

@@ -35,7 +35,7 @@ struct Accumulator {
     const int32_t zp = v.zero_point;
     const bool grid = std::isfinite(scale) && scale > 0;
     const bool live = !std::isnan(v.live_lo);
-    const double qmin = (-128.0 - zp) * scale, qmax = (127.0 - zp) * scale;
+    const double qmin = (v.code_lo - zp) * scale, qmax = (v.code_hi - zp) * scale;
     for (size_t i = 0; i < ref.size(); ++i) {
       if (!std::isfinite(ref[i])) continue;
       lo = std::min(lo, ref[i]);
@@ -47,7 +47,7 @@ struct Accumulator {
       if (!npu.empty()) noise += (r - a) * (r - a);
       ++elements;
       if (!grid) continue;
-      const double q = std::clamp(std::nearbyint(r / scale) + zp, -128.0, 127.0);
+      const double q = std::clamp(std::nearbyint(r / scale) + zp, v.code_lo, v.code_hi);
       const double e = r - scale * (q - zp);
       grid_noise += e * e;
       if (per_channel) {
@@ -91,11 +91,16 @@ void finish(ValueAccuracy& v, const Accumulator& a, bool measured) {
   }
 }
 
-// The per-tensor int8 grid of a device view, or NaN.
+// The per-tensor int8 (or wide, int16) grid of a device view, or NaN.
 void set_grid(ValueAccuracy& v, const runtime::TensorInfo& info) {
-  if (!info.on_device || info.device_dtype != DType::kI8 || info.device_quant.scale.size() != 1) return;
+  const bool wide = info.device_dtype == DType::kI16;
+  if (!info.on_device || (info.device_dtype != DType::kI8 && !wide) || info.device_quant.scale.size() != 1) return;
   v.scale = info.device_quant.scale[0];
   v.zero_point = info.device_quant.zero_point[0];
+  if (wide) {
+    v.code_lo = -32768;
+    v.code_hi = 32767;
+  }
 }
 
 Result<std::vector<Tensor>> run_image(runtime::Session& session, const std::vector<Tensor>& sample) {
@@ -282,7 +287,8 @@ std::string format_report(const AccuracyReport& report, size_t worst, double mar
   std::snprintf(line, sizeof line,
                 "accuracy report: %zu sample(s) on %s; float = the compiler's reference interpreter\n"
                 "  SQNR: NPU value against the float value; drop: worst input's SQNR minus this one;\n"
-                "  grid: the float value rounded onto its own int8 grid (the best this scale allows);\n"
+                "  grid: the float value rounded onto its own grid (int8, or int16 for a wide value; the best\n"
+                "  this scale allows);\n"
                 "  a value marked * only feeds lookup tables and is compared where they are not flat\n",
                 report.samples, report.device.c_str());
   out += line;

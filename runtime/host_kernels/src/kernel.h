@@ -87,6 +87,8 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
       return f(int32_t{});
     case DType::kI64:
       return f(int64_t{});
+    case DType::kI16:
+      return f(int16_t{});
     case DType::kF32:
       break;
   }

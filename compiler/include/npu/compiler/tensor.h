@@ -11,7 +11,8 @@
 
 namespace npu {
 
-enum class DType : uint8_t { kF32 = 0, kI8 = 1, kU8 = 2, kI32 = 3, kI64 = 4 };
+// kI16 (appended): the device view of a wide value (ISA 1.4); never a model's tensor type.
+enum class DType : uint8_t { kF32 = 0, kI8 = 1, kU8 = 2, kI32 = 3, kI64 = 4, kI16 = 5 };
 
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "float32", "int8", ...

@@ -30,10 +30,12 @@ struct ValueAccuracy {
   bool graph_input = false;      // the model's input, as the runtime quantises it
   std::vector<std::string> inputs;
   std::vector<int64_t> shape;
-  // The value's int8 grid on the device (real = scale·(q − zero_point)); NaN scale when the
-  // value has no per-tensor int8 view (host-only values, int32 accumulators).
+  // The value's grid on the device (real = scale·(q − zero_point), codes code_lo..code_hi:
+  // int8, or int16 for a wide value, ISA 1.4); NaN scale when the value has no per-tensor
+  // int8 or int16 view (host-only values, int32 accumulators).
   float scale = NAN;
   int32_t zero_point = 0;
+  double code_lo = -128, code_hi = 127;
   float lo = 0, hi = 0;          // the float value's range over the samples
   double sqnr_db = NAN;          // NPU against float: 10·log10(Σ ref² / Σ (ref − npu)²)
   // The float value rounded onto its own grid against the float value: what this value could
