@@ -258,10 +258,6 @@ std::map<int, DeclaredQuant> per_axis_views(const Graph& g, const std::vector<Pa
   return per_axis;
 }
 
-}  // namespace
-
-namespace {
-
 // Convs whose lowering writes wide rows: lower_conv_layer's standard path and tap folding
 // (lower_conv_folded); the standard path also reads them (a folding conv reads dense int8).
 bool conv_writes_wide(const ConvLayer& c) {
@@ -278,7 +274,7 @@ bool conv_takes_wide(const ConvLayer& c, const std::set<int>& dense, uint32_t N)
 void choose_wide_values(const Graph& g, const Partition& partition,
                         const std::map<int, std::vector<int64_t>>& layout, uint32_t N, QuantPlan& plan) {
   const std::vector<PartitionStep>& steps = partition.steps;
-  std::set<int> int8_only(partition.model_outputs.begin(), partition.model_outputs.end()), produced;
+  std::set<int> int8_only(partition.model_outputs.begin(), partition.model_outputs.end()), produced, read;
   for (const auto& [view, of] : plan.alias) {
     int8_only.insert(view);
     int8_only.insert(of);
@@ -291,17 +287,15 @@ void choose_wide_values(const Graph& g, const Partition& partition,
     for (const NpuLayer& op : s.ops) {
       const auto* c = std::get_if<ConvLayer>(&op);
       const bool takes = c && conv_takes_wide(*c, plan.dense, N);
-      for (int v : npu_layer_inputs(op))
+      for (int v : npu_layer_inputs(op)) {
+        read.insert(v);
         if (!takes || v != c->input) int8_only.insert(v);
+      }
       const bool writes = c && conv_writes_wide(*c) && (plan.dense.count(c->input) || conv_fits_wide(*c, N));
       if (writes && g.value(c->output).shape.size() == 4) produced.insert(c->output);
       if (writes && c->lut_input >= 0) plan.wide_lut.insert(c->lut_input);
     }
   }
-  std::set<int> read;
-  for (const auto& s : steps)
-    for (const NpuLayer& op : s.ops)
-      for (int v : npu_layer_inputs(op)) read.insert(v);
   for (int v : produced)
     if (read.count(v) && !int8_only.count(v) && !layout.count(v) && !plan.dense.count(v) && !plan.per_axis.count(v) &&
         !plan.int32_values.count(v))

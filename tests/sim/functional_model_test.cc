@@ -35,6 +35,16 @@ class FunctionalModel : public ::testing::Test {
     return bm_.run(*dev_, cmds_, static_cast<uint32_t>(program.size() * 32));
   }
   int8_t* bytes(uint32_t offset) { return reinterpret_cast<int8_t*>(bm_.view(data_ + offset, 1).data()); }
+  // The depthwise tests' int32 sum at output (oy, ox) lane c of a 3x3 window over a 5-wide
+  // plane: bias c·100 − 700 plus the weights at data+0x2000 times read(plane row, lane).
+  template <class Read>
+  int64_t depthwise_3x3_sum(uint32_t oy, uint32_t ox, uint32_t c, const Read& read) {
+    int64_t t = static_cast<int32_t>(c) * 100 - 700;
+    for (uint32_t ky = 0; ky < 3; ++ky)
+      for (uint32_t kx = 0; kx < 3; ++kx)
+        t += int64_t{read((oy + ky) * 5 + ox + kx, c)} * *bytes(0x2000 + (ky * 3 + kx) * N + c);
+    return t;
+  }
   int32_t* words(uint32_t offset) { return reinterpret_cast<int32_t*>(bm_.view(data_ + offset, 4).data()); }
 
   BareMetal bm_;
@@ -492,10 +502,7 @@ TEST_F(VecModes, DepthwiseConvolution) {
   for (uint32_t oy = 0; oy < 3; ++oy)
     for (uint32_t ox = 0; ox < 3; ++ox)
       for (uint32_t c = 0; c < N; ++c) {
-        int64_t t = static_cast<int32_t>(c) * 100 - 700;
-        for (uint32_t ky = 0; ky < 3; ++ky)
-          for (uint32_t kx = 0; kx < 3; ++kx)
-            t += int64_t{act((oy + ky) * 5 + ox + kx, c)} * *bytes(0x2000 + (ky * 3 + kx) * N + c);
+        const int64_t t = depthwise_3x3_sum(oy, ox, c, [&](uint32_t row, uint32_t lane) { return act(row, lane); });
         ASSERT_EQ(out(oy * 3 + ox, c), clamp8(rq(t * (1 << 30), 36) + 1)) << oy << "," << ox << "," << c;
       }
 }
@@ -631,10 +638,7 @@ TEST_F(WideRows, DepthwiseReadsWideWindows) {
     for (uint32_t oy = 0; oy < 3; ++oy)
       for (uint32_t ox = 0; ox < 3; ++ox)
         for (uint32_t c = 0; c < N; ++c) {
-          int64_t t = static_cast<int32_t>(c) * 100 - 700;
-          for (uint32_t ky = 0; ky < 3; ++ky)
-            for (uint32_t kx = 0; kx < 3; ++kx)
-              t += int64_t{in((oy + ky) * 5 + ox + kx, c)} * *bytes(0x2000 + (ky * 3 + kx) * N + c);
+          const int64_t t = depthwise_3x3_sum(oy, ox, c, [&](uint32_t row, uint32_t lane) { return in(row, lane); });
           const int64_t u = rq(t * (1 << 30), 40);
           const uint32_t o = oy * 3 + ox;
           if (wide_out) {
