@@ -813,47 +813,6 @@ class FunctionalDevice final : public Device {
   }
 
   // --- GEMM --------------------------------------------------------------------------------
-  struct GemmStrides {
-    uint32_t aso, asi, asr, cso, csi, csr, wso, wsi;
-  };
-
-  // An int16 row of the ACT scratchpad (a wide row, ISA 1.4): the N elements little-endian in
-  // rows `row` and `row + 1`.
-  void read_wide_row(uint32_t row, int16_t* out) const {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(act_.data() + static_cast<size_t>(row) * n_);
-    for (uint32_t k = 0; k < n_; ++k)
-      out[k] = static_cast<int16_t>(static_cast<uint16_t>(bytes[2 * k] | (bytes[2 * k + 1] << 8)));
-  }
-  void write_wide_row(uint32_t row, const int16_t* in) {
-    auto* bytes = reinterpret_cast<uint8_t*>(act_.data() + static_cast<size_t>(row) * n_);
-    for (uint32_t k = 0; k < n_; ++k) {
-      bytes[2 * k] = static_cast<uint8_t>(in[k] & 0xFF);
-      bytes[2 * k + 1] = static_cast<uint8_t>((static_cast<uint16_t>(in[k]) >> 8) & 0xFF);
-    }
-  }
-
-  // GEMM with wide activation operands (ISA 1.4): the definition's loop in program order, one
-  // accumulator row at a time (int16 × int8 products, int32 wrapping sums). The reference
-  // path for now: no packed tiles or SIMD kernels yet.
-  void gemm_wide(bool clear, uint32_t act, uint32_t wgt, uint32_t acc, uint32_t R, uint32_t O, uint32_t I,
-                 const GemmStrides& st) {
-    int16_t a[32];
-    for (uint32_t o = 0; o < O; ++o)
-      for (uint32_t i = 0; i < I; ++i) {
-        const int8_t* tile = wgt_.data() + static_cast<size_t>(wgt + o * st.wso + i * st.wsi) * n_ * n_;
-        for (uint32_t r = 0; r < R; ++r) {
-          read_wide_row(act + o * st.aso + i * st.asi + r * st.asr, a);
-          int32_t* row = acc_.data() + static_cast<size_t>(acc + o * st.cso + i * st.csi + r * st.csr) * n_;
-          uint32_t p[32] = {};  // unsigned: the sums wrap
-          for (uint32_t k = 0; k < n_; ++k)
-            for (uint32_t n = 0; n < n_; ++n)
-              p[n] += static_cast<uint32_t>(int32_t{a[k]} * tile[k * n_ + n]);
-          for (uint32_t n = 0; n < n_; ++n)
-            row[n] = static_cast<int32_t>(clear && i == 0 ? p[n] : static_cast<uint32_t>(row[n]) + p[n]);
-        }
-      }
-  }
-
   std::optional<Fault> do_gemm(const isa::Words& w) {
     const bool clear = w[0] & (1u << 16);
     const uint32_t act = field(w[1], 0, 16), wgt = field(w[1], 16, 16);
@@ -871,12 +830,6 @@ class FunctionalDevice final : public Device {
     if (auto f = check_range(wgt_max, wgt_rows_ / n_)) return f;
     if (auto f = check_range(acc_max, acc_rows_)) return f;
     if (checking_only_) return std::nullopt;
-    if (wide) {
-      gemm_wide(clear, act, wgt, acc, R, O, I, {aso, asi, asr, cso, csi, csr, wso, wsi});
-      job_cycles_ += timing_.gemm(O, I, R);
-      count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
-      return std::nullopt;
-    }
     // Packed tiles are cached (direct-mapped) until the weight scratchpad is written: a
     // convolution cycles through the same few tiles for every output row.
     auto packed_tile = [&](uint32_t tile_index) -> const PackedTile& {
@@ -899,8 +852,27 @@ class FunctionalDevice final : public Device {
     // or no two rows of the O×R walk share an accumulator (the sums wrap, so their order does not
     // matter), and all I tiles are packed at once (no two in one cache slot).
     const bool rows_distinct = (R == 1 || csr != 0) && (O == 1 || uint64_t{cso} > uint64_t{R - 1} * csr);
+    // Wide activations (ISA 1.4) run the int16-pair kernels of the path's Highway target on
+    // the same walks (every packed tile has its pairs), or the portable reference.
+    const int64_t wide_target = mac_kernel_.kind == MacKind::kMadd ? mac_kernel_.target : vec_kernel_.target;
+    const bool summing_kernel = wide ? wide_target != 0 : mac_kernel_.kind == MacKind::kMadd;
     const bool sum_tiles = I > 1 && I <= kPackedSlots && csi == 0 && (O == 1 || wso == 0) &&
-                           (!clear || rows_distinct) && mac_kernel_.kind == MacKind::kMadd;
+                           (!clear || rows_distinct) && summing_kernel;
+    // One walk of `count` tiles (mac_rows_2d_tiles' contract) in the activations' width.
+    auto walk = [&](const PackedTile* const* t, uint32_t count, uint32_t a, uint32_t c, uint32_t o_count,
+                    uint32_t r_count, bool overwrite) {
+      const int8_t* a_ptr = act_.data() + static_cast<size_t>(a) * n_;
+      int32_t* c_ptr = acc_.data() + static_cast<size_t>(c) * n_;
+      const ptrdiff_t a_st = ptrdiff_t{asi} * n_, a_so = ptrdiff_t{aso} * n_, a_sr = ptrdiff_t{asr} * n_;
+      const ptrdiff_t c_so = ptrdiff_t{cso} * n_, c_sr = ptrdiff_t{csr} * n_;
+      if (wide)
+        return mac_rows_2d_tiles_wide(wide_target, t, count, a_st, a_ptr, a_so, a_sr, c_ptr, c_so, c_sr, o_count,
+                                      r_count, overwrite);
+      if (count > 1)
+        return mac_rows_2d_tiles(t, count, a_st, a_ptr, a_so, a_sr, c_ptr, c_so, c_sr, o_count, r_count, overwrite);
+      if (o_count > 1) return mac_rows_2d(*t[0], a_ptr, a_so, a_sr, c_ptr, c_so, c_sr, o_count, r_count, overwrite);
+      mac_rows(*t[0], a_ptr, a_sr, c_ptr, c_sr, r_count, overwrite);
+    };
     std::array<const PackedTile*, kPackedSlots> tiles;
     auto pack_all = [&] {
       for (uint32_t i = 0; i < I; ++i) tiles[i] = &packed_tile(wgt + i * wsi);
@@ -909,22 +881,18 @@ class FunctionalDevice final : public Device {
       return true;
     };
     if (sum_tiles && pack_all()) {
-      mac_rows_2d_tiles(tiles.data(), I, static_cast<ptrdiff_t>(asi) * n_, act_.data() + static_cast<size_t>(act) * n_,
-                        static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
-                        acc_.data() + static_cast<size_t>(acc) * n_, static_cast<ptrdiff_t>(cso) * n_,
-                        static_cast<ptrdiff_t>(csr) * n_, O, R, clear);
+      walk(tiles.data(), I, act, acc, O, R, clear);
     } else if (O > 1 && o_blocks_disjoint) {
-      for (uint32_t i = 0; i < I; ++i)
-        mac_rows_2d(packed_tile(wgt + i * wsi), act_.data() + static_cast<size_t>(act + i * asi) * n_,
-                    static_cast<ptrdiff_t>(aso) * n_, static_cast<ptrdiff_t>(asr) * n_,
-                    acc_.data() + static_cast<size_t>(acc + i * csi) * n_, static_cast<ptrdiff_t>(cso) * n_,
-                    static_cast<ptrdiff_t>(csr) * n_, O, R, clear && i == 0);
+      for (uint32_t i = 0; i < I; ++i) {
+        const PackedTile* tile = &packed_tile(wgt + i * wsi);
+        walk(&tile, 1, act + i * asi, acc + i * csi, O, R, clear && i == 0);
+      }
     } else {
       for (uint32_t o = 0; o < O; ++o)
-        for (uint32_t i = 0; i < I; ++i)
-          mac_rows(packed_tile(wgt + o * wso + i * wsi), act_.data() + static_cast<size_t>(act + o * aso + i * asi) * n_,
-                   static_cast<ptrdiff_t>(asr) * n_, acc_.data() + static_cast<size_t>(acc + o * cso + i * csi) * n_,
-                   static_cast<ptrdiff_t>(csr) * n_, R, clear && i == 0);
+        for (uint32_t i = 0; i < I; ++i) {
+          const PackedTile* tile = &packed_tile(wgt + o * wso + i * wsi);
+          walk(&tile, 1, act + o * aso + i * asi, acc + o * cso + i * csi, 1, R, clear && i == 0);
+        }
     }
     job_cycles_ += timing_.gemm(O, I, R);
     count(hw::Counter::kMacs, uint64_t{O} * I * R * n_ * n_);
@@ -1022,83 +990,6 @@ class FunctionalDevice final : public Device {
     return std::nullopt;
   }
 
-  // A VEC with wide rows (ISA 1.4, architecture.md 1.4.3): REQUANT, DWCONV or LUT.
-  struct WideVec {
-    uint32_t mode, src, dst, param, aux, O, R, sso, ssr, dso, dsr, kw, kh, wys;
-    int8_t zp, lo, hi;
-    bool wide_src, wide_dst;
-  };
-
-  // One output row's lanes, clamped onto the destination's grid and written: an int8 row, or
-  // a wide row whose bounds are the int8 fields refined by 256.
-  void write_vec_row(const WideVec& v, uint32_t row, const int64_t* u) {
-    if (v.wide_dst) {
-      int16_t out[32];
-      const int64_t lo = int64_t{v.lo} * 256, hi = int64_t{v.hi} * 256 + 255;
-      for (uint32_t c = 0; c < n_; ++c) out[c] = static_cast<int16_t>(u[c] < lo ? lo : (u[c] > hi ? hi : u[c]));
-      write_wide_row(row, out);
-      return;
-    }
-    int8_t* y = act_.data() + static_cast<size_t>(row) * n_;
-    for (uint32_t c = 0; c < n_; ++c) y[c] = vec_clamp(u[c], v.lo, v.hi);
-  }
-
-  // The reference path of wide VECs: each output row is computed from its sources before it
-  // is written (program order, as the RTL), so overlapping rows read what earlier rows wrote.
-  void vec_wide(const WideVec& v, const int32_t* bias_row, const int32_t* m, const int32_t* s) {
-    int16_t table[isa::kWideLutEntries];  // a LUT's table, latched before the first output row
-    if (v.mode == 1) {
-      const auto* bytes = reinterpret_cast<const uint8_t*>(act_.data() + static_cast<size_t>(v.param) * n_);
-      for (uint32_t e = 0; e < isa::kWideLutEntries; ++e)
-        table[e] = static_cast<int16_t>(static_cast<uint16_t>(bytes[2 * e] | (bytes[2 * e + 1] << 8)));
-    }
-    // REQUANT's and DWCONV's per-lane rescale and zero point (refined by 256 for a wide
-    // destination), 64-bit wrapping as 1.4 defines.
-    const int64_t zp = v.wide_dst ? int64_t{v.zp} * 256 : v.zp;
-    auto requant = [&](int64_t t, uint32_t c) {
-      const int64_t q = vec_round_shift(
-          static_cast<int64_t>(static_cast<uint64_t>(t) * static_cast<uint64_t>(int64_t{m[c]})),
-          static_cast<uint32_t>(s[c]) & 63u);
-      return static_cast<int64_t>(static_cast<uint64_t>(q) + static_cast<uint64_t>(zp));
-    };
-    for (uint32_t o = 0; o < v.O; ++o)
-      for (uint32_t r = 0; r < v.R; ++r) {
-        const uint32_t at = v.src + o * v.sso + r * v.ssr, to = v.dst + o * v.dso + r * v.dsr;
-        int64_t u[32];
-        if (v.mode == 0) {  // REQUANT: int32 ACC source
-          const int32_t* a = acc_.data() + static_cast<size_t>(at) * n_;
-          for (uint32_t c = 0; c < n_; ++c)
-            u[c] = requant(static_cast<int32_t>(static_cast<uint32_t>(a[c]) + static_cast<uint32_t>(bias_row ? bias_row[c] : 0)), c);
-        } else if (v.mode == 6) {  // DWCONV
-          uint32_t t[32];
-          for (uint32_t c = 0; c < n_; ++c) t[c] = static_cast<uint32_t>(bias_row ? bias_row[c] : 0);
-          for (uint32_t ky = 0; ky < v.kh; ++ky)
-            for (uint32_t kx = 0; kx < v.kw; ++kx) {
-              const int8_t* wr = wgt_.data() + static_cast<size_t>(v.aux + ky * v.kw + kx) * n_;
-              int16_t x[32];
-              const uint32_t row = at + ky * v.wys + (v.wide_src ? 2 * kx : kx);
-              if (v.wide_src) {
-                read_wide_row(row, x);
-              } else {
-                for (uint32_t c = 0; c < n_; ++c) x[c] = act_[static_cast<size_t>(row) * n_ + c];
-              }
-              for (uint32_t c = 0; c < n_; ++c) t[c] += static_cast<uint32_t>(int32_t{x[c]} * wr[c]);
-            }
-          for (uint32_t c = 0; c < n_; ++c) u[c] = requant(static_cast<int32_t>(t[c]), c);
-        } else {  // LUT with a wide source: the interpolated table
-          int16_t x[32];
-          read_wide_row(at, x);
-          for (uint32_t c = 0; c < n_; ++c) {
-            const int32_t i = (x[c] >> 8) + 128, f = x[c] & 255;
-            const int32_t t = 256 * int32_t{table[i]} + (int32_t{table[i + 1]} - table[i]) * f;
-            // (LUT has no zero point: the table's entries are on the output grid.)
-            u[c] = v.wide_dst ? (int64_t{t} + 128) >> 8 : (int64_t{t} + 32768) >> 16;
-          }
-        }
-        write_vec_row(v, to, u);
-      }
-  }
-
   std::optional<Fault> do_vec(const isa::Words& w) {
     const uint32_t mode = field(w[0], 16, 4);
     if (mode == static_cast<uint32_t>(hw::VecMode::kSoftmax)) return do_vec_softmax(w);
@@ -1141,7 +1032,7 @@ class FunctionalDevice final : public Device {
     const uint32_t s0 = static_cast<uint32_t>(prow[2]) & 63u;
     const int64_t za = prow[3], zb = prow[4];
     auto out = [&](int64_t t) { return vec_clamp(t, lo, hi); };
-    const RequantParams rq{m, s, zp, lo, hi, wrap};
+    const RequantParams rq{m, s, zp, lo, hi, wrap, wide_dst};
     const BinaryParams bin{mode == 3, za, zb, m0, m1, s0, zp, lo, hi, wrap};
     // LUT reads its table rows once, before any output row (as the RTL latches them), so an
     // output row that overwrites a table row does not change the table of this instruction.
@@ -1150,22 +1041,25 @@ class FunctionalDevice final : public Device {
     auto act_row = [&](uint32_t row) { return act_.data() + static_cast<size_t>(row) * n_; };
     const RowWalk walk{O, R, ptrdiff_t{sso} * n_, ptrdiff_t{ssr} * n_, ptrdiff_t{dso} * n_, ptrdiff_t{dsr} * n_};
     const int32_t* bias_row = bias ? prow : nullptr;
-    if (wide_src || wide_dst) {
-      const WideVec v{mode, src, dst, param, aux, O, R, sso, ssr, dso, dsr, kw, kh, wys, zp, lo, hi, wide_src, wide_dst};
-      vec_wide(v, bias_row, m, s);
-      job_cycles_ += timing_.vec(mode, O, R, kh, kw, wide_src);
-      return std::nullopt;
-    }
     switch (mode) {
       case 0:
         requantize_rows(vec_kernel_, acc_.data() + static_cast<size_t>(src) * n_, bias_row, rq, act_row(dst), walk, n_);
         break;
-      case 1: lut_rows(vec_kernel_, table, act_row(src), lo, hi, act_row(dst), walk, n_); break;
+      case 1:
+        if (wide_src) {  // ISA 1.4: the interpolated table, latched like the int8 one
+          int16_t wide_table[isa::kWideLutEntries];
+          for (uint32_t e = 0; e < isa::kWideLutEntries; ++e) wide_table[e] = wide_element(act_row(param), e);
+          lut_rows_wide(vec_kernel_, wide_table, act_row(src), lo, hi, wide_dst, act_row(dst), walk, n_);
+        } else {
+          lut_rows(vec_kernel_, table, act_row(src), lo, hi, act_row(dst), walk, n_);
+        }
+        break;
       case 2:
       case 3: binary_rows(vec_kernel_, act_row(src), act_row(aux), bin, act_row(dst), walk, n_); break;
       case 6:
-        dwconv_rows(vec_kernel_, act_row(src), Window{ptrdiff_t{wys} * n_, kw, kh, wgt_.data() + size_t{aux} * n_},
-                    bias_row, rq, act_row(dst), walk, n_);
+        dwconv_rows(vec_kernel_, act_row(src),
+                    Window{ptrdiff_t{wys} * n_, kw, kh, wgt_.data() + size_t{aux} * n_, wide_src}, bias_row, rq,
+                    act_row(dst), walk, n_);
         break;
       default:  // MAXPOOL, AVGPOOL
         for (uint32_t o = 0; o < O; ++o) {
@@ -1180,7 +1074,7 @@ class FunctionalDevice final : public Device {
         }
         break;
     }
-    job_cycles_ += timing_.vec(mode, O, R, kh, kw);
+    job_cycles_ += timing_.vec(mode, O, R, kh, kw, wide_src);
     return std::nullopt;
   }
 

@@ -199,6 +199,18 @@ MacKernel mac_kernel_for(KernelPath path, uint32_t n) {
 
 MacKernel best_mac_kernel(uint32_t n) { return mac_kernel_for(best_kernel_path(), n); }
 
+// The int16 k-pairs of a tile (PackedTile::pairs) and its live_pairs, in plain C++.
+static uint32_t pack_pairs_portable(const int8_t* tile, uint32_t n, int16_t* pairs) {
+  uint32_t live = 0;
+  for (uint32_t j = 0; j < n / 2; ++j)
+    for (uint32_t c = 0; c < n; ++c) {
+      pairs[(j * n + c) * 2] = tile[(2 * j) * n + c];
+      pairs[(j * n + c) * 2 + 1] = tile[(2 * j + 1) * n + c];
+      if (tile[(2 * j) * n + c] != 0 || tile[(2 * j + 1) * n + c] != 0) live = j + 1;
+    }
+  return live;
+}
+
 void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out) {
   out->kernel = kernel;
   out->n = n;
@@ -206,14 +218,8 @@ void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out
     out->live_pairs = simd_kernels(kernel.target)->pack_pairs(tile, n, out->pairs);
     return;
   }
-  if (kernel.kind == MacKind::kPortable) {
-    for (uint32_t j = 0; j < n / 2; ++j)
-      for (uint32_t c = 0; c < n; ++c) {
-        out->pairs[(j * n + c) * 2] = tile[(2 * j) * n + c];
-        out->pairs[(j * n + c) * 2 + 1] = tile[(2 * j + 1) * n + c];
-      }
-    return;
-  }
+  out->live_pairs = pack_pairs_portable(tile, n, out->pairs);
+  if (kernel.kind == MacKind::kPortable) return;
   if (kernel.kind == MacKind::kAvx512VnniVbmi && n == 16) return pack_tile16_vbmi(tile, out);
   // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
   // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in
@@ -265,6 +271,33 @@ void mac_rows_2d_tiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t
   for (uint32_t t = 0; t < count; ++t)
     mac_rows_2d(*tiles[t], act + static_cast<ptrdiff_t>(t) * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count,
                 r_count, overwrite && t == 0);
+}
+
+void mac_rows_2d_tiles_wide(int64_t target, const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st,
+                            const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+                            ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
+  if (target != 0)
+    return simd_kernels(target)->mac_rows_2d_tiles_wide(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr,
+                                                        o_count, r_count, overwrite);
+  // The definition's order: for o, for each tile, for r; int16 × int8 products, wrapping sums.
+  for (uint32_t o = 0; o < o_count; ++o)
+    for (uint32_t t = 0; t < count; ++t) {
+      const uint32_t n = tiles[t]->n;
+      for (uint32_t r = 0; r < r_count; ++r) {
+        const int8_t* bytes = act + static_cast<ptrdiff_t>(t) * act_st + static_cast<ptrdiff_t>(o) * act_so +
+                              static_cast<ptrdiff_t>(r) * act_sr;
+        int32_t* row = acc + static_cast<ptrdiff_t>(o) * acc_so + static_cast<ptrdiff_t>(r) * acc_sr;
+        uint32_t p[32] = {};  // unsigned: the sums wrap
+        for (uint32_t k = 0; k < n; ++k) {
+          int16_t a;
+          std::memcpy(&a, bytes + 2 * k, 2);  // little-endian, as x86 and the ISA store it
+          const int16_t* w = tiles[t]->pairs + static_cast<size_t>(k / 2) * n * 2 + k % 2;
+          for (uint32_t c = 0; c < n; ++c) p[c] += static_cast<uint32_t>(int32_t{a} * w[2 * c]);
+        }
+        for (uint32_t c = 0; c < n; ++c)
+          row[c] = static_cast<int32_t>(overwrite && t == 0 ? p[c] : static_cast<uint32_t>(row[c]) + p[c]);
+      }
+    }
 }
 
 void mac_rows(const PackedTile& tile, const int8_t* act, ptrdiff_t act_stride, int32_t* acc, ptrdiff_t acc_stride,

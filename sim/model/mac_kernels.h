@@ -45,9 +45,10 @@ MacKernel best_mac_kernel(uint32_t n);
 struct PackedTile {
   MacKernel kernel;
   uint32_t n = 0;
-  // kPortable, kMadd: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
+  // Every kernel: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c] (the VNNI kernels'
+  // tiles carry them too, for GEMMs with wide activations, which vpdpbusd cannot multiply).
   alignas(64) int16_t pairs[32 * 32];
-  // kMadd: the k-pairs before which the last non-zero weight lies (0..n/2); every weight of a
+  // Every kernel: the k-pairs before which the last non-zero weight lies (0..n/2); every weight of a
   // later pair is zero. The kernels stop there: a zero weight adds nothing to a wrapping int32
   // sum, and a tile whose input channels are padded (24 = 16 + 8 channels: the second k-tile's
   // last 8 rows) spends no multiply-adds on the padding.
@@ -113,5 +114,14 @@ void mac_rows_2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, pt
 void mac_rows_2d_tiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
                        ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
                        uint32_t o_count, uint32_t r_count, bool overwrite);
+
+// GEMM with wide activation rows (ISA 1.4): mac_rows_2d_tiles' contract, except that each
+// activation row a_t is n int16 (the 2n bytes at its address, little-endian, as two ACT rows
+// hold them) and the products are int16 × int8. `target` is a Highway target of
+// simd_kernels(), whose int16-pair kernel runs (whatever kernel the tiles were packed for:
+// every packing has the pairs), or 0 for the portable reference.
+void mac_rows_2d_tiles_wide(int64_t target, const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st,
+                            const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+                            ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);
 
 }  // namespace npu::sim

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "mac_kernels.h"
+#include "npu/hw/isa.h"
 #include "simd_kernels.h"
 #include "vec_kernels.h"
 
@@ -43,20 +44,29 @@ HWY_INLINE hn::Vec<D64> WideProduct(hn::Vec<D64> a, hn::Vec<D64> b) {
 
 // + zp, then vec_clamp (the low test first, on the unclamped value, which matters when
 // lo > hi), then the low byte, stored. With wrap the bounds are the whole int64 range, so the
-// clamp passes every value and the truncation is vec_finish's wrap result.
+// clamp passes every value and the truncation is vec_finish's wrap result. With `wide` (ISA
+// 1.4) the zero point and bounds are refined by 256 and the low int16 is stored (store16).
 struct Finish {
   hn::Vec<D64> zp, lo, hi;
-  Finish(int8_t zp8, int8_t lo8, int8_t hi8, bool wrap) {
+  Finish(int8_t zp8, int8_t lo8, int8_t hi8, bool wrap, bool wide = false) {
     const D64 d;
-    zp = hn::Set(d, zp8);
-    lo = hn::Set(d, wrap ? INT64_MIN : int64_t{lo8});
-    hi = hn::Set(d, wrap ? INT64_MAX : int64_t{hi8});
+    const int64_t scale = wide ? 256 : 1;
+    zp = hn::Set(d, zp8 * scale);
+    lo = hn::Set(d, wrap ? INT64_MIN : int64_t{lo8} * scale);
+    hi = hn::Set(d, wrap ? INT64_MAX : int64_t{hi8} * scale + (wide ? 255 : 0));
+  }
+  HWY_INLINE hn::Vec<D64> clamped(hn::Vec<D64> r) const {
+    r = hn::Add(r, zp);
+    return hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
   }
   HWY_INLINE void store(hn::Vec<D64> r, int8_t* y) const {
     const DU8Q du8;
-    r = hn::Add(r, zp);
-    r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
-    hn::StoreU(hn::TruncateTo(du8, hn::BitCast(DU64(), r)), du8, reinterpret_cast<uint8_t*>(y));
+    hn::StoreU(hn::TruncateTo(du8, hn::BitCast(DU64(), clamped(r))), du8, reinterpret_cast<uint8_t*>(y));
+  }
+  // The lanes as int16 at y (2 bytes each, little-endian: a wide row's layout).
+  HWY_INLINE void store16(hn::Vec<D64> r, int8_t* y) const {
+    const hn::Rebind<uint16_t, D64> du16;
+    hn::StoreU(hn::TruncateTo(du16, hn::BitCast(DU64(), clamped(r))), du16, reinterpret_cast<uint16_t*>(y));
   }
 };
 
@@ -78,13 +88,15 @@ struct HeldRequant {
   alignas(64) int32_t mult32[N], shift32[N], add32[N];
   int32_t zp32, lo32, hi32;
   bool wrap;
+  bool wide;  // wide destination rows (ISA 1.4): bounds and zero point refined by 256
 
   HeldRequant(const RequantParams& p, const int32_t* b)
-      : finish(p.zp, p.lo, p.hi, p.wrap),
-        zp32(p.zp),
-        lo32(p.wrap ? INT32_MIN : p.lo),  // with wrap the clamp passes every value
-        hi32(p.wrap ? INT32_MAX : p.hi),
-        wrap(p.wrap) {
+      : finish(p.zp, p.lo, p.hi, p.wrap, p.wide),
+        zp32(p.wide ? p.zp * 256 : p.zp),
+        lo32(p.wrap ? INT32_MIN : (p.wide ? p.lo * 256 : p.lo)),  // with wrap the clamp passes every value
+        hi32(p.wrap ? INT32_MAX : (p.wide ? p.hi * 256 + 255 : p.hi)),
+        wrap(p.wrap),
+        wide(p.wide) {
     const D64 d;
     const D32H d32;
     for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
@@ -111,13 +123,18 @@ struct HeldRequant {
   // How rows are requantised: by 64-bit products, by the high halves (`high`), and on AVX2 by
   // the high halves sixteen lanes per store without wrap (kPacked when lo <= hi, else
   // kPackedUnordered). Fixed per instruction: with_row() picks it once, not per row.
-  enum class Mode { kWide, kHigh, kPacked, kPackedUnordered };
+  // kWide16 and kHigh16: kWide and kHigh storing int16 (wide destination rows).
+  enum class Mode { kWide, kHigh, kPacked, kPackedUnordered, kWide16, kHigh16 };
 
   // Calls body(row) where row(x, y) sets y[c] = requantise(x[c] + bias[c]) for c < N, in the
   // mode of these parameters (each mode a row function of its own, so the row loop in `body`
-  // tests none of them).
+  // tests none of them). With a wide destination, y is the 2N bytes of a wide row.
   template <class Body>
   HWY_INLINE void with_row(Body body) const {
+    if (wide) {
+      if (high) return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kHigh16>(x, y); });
+      return body([this](const int32_t* HWY_RESTRICT x, int8_t* y) HWY_ATTR { row_as<Mode::kWide16>(x, y); });
+    }
 #if HWY_TARGET == HWY_AVX2
     if constexpr (N % 16 == 0) {
       if (high && !wrap) {
@@ -147,24 +164,33 @@ struct HeldRequant {
 
   template <Mode M>
   HWY_INLINE void row_as(const int32_t* HWY_RESTRICT x, int8_t* y) const {
-    if constexpr (M == Mode::kWide) {
+    if constexpr (M == Mode::kWide || M == Mode::kWide16) {
       const D64 d;
       const D32H d32;
       for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
         const auto v = hn::Add(hn::LoadU(d32, x + c), hn::Load(d32, bias + c));  // wraps
         const auto t = WideProduct(hn::PromoteTo(d, v), hn::Load(d, mult + c));
         const auto r = hn::Add(t, hn::Load(d, half + c)) >> hn::Load(d, shift + c);  // wraps, then arithmetic
-        finish.store(r, y + c);
+        if constexpr (M == Mode::kWide16) {
+          finish.store16(r, y + 2 * c);
+        } else {
+          finish.store(r, y + c);
+        }
       }
-    } else if constexpr (M == Mode::kHigh) {
+    } else if constexpr (M == Mode::kHigh || M == Mode::kHigh16) {
       const hn::CappedTag<int32_t, N> d;
       const hn::RebindToUnsigned<decltype(d)> du;
       const hn::Rebind<uint8_t, decltype(d)> du8;
+      const hn::Rebind<uint16_t, decltype(d)> du16;
       const auto lo = hn::Set(d, lo32), hi = hn::Set(d, hi32);
       for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
         auto r = high_lanes(d, x, c);
         r = hn::IfThenElse(hn::Lt(r, lo), lo, hn::Min(r, hi));
-        hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
+        if constexpr (M == Mode::kHigh16) {
+          hn::StoreU(hn::TruncateTo(du16, hn::BitCast(du, r)), du16, reinterpret_cast<uint16_t*>(y + 2 * c));
+        } else {
+          hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, r)), du8, reinterpret_cast<uint8_t*>(y + c));
+        }
       }
     } else {
 #if HWY_TARGET == HWY_AVX2
@@ -208,7 +234,7 @@ void FillRowsN(int8_t v, int8_t* y, const RowWalk& rows) {
 
 void RequantizeRows(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y, const RowWalk& rows,
                     uint32_t n) {
-  if (p.lo == p.hi && !p.wrap) {
+  if (p.lo == p.hi && !p.wrap && !p.wide) {
     // Equal clamp bounds yield that bound whatever is clamped (the compiler fills depthwise
     // padding so): the rows are written with it, no arithmetic needed for the same bits. (With
     // wrap, legal only with both bounds 0, the result is the low byte instead.)
@@ -410,6 +436,59 @@ void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t*
   }
 }
 
+// --- LUT with a wide source (ISA 1.4) -----------------------------------------------------
+// vec_lut_interpolate in int32 lanes: the 257 entries widened to int32 once per instruction,
+// T[i] and T[i + 1] gathered per lane. A row's lanes are all computed before any is stored
+// (an int8 destination may overlap the second half of its own wide source row).
+template <uint32_t N, bool kWideDst>
+void LutRowsWideN(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, const RowWalk& rows) {
+  const hn::CappedTag<int32_t, N> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Rebind<int16_t, decltype(d)> d16x;
+  const hn::Rebind<uint16_t, decltype(d)> du16;
+  const hn::Rebind<uint8_t, decltype(d)> du8;
+  alignas(64) int32_t entries[isa::kWideLutEntries];
+  for (uint32_t e = 0; e < isa::kWideLutEntries; ++e) entries[e] = table[e];
+  const auto vlo = hn::Set(d, kWideDst ? lo * 256 : lo), vhi = hn::Set(d, kWideDst ? hi * 256 + 255 : hi);
+  const auto round = hn::Set(d, kWideDst ? 128 : 32768);
+  const auto bias = hn::Set(d, 128), low_bits = hn::Set(d, 255);
+  using V = hn::Vec<decltype(d)>;
+  constexpr size_t kMaxVecs = N;  // (at least one lane per vector)
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    const auto* xr = reinterpret_cast<const int16_t*>(x + row.src);
+    V out[kMaxVecs];
+    size_t v = 0;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d), ++v) {
+      const auto xv = hn::PromoteTo(d, hn::LoadU(d16x, xr + c));
+      const auto i = hn::Add(hn::ShiftRight<8>(xv), bias);
+      const auto t0 = hn::GatherIndex(d, entries, i), t1 = hn::GatherIndex(d, entries + 1, i);
+      const auto t = hn::Add(hn::ShiftLeft<8>(t0), hn::Mul(hn::Sub(t1, t0), hn::And(xv, low_bits)));
+      const auto r = kWideDst ? hn::ShiftRight<8>(hn::Add(t, round)) : hn::ShiftRight<16>(hn::Add(t, round));
+      out[v] = hn::IfThenElse(hn::Lt(r, vlo), vlo, hn::Min(r, vhi));
+    }
+    v = 0;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d), ++v) {
+      if constexpr (kWideDst) {
+        hn::StoreU(hn::TruncateTo(du16, hn::BitCast(du, out[v])), du16, reinterpret_cast<uint16_t*>(y + row.dst) + c);
+      } else {
+        hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du, out[v])), du8, reinterpret_cast<uint8_t*>(y + row.dst) + c);
+      }
+    }
+  }
+}
+
+void LutRowsWide(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, bool wide_dst, int8_t* y,
+                 const RowWalk& rows, uint32_t n) {
+  auto run = [&]<uint32_t N>(std::integral_constant<uint32_t, N>) {
+    return wide_dst ? LutRowsWideN<N, true>(table, x, lo, hi, y, rows) : LutRowsWideN<N, false>(table, x, lo, hi, y, rows);
+  };
+  switch (n) {
+    case 8: return run(std::integral_constant<uint32_t, 8>{});
+    case 16: return run(std::integral_constant<uint32_t, 16>{});
+    default: return run(std::integral_constant<uint32_t, 32>{});
+  }
+}
+
 // a[2i]·b[2i] + a[2i+1]·b[2i+1] per int32 lane i (vpmaddwd on x86; Highway 1.0.3 has no
 // WidenMulPairwiseAdd, and adding the zero sums folds away).
 template <class D, class V16>
@@ -444,6 +523,25 @@ void WindowReduceN(const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t 
   }
 }
 
+// DWCONV's window sum over wide taps (Window::wide) of any size, the weights read per tap.
+template <uint32_t N>
+void WideWindowMacN(const int8_t* x, const Window& win, int32_t* sum) {
+  const hn::CappedTag<int32_t, N> d;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  const hn::Rebind<int16_t, decltype(d)> d16x;
+  for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
+    auto acc = hn::Zero(d);
+    for (uint32_t ky = 0; ky < win.kh; ++ky)
+      for (uint32_t kx = 0; kx < win.kw; ++kx) {
+        const int8_t* xr = x + ky * win.row_stride + (kx * N + c) * 2;
+        const int8_t* wr = win.weights + static_cast<size_t>(ky * win.kw + kx) * N + c;
+        acc = hn::Add(acc, hn::Mul(hn::PromoteTo(d, hn::LoadU(d16x, reinterpret_cast<const int16_t*>(xr))),
+                                   hn::PromoteTo(d, hn::LoadU(d8, wr))));
+      }
+    hn::StoreU(acc, d, sum + c);
+  }
+}
+
 template <uint32_t N>
 void WindowReduceOp(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh, const int8_t* w,
                     int32_t* sum) {
@@ -469,13 +567,16 @@ void WindowReduce(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t k
 // a sign-extended activation is the exact product x·w (the high halves multiply by 0). The int32
 // sum is exact (|Σ| < 2^31), so the tap order does not matter. kKw, kKh: the window when known
 // at compile time (3×3 and 5×5, the depthwise convolutions of CNNs), 0 to take it from `win`.
-// requant_row: HeldRequant::with_row's row function.
-template <uint32_t N, uint32_t kKw, uint32_t kKh, class RequantRow>
+// requant_row: HeldRequant::with_row's row function. kWideSrc: the taps are wide rows
+// (Window::wide), whose int16 lanes sign-extend the same way.
+template <uint32_t N, uint32_t kKw, uint32_t kKh, bool kWideSrc, class RequantRow>
 void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, RequantRow requant_row, int8_t* y,
                     const RowWalk& rows) {
   const hn::CappedTag<int32_t, N> d;
   const hn::Repartition<int16_t, decltype(d)> d16;
   const hn::Rebind<int8_t, decltype(d)> d8;
+  const hn::Rebind<int16_t, decltype(d)> d16x;  // one int16 per int32 lane
+  constexpr uint32_t kBytes = kWideSrc ? 2 : 1;  // per element
   const uint32_t kw = kKw ? kKw : win.kw, kh = kKh ? kKh : win.kh;
   const ptrdiff_t row_stride = win.row_stride;
   alignas(64) int32_t sum[N];
@@ -483,9 +584,14 @@ void DwconvRowsHeld(const int8_t* x, const Window& win, const int32_t* weights, 
     for (uint32_t c = 0; c < N; c += hn::Lanes(d)) {
       auto acc = hn::Zero(d), odd = hn::Zero(d);
       for (uint32_t ky = 0; ky < kh; ++ky) {
-        const int8_t* xr = x + row.src + ky * row_stride + c;
+        const int8_t* xr = x + row.src + ky * row_stride + c * kBytes;
         for (uint32_t kx = 0; kx < kw; ++kx) {
-          const auto xv = hn::PromoteTo(d, hn::LoadU(d8, xr + kx * N));
+          hn::Vec<decltype(d)> xv;
+          if constexpr (kWideSrc) {
+            xv = hn::PromoteTo(d, hn::LoadU(d16x, reinterpret_cast<const int16_t*>(xr + kx * N * kBytes)));
+          } else {
+            xv = hn::PromoteTo(d, hn::LoadU(d8, xr + kx * N));
+          }
           const auto wv = hn::Load(d, weights + size_t{ky * kw + kx} * N + c);
           acc = hn::ReorderWidenMulAccumulate(d, hn::BitCast(d16, xv), hn::BitCast(d16, wv), acc, odd);
         }
@@ -539,7 +645,7 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
   const HeldRequant<N> q(p, bias);
 #if HWY_TARGET == HWY_AVX2
   if constexpr (N % 16 == 0) {
-    if (taps <= kMaxHeldTaps) {
+    if (taps <= kMaxHeldTaps && !win.wide) {
       // pairs[(t/2)·2N + 2c + h] = weight of tap t + h, lane c (0 past the last tap).
       alignas(64) int16_t pairs[(kMaxHeldTaps / 2) * N * 2];
       for (uint32_t t = 0; t < taps; t += 2)
@@ -562,15 +668,23 @@ void DwconvRowsN(const int8_t* x, const Window& win, const int32_t* bias, const 
     for (uint32_t t = 0; t < taps * N; t += hn::Lanes(d))  // the low 16 bits of the sign extension
       hn::Store(hn::And(hn::PromoteTo(d, hn::LoadU(d8, win.weights + t)), hn::Set(d, 0xFFFF)), d, weights + t);
     return q.with_row([&](auto requant_row) HWY_ATTR {
-      if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3>(x, win, weights, requant_row, y, rows);
-      if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5>(x, win, weights, requant_row, y, rows);
-      return DwconvRowsHeld<N, 0, 0>(x, win, weights, requant_row, y, rows);
+      if (win.wide) {
+        if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3, true>(x, win, weights, requant_row, y, rows);
+        return DwconvRowsHeld<N, 0, 0, true>(x, win, weights, requant_row, y, rows);
+      }
+      if (win.kw == 3 && win.kh == 3) return DwconvRowsHeld<N, 3, 3, false>(x, win, weights, requant_row, y, rows);
+      if (win.kw == 5 && win.kh == 5) return DwconvRowsHeld<N, 5, 5, false>(x, win, weights, requant_row, y, rows);
+      return DwconvRowsHeld<N, 0, 0, false>(x, win, weights, requant_row, y, rows);
     });
   }
   q.with_row([&](auto requant_row) HWY_ATTR {
     alignas(64) int32_t sum[N];
     for (RowCursor row(rows); !row.done(); row.next()) {
-      WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
+      if (win.wide) {
+        WideWindowMacN<N>(x + row.src, win, sum);
+      } else {
+        WindowReduceN<N, WindowOp::kMac>(x + row.src, win.row_stride, win.kw, win.kh, win.weights, sum);
+      }
       requant_row(sum, y + row.dst);
     }
   });
@@ -667,7 +781,7 @@ constexpr uint32_t LiveOrLoop(uint32_t live) {
 // GCC 12 also left two register moves per iteration in the loop).
 // Same walk, order and wrapping as below.
 // (The cursor is the function's own: one passed by reference lives in memory, stored every row.)
-template <uint32_t N, uint32_t kLive, bool kFullFirst, class D>
+template <uint32_t N, bool kWide, uint32_t kLive, bool kFullFirst, class D>
 HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile* const* tiles, uint32_t tile_count, ptrdiff_t act_st,
                                        const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                                        ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count,
@@ -680,7 +794,11 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile* const* tiles, uint
   const hn::CappedTag<int16_t, N> d16c;
   const hn::Rebind<int8_t, decltype(d16c)> d8c;
   auto widen = [&](const int8_t* a, int16_t* out) {
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+    if constexpr (kWide) {  // a wide row: n int16 already, little-endian as x86 stores them
+      std::memcpy(out, a, N * sizeof(int16_t));
+    } else {
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+    }
   };
   auto pair_of = [&](const int16_t* a16, uint32_t j) {
     int32_t pair;
@@ -792,7 +910,7 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile* const* tiles, uint
 
 // MacRows2dTwoVecsLive for the tiles' live_pairs: all the same, or all N/2 but the last's;
 // other tiles run one at a time, in order.
-template <uint32_t N, class D>
+template <uint32_t N, bool kWide, class D>
 HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile* const* tiles, uint32_t tile_count, ptrdiff_t act_st,
                                  const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
                                  ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
@@ -804,14 +922,14 @@ HWY_INLINE void MacRows2dTwoVecs(D d, const PackedTile* const* tiles, uint32_t t
   }
   if (!same && !full) {
     for (uint32_t t = 0; t < tile_count; ++t)
-      MacRows2dTwoVecs<N>(d, tiles + t, 1, 0, act + t * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+      MacRows2dTwoVecs<N, kWide>(d, tiles + t, 1, 0, act + t * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
                           overwrite && t == 0);
     return;
   }
 #define NPU_MAC_TWO_VECS(kLive)                                                                                      \
-  (same ? MacRows2dTwoVecsLive<N, LiveOrLoop<N>(kLive), false>(d, tiles, tile_count, act_st, act, act_so, act_sr,   \
+  (same ? MacRows2dTwoVecsLive<N, kWide, LiveOrLoop<N>(kLive), false>(d, tiles, tile_count, act_st, act, act_so, act_sr,   \
                                                                  acc, acc_so, acc_sr, o_count, r_count, overwrite) \
-        : MacRows2dTwoVecsLive<N, LiveOrLoop<N>(kLive), true>(d, tiles, tile_count, act_st, act, act_so, act_sr,    \
+        : MacRows2dTwoVecsLive<N, kWide, LiveOrLoop<N>(kLive), true>(d, tiles, tile_count, act_st, act, act_so, act_sr,    \
                                                                 acc, acc_so, acc_sr, o_count, r_count, overwrite))
   switch (live) {
     case 1: return NPU_MAC_TWO_VECS(1);
@@ -834,7 +952,7 @@ constexpr size_t MaxVecs() {
 }
 
 // Any other row size: the rows' sums in arrays of vectors (one tile).
-template <uint32_t N>
+template <uint32_t N, bool kWide>
 void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
                 ptrdiff_t acc_so, ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite) {
   const hn::CappedTag<int32_t, N> d;
@@ -849,7 +967,11 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   const hn::CappedTag<int16_t, N> d16c;
   const hn::Rebind<int8_t, decltype(d16c)> d8c;
   auto widen = [&](const int8_t* a, int16_t* out) {
-    for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+    if constexpr (kWide) {  // a wide row: n int16 already, little-endian as x86 stores them
+      std::memcpy(out, a, N * sizeof(int16_t));
+    } else {
+      for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
+    }
   };
   auto pair_of = [&](const int16_t* a16, uint32_t j) {
     int32_t pair;
@@ -905,28 +1027,42 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
 
 // One or more tiles into one accumulator row: one walk whose rows sum every tile when the rows
 // are two vectors, else the tiles one after another (mac_rows_2d_tiles' contract either way).
-template <uint32_t N>
+template <uint32_t N, bool kWide>
 void MacRows2dTilesN(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
                      ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
                      uint32_t o_count, uint32_t r_count, bool overwrite) {
   const hn::CappedTag<int32_t, N> d;
   if constexpr (MaxVecs<N>() == 2) {
     if (N / hn::Lanes(d) == 2)
-      return MacRows2dTwoVecs<N>(d, tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
+      return MacRows2dTwoVecs<N, kWide>(d, tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count,
                                  overwrite);
   }
   for (uint32_t t = 0; t < count; ++t)
-    MacRows2dN<N>(*tiles[t], act + t * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite && t == 0);
+    MacRows2dN<N, kWide>(*tiles[t], act + t * act_st, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite && t == 0);
+}
+
+template <bool kWide>
+void MacRows2dTilesOf(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                      ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                      uint32_t o_count, uint32_t r_count, bool overwrite) {
+  switch (tiles[0]->n) {
+    case 8: return MacRows2dTilesN<8, kWide>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    case 16: return MacRows2dTilesN<16, kWide>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+    default: return MacRows2dTilesN<32, kWide>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+  }
 }
 
 void MacRows2dTiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
                     ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
                     uint32_t o_count, uint32_t r_count, bool overwrite) {
-  switch (tiles[0]->n) {
-    case 8: return MacRows2dTilesN<8>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    case 16: return MacRows2dTilesN<16>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-    default: return MacRows2dTilesN<32>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
-  }
+  MacRows2dTilesOf<false>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
+}
+
+// Wide activation rows (ISA 1.4): the same kernels, each row's n int16 taken as they are.
+void MacRows2dTilesWide(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                        ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
+                        uint32_t o_count, uint32_t r_count, bool overwrite) {
+  MacRows2dTilesOf<true>(tiles, count, act_st, act, act_so, act_sr, acc, acc_so, acc_sr, o_count, r_count, overwrite);
 }
 
 void MacRows2d(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc,
@@ -985,7 +1121,7 @@ const SimdKernels* GetSimdKernels() {
 #else
   static constexpr SimdKernels kKernels{HWY_TARGET, &RequantizeRows, &BinaryRows, &LutRows,        &WindowReduce,
                                         &DwconvRows, &PackPairs, &MacRows2d,     &MacRows2dTiles,
-                                        &CopyPartialRows};
+                                        &MacRows2dTilesWide, &LutRowsWide,       &CopyPartialRows};
   return &kKernels;
 #endif
 }

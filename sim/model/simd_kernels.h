@@ -45,6 +45,13 @@ struct SimdKernels {
   void (*mac_rows_2d_tiles)(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
                             ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so, ptrdiff_t acc_sr,
                             uint32_t o_count, uint32_t r_count, bool overwrite);
+  // mac_rows_2d_tiles_wide's contract: wide activation rows (ISA 1.4).
+  void (*mac_rows_2d_tiles_wide)(const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st, const int8_t* act,
+                                 ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
+                                 ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);
+  // lut_rows_wide's contract (vec_kernels.h).
+  void (*lut_rows_wide)(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, bool wide_dst, int8_t* y,
+                        const RowWalk& rows, uint32_t n);
   // `count` rows of `len` bytes from src + x·src_stride, each zero-filled to row_bytes (<= 128)
   // at dst + x·row_bytes; reads no byte outside the rows.
   void (*copy_partial_rows)(std::byte* dst, size_t row_bytes, const std::byte* src, size_t src_stride,

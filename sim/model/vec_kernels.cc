@@ -28,8 +28,34 @@ int64_t wrap_mul(int64_t a, int64_t b) {
 }
 
 // --- portable ------------------------------------------------------------------------------
+// The n int16 of a wide row, stored little-endian in its 2n bytes.
+void store_wide_row(const int64_t* v, int8_t* y, uint32_t n) {
+  for (uint32_t c = 0; c < n; ++c) {
+    const auto u = static_cast<uint16_t>(v[c]);
+    y[2 * c] = static_cast<int8_t>(u & 0xFF);
+    y[2 * c + 1] = static_cast<int8_t>(u >> 8);
+  }
+}
+
+// vec_clamp on the refined bounds of a wide destination (ISA 1.4): below lo·256 yields lo·256,
+// else above hi·256 + 255 yields that.
+int64_t wide_clamp(int64_t t, int8_t lo, int8_t hi) {
+  const int64_t lo16 = int64_t{lo} * 256, hi16 = int64_t{hi} * 256 + 255;
+  return t < lo16 ? lo16 : (t > hi16 ? hi16 : t);
+}
+
 void requantize_row_portable(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,
                              uint32_t n) {
+  if (p.wide) {
+    int64_t v[32];
+    for (uint32_t c = 0; c < n; ++c) {
+      const int32_t t = bias ? wrap_add(x[c], bias[c]) : x[c];
+      const int64_t q = vec_round_shift(wrap_mul(t, p.mult[c]), static_cast<uint32_t>(p.shift[c]) & 63u);
+      v[c] = wide_clamp(static_cast<int64_t>(static_cast<uint64_t>(q) + static_cast<uint64_t>(int64_t{p.zp} * 256)),
+                        p.lo, p.hi);
+    }
+    return store_wide_row(v, y, n);
+  }
   for (uint32_t c = 0; c < n; ++c) {
     const int32_t v = bias ? wrap_add(x[c], bias[c]) : x[c];
     y[c] = vec_requantize(v, p.mult[c], static_cast<uint32_t>(p.shift[c]) & 63u, p.zp, p.lo, p.hi, p.wrap);
@@ -48,6 +74,17 @@ void binary_row_portable(const int8_t* a, const int8_t* b, const BinaryParams& p
 
 void lut_row_portable(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, uint32_t n) {
   for (uint32_t c = 0; c < n; ++c) y[c] = vec_clamp(table[x[c] + 128], lo, hi);
+}
+
+// DWCONV's window sum over wide taps (Window::wide): int16 × int8, exact in int32.
+void wide_window_mac_portable(const int8_t* x, const Window& win, uint32_t n, int32_t* sum) {
+  for (uint32_t c = 0; c < n; ++c) sum[c] = 0;
+  for (uint32_t ky = 0; ky < win.kh; ++ky)
+    for (uint32_t kx = 0; kx < win.kw; ++kx) {
+      const int8_t* xr = x + ky * win.row_stride + static_cast<ptrdiff_t>(kx) * 2 * n;
+      const int8_t* wr = win.weights + static_cast<size_t>(ky * win.kw + kx) * n;
+      for (uint32_t c = 0; c < n; ++c) sum[c] += int32_t{wide_element(xr, c)} * wr[c];
+    }
 }
 
 void window_reduce_portable(WindowOp op, const int8_t* x, ptrdiff_t row_stride, uint32_t kw, uint32_t kh,
@@ -175,9 +212,29 @@ void dwconv_rows(VecKernel kernel, const int8_t* x, const Window& window, const 
   if (kernel.target != 0) return simd(kernel).dwconv_rows(x, window, bias, p, y, rows, n);
   for (RowCursor row(rows); !row.done(); row.next()) {
     int32_t sum[32];
-    window_reduce_portable(WindowOp::kMac, x + row.src, window.row_stride, window.kw, window.kh, window.weights, n,
-                           sum);
+    if (window.wide)
+      wide_window_mac_portable(x + row.src, window, n, sum);
+    else
+      window_reduce_portable(WindowOp::kMac, x + row.src, window.row_stride, window.kw, window.kh, window.weights, n,
+                             sum);
     requantize_row_portable(sum, bias, p, y + row.dst, n);
+  }
+}
+
+void lut_rows_wide(VecKernel kernel, const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, bool wide_dst,
+                   int8_t* y, const RowWalk& rows, uint32_t n) {
+  if (kernel.target != 0) return simd(kernel).lut_rows_wide(table, x, lo, hi, wide_dst, y, rows, n);
+  for (RowCursor row(rows); !row.done(); row.next()) {
+    int64_t v[32];
+    for (uint32_t c = 0; c < n; ++c) {
+      const int32_t t = vec_lut_interpolate(table, wide_element(x + row.src, c), wide_dst);
+      v[c] = wide_dst ? wide_clamp(t, lo, hi) : vec_clamp(t, lo, hi);
+    }
+    if (wide_dst) {
+      store_wide_row(v, y + row.dst, n);
+    } else {
+      for (uint32_t c = 0; c < n; ++c) y[row.dst + c] = static_cast<int8_t>(v[c]);
+    }
   }
 }
 

@@ -73,11 +73,15 @@ inline bool walk_is_one_run(const RowWalk& w, uint32_t n) {
 // The per-lane parameters of a requantisation (REQUANT, DWCONV): multiplier and shift rows
 // (the shift's low 6 bits count), the output zero point, clamp bounds and the wrap bit
 // (REQUANT only: DWCONV with wrap is an illegal instruction).
+// wide (ISA 1.4, never with wrap): the destination rows are wide, n int16 in the 2n bytes at
+// each row's address, little-endian; the zero point and bounds are refined by 256 (zp·256,
+// lo·256, hi·256 + 255).
 struct RequantParams {
   const int32_t* mult;
   const int32_t* shift;
   int8_t zp, lo, hi;
   bool wrap;
+  bool wide = false;
 };
 
 // REQUANT: y[c] = vec_requantize(x[c] + bias[c] (wrapping; no bias when null), ..., p.wrap)
@@ -111,13 +115,38 @@ void window_reduce(VecKernel kernel, WindowOp op, const int8_t* x, ptrdiff_t row
                    uint32_t kh, const int8_t* w, uint32_t n, int32_t* sum);
 
 // DWCONV: per row, the kMac window reduction from the source row, then REQUANT of it (+ bias;
-// p.wrap must be false).
+// p.wrap must be false). Each output row is computed from its window before it is written.
 struct Window {
   ptrdiff_t row_stride;  // elements between window rows
   uint32_t kw, kh;
   const int8_t* weights;  // kh·kw rows of n
+  // ISA 1.4: the taps are wide rows (n int16 little-endian, tap (ky, kx) at x + ky·row_stride
+  // + kx·2n bytes), multiplied as int16 × int8.
+  bool wide = false;
 };
 void dwconv_rows(VecKernel kernel, const int8_t* x, const Window& window, const int32_t* bias,
                  const RequantParams& p, int8_t* y, const RowWalk& rows, uint32_t n);
+
+// An element of a wide row (ISA 1.4): the int16 in bytes 2k (low) and 2k + 1 (high) of `row`.
+inline int16_t wide_element(const int8_t* row, uint32_t k) {
+  return static_cast<int16_t>(static_cast<uint16_t>(static_cast<uint8_t>(row[2 * k]) |
+                                                    static_cast<uint16_t>(static_cast<uint8_t>(row[2 * k + 1])) << 8));
+}
+
+// LUT with a wide source (ISA 1.4, architecture.md 1.4.3): the interpolated table of
+// isa::kWideLutEntries int16 entries, indexed by the top 8 bits of x and interpolated exactly
+// in the low 8, rounded onto the destination's grid (wide_dst: int16, else int8) before the
+// clamp. t = 256·T[i] + (T[i+1] - T[i])·f is exact in int32.
+inline int32_t vec_lut_interpolate(const int16_t* table, int16_t x, bool wide_dst) {
+  const int32_t i = (x >> 8) + 128, f = x & 255;
+  const int32_t t = 256 * int32_t{table[i]} + (int32_t{table[i + 1]} - table[i]) * f;
+  return wide_dst ? (t + 128) >> 8 : (t + 32768) >> 16;
+}
+
+// LUT with a wide source: y = clamp(vec_lut_interpolate(table, x[c], wide_dst)) per row, the
+// bounds refined by 256 when wide_dst (then y is a wide row). `table`: the caller's snapshot of
+// the 257 entries. Each output row is computed from its source row before it is written.
+void lut_rows_wide(VecKernel kernel, const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, bool wide_dst,
+                   int8_t* y, const RowWalk& rows, uint32_t n);
 
 }  // namespace npu::sim

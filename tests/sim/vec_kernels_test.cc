@@ -7,8 +7,10 @@
 #include <climits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "npu/hw/isa.h"
 #include "vec_kernels.h"
 
 namespace npu::sim {
@@ -69,6 +71,24 @@ size_t src_extent(const RowWalk& w, uint32_t n) {
 }
 size_t dst_extent(const RowWalk& w, uint32_t n) {
   return static_cast<size_t>((w.o_count - 1) * w.dst_so + (w.r_count - 1) * w.dst_sr + n);
+}
+
+// Runs body(kernel, n, trial) for `trials` trials of every usable non-portable kernel at
+// every n, each under a trace naming them; returns how many ran.
+template <class Body>
+int for_each_kernel_trial(int trials, Body body) {
+  int compared = 0;
+  for (VecKernel kernel : all_vec_kernels()) {
+    if (kernel == kPortableVecKernel || !vec_kernel_usable(kernel)) continue;
+    for (uint32_t n : {8u, 16u, 32u})
+      for (int trial = 0; trial < trials; ++trial) {
+        SCOPED_TRACE(name(kernel, n) + " trial " + std::to_string(trial));
+        ++compared;
+        body(kernel, n, trial);
+        if (::testing::Test::HasFatalFailure()) return compared;
+      }
+  }
+  return compared;
 }
 
 TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
@@ -179,53 +199,125 @@ TEST(VecKernels, EveryUsableKernelMatchesThePortableOne) {
   if (compared == 0) GTEST_SKIP() << "only the portable kernel runs on this CPU";
 }
 
+// Wide rows (ISA 1.4): REQUANT into wide rows, DWCONV over wide taps into int8 or wide rows
+// (and over int8 taps into wide rows), and LUT from wide rows through the interpolated table,
+// also in place (the destination over its own source rows), by every kernel against the
+// portable one.
+TEST(VecKernels, WideRowKernelsMatchThePortableOnes) {
+  Random rnd(2024);
+  const int compared = for_each_kernel_trial(1500, [&](VecKernel kernel, uint32_t n, int trial) {
+    const RowWalk walk = random_walk(rnd, n);
+    std::vector<int32_t> x(src_extent(walk, n)), bias(n), mult(n), shift(n);
+    for (auto& v : x) v = rnd.word();
+    for (uint32_t c = 0; c < n; ++c) {
+      bias[c] = rnd.word();
+      // Small multipliers half the time, so that results land inside the int16 grid.
+      mult[c] = trial % 2 ? static_cast<int32_t>(rnd.below(1 << 16)) : rnd.word();
+      shift[c] = static_cast<int32_t>(rnd.shift(trial));
+    }
+    const int8_t lo = rnd.byte();
+    const RequantParams rq{mult.data(), shift.data(), rnd.byte(), lo, trial % 8 == 5 ? lo : rnd.byte(), false,
+                           true};
+    const int32_t* b = trial % 3 ? bias.data() : nullptr;
+    std::vector<int8_t> want(dst_extent(walk, n) + n, 7), got = want;  // + n: a wide row's second half
+    requantize_rows(kPortableVecKernel, x.data(), b, rq, want.data(), walk, n);
+    requantize_rows(kernel, x.data(), b, rq, got.data(), walk, n);
+    ASSERT_EQ(got, want) << "REQUANT wide";
+
+    const uint32_t kw = 1 + rnd.below(trial % 5 == 0 ? 9 : 4), kh = 1 + rnd.below(trial % 5 == 0 ? 9 : 4);
+    const ptrdiff_t row_stride = static_cast<ptrdiff_t>(n) * (2 * kw + rnd.below(4));
+    std::vector<int8_t> xs(src_extent(walk, n) + static_cast<size_t>(row_stride) * kh + size_t{kw} * 2 * n);
+    std::vector<int8_t> ws(static_cast<size_t>(kw) * kh * n);
+    for (auto& v : xs) v = trial % 7 == 0 ? int8_t{-128} : rnd.byte();
+    for (auto& v : ws) v = trial % 7 == 0 ? int8_t{-128} : rnd.byte();
+    for (const auto& [wide_src, wide_dst] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+      RequantParams dw = rq;
+      dw.wide = wide_dst;
+      for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int32_t>(rnd.shift(trial + 1));
+      const Window window{row_stride, kw, kh, ws.data(), wide_src};
+      want.assign(dst_extent(walk, n) + n, 7);
+      got = want;
+      dwconv_rows(kPortableVecKernel, xs.data(), window, b, dw, want.data(), walk, n);
+      dwconv_rows(kernel, xs.data(), window, b, dw, got.data(), walk, n);
+      ASSERT_EQ(got, want) << "DWCONV " << kw << "x" << kh << (wide_src ? " wide src" : "")
+                           << (wide_dst ? " wide dst" : "");
+    }
+
+    // LUT: 257 entries, any int16 (the extremes too), sources anywhere in int16.
+    std::vector<int16_t> table(isa::kWideLutEntries);
+    for (auto& v : table) v = trial % 11 == 0 ? int16_t{-32768} : static_cast<int16_t>(rnd.word());
+    const bool wide_dst = trial % 2 == 0, in_place = trial % 4 < 2;
+    const size_t extent = std::max(src_extent(walk, n), dst_extent(walk, n)) + n;
+    std::vector<int8_t> a(extent);
+    for (auto& v : a) v = rnd.byte();
+    std::vector<int8_t> a_want = a, a_got = a;
+    want.assign(extent, 7);
+    got = want;
+    const int8_t lut_lo = rnd.byte(), lut_hi = rnd.byte();
+    lut_rows_wide(kPortableVecKernel, table.data(), a_want.data(), lut_lo, lut_hi, wide_dst,
+                  in_place ? a_want.data() : want.data(), walk, n);
+    lut_rows_wide(kernel, table.data(), a_got.data(), lut_lo, lut_hi, wide_dst, in_place ? a_got.data() : got.data(),
+                  walk, n);
+    ASSERT_EQ(got, want) << "LUT wide" << (wide_dst ? " to wide" : " to int8");
+    ASSERT_EQ(a_got, a_want) << "LUT wide in place" << (wide_dst ? " to wide" : " to int8");
+  });
+  if (compared == 0) GTEST_SKIP() << "only the portable kernel runs on this CPU";
+}
+
+// The interpolated table by hand (architecture.md 1.4.3): entries i = (x >> 8) + 128 and
+// i + 1, weighted by the low 8 bits of x, rounded to the destination's grid.
+TEST(VecKernels, WideLutInterpolatesByHand) {
+  std::vector<int16_t> table(isa::kWideLutEntries);
+  for (uint32_t e = 0; e < table.size(); ++e) table[e] = static_cast<int16_t>(100 * (static_cast<int32_t>(e) - 128));
+  // x = 0x0140 (320): i = 1 + 128, f = 64: 256·100 + (200 - 100)·64 = 32000 -> wide (32000 + 128) >> 8 = 125.
+  EXPECT_EQ(vec_lut_interpolate(table.data(), 320, true), 125);
+  // int8 destination: (32000 + 32768) >> 16 = 0.
+  EXPECT_EQ(vec_lut_interpolate(table.data(), 320, false), 0);
+  // x = -32768: i = 0, f = 0 -> T[0] = -12800, wide -12800.
+  EXPECT_EQ(vec_lut_interpolate(table.data(), -32768, true), -12800);
+  // x = 32767: i = 255, f = 255: 256·12700 + 100·255 = 3276700 -> (3276700 + 128) >> 8 = 12800.
+  EXPECT_EQ(vec_lut_interpolate(table.data(), 32767, true), 12800);
+}
+
 // Whole-tensor walks (rows one contiguous run on both sides, as an elementwise layer issues
 // them), long enough for the AVX-512 LUT's 64-byte blocks and their partial last block, with
 // the output from 3 rows before to 3 rows after the input in the same buffer (rows equal or
 // disjoint, as the kernels require): the row order decides the result where they overlap.
 TEST(VecKernels, ContiguousWalksMatchThePortableKernelAtEveryOverlap) {
   Random rnd(7);
-  int compared = 0;
-  for (VecKernel kernel : all_vec_kernels()) {
-    if (kernel == kPortableVecKernel || !vec_kernel_usable(kernel)) continue;
-    for (uint32_t n : {8u, 16u, 32u}) {
-      for (int trial = 0; trial < 600; ++trial) {
-        SCOPED_TRACE(name(kernel, n) + " trial " + std::to_string(trial));
-        ++compared;
-        const uint32_t r_count = 1 + rnd.below(12), o_count = 1 + rnd.below(4);
-        const ptrdiff_t row = n, run = ptrdiff_t{r_count} * n;
-        const RowWalk walk{o_count, r_count, run, row, run, row};
-        const ptrdiff_t total = run * o_count;
-        const ptrdiff_t offset = (static_cast<ptrdiff_t>(rnd.below(7)) - 3) * row;
-        const ptrdiff_t margin = 3 * row;
-        std::vector<int8_t> buffer(static_cast<size_t>(total + 2 * margin));
-        for (auto& v : buffer) v = rnd.byte();
-        std::vector<int8_t> table(256);
-        for (auto& v : table) v = rnd.byte();
-        const int8_t lo = rnd.byte(), hi = rnd.byte();
-        std::vector<int8_t> want = buffer, got = buffer;
-        lut_rows(kPortableVecKernel, table.data(), want.data() + margin, lo, hi, want.data() + margin + offset, walk, n);
-        lut_rows(kernel, table.data(), got.data() + margin, lo, hi, got.data() + margin + offset, walk, n);
-        ASSERT_EQ(got, want) << "LUT, output at " << offset << " bytes from the input, " << o_count << "x" << r_count
-                             << " rows";
+  const int compared = for_each_kernel_trial(600, [&](VecKernel kernel, uint32_t n, int trial) {
+    const uint32_t r_count = 1 + rnd.below(12), o_count = 1 + rnd.below(4);
+    const ptrdiff_t row = n, run = ptrdiff_t{r_count} * n;
+    const RowWalk walk{o_count, r_count, run, row, run, row};
+    const ptrdiff_t total = run * o_count;
+    const ptrdiff_t offset = (static_cast<ptrdiff_t>(rnd.below(7)) - 3) * row;
+    const ptrdiff_t margin = 3 * row;
+    std::vector<int8_t> buffer(static_cast<size_t>(total + 2 * margin));
+    for (auto& v : buffer) v = rnd.byte();
+    std::vector<int8_t> table(256);
+    for (auto& v : table) v = rnd.byte();
+    const int8_t lo = rnd.byte(), hi = rnd.byte();
+    std::vector<int8_t> want = buffer, got = buffer;
+    lut_rows(kPortableVecKernel, table.data(), want.data() + margin, lo, hi, want.data() + margin + offset, walk, n);
+    lut_rows(kernel, table.data(), got.data() + margin, lo, hi, got.data() + margin + offset, walk, n);
+    ASSERT_EQ(got, want) << "LUT, output at " << offset << " bytes from the input, " << o_count << "x" << r_count
+                         << " rows";
 
-        // REQUANT with every parameter of the walk held: a long walk into a separate output.
-        std::vector<int32_t> x(static_cast<size_t>(total)), bias(n), mult(n), shift(n);
-        for (auto& v : x) v = rnd.word();
-        for (uint32_t c = 0; c < n; ++c) {
-          bias[c] = rnd.word();
-          mult[c] = rnd.word();
-          shift[c] = static_cast<int32_t>(rnd.shift(trial) | rnd.below(1 << 20) << 6);
-        }
-        const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte(), trial % 3 == 0};
-        std::vector<int8_t> rq_want(static_cast<size_t>(total), 7), rq_got = rq_want;
-        const int32_t* b = trial % 2 ? bias.data() : nullptr;
-        requantize_rows(kPortableVecKernel, x.data(), b, rq, rq_want.data(), walk, n);
-        requantize_rows(kernel, x.data(), b, rq, rq_got.data(), walk, n);
-        ASSERT_EQ(rq_got, rq_want) << "REQUANT";
-      }
+    // REQUANT with every parameter of the walk held: a long walk into a separate output.
+    std::vector<int32_t> x(static_cast<size_t>(total)), bias(n), mult(n), shift(n);
+    for (auto& v : x) v = rnd.word();
+    for (uint32_t c = 0; c < n; ++c) {
+      bias[c] = rnd.word();
+      mult[c] = rnd.word();
+      shift[c] = static_cast<int32_t>(rnd.shift(trial) | rnd.below(1 << 20) << 6);
     }
-  }
+    const RequantParams rq{mult.data(), shift.data(), rnd.byte(), rnd.byte(), rnd.byte(), trial % 3 == 0};
+    std::vector<int8_t> rq_want(static_cast<size_t>(total), 7), rq_got = rq_want;
+    const int32_t* b = trial % 2 ? bias.data() : nullptr;
+    requantize_rows(kPortableVecKernel, x.data(), b, rq, rq_want.data(), walk, n);
+    requantize_rows(kernel, x.data(), b, rq, rq_got.data(), walk, n);
+    ASSERT_EQ(rq_got, rq_want) << "REQUANT";
+  });
   if (compared == 0) GTEST_SKIP() << "only the portable kernel runs on this CPU";
 }
 
