@@ -437,8 +437,9 @@ void LutRows(const int8_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t*
 }
 
 // --- LUT with a wide source (ISA 1.4) -----------------------------------------------------
-// vec_lut_interpolate in int32 lanes: the 257 entries widened to int32 once per instruction,
-// T[i] and T[i + 1] gathered per lane. A row's lanes are all computed before any is stored
+// vec_lut_interpolate in int32 lanes: one 32-bit gather per lane at byte offset 2i of the
+// int16 table reads T[i] (low half, little-endian) and T[i + 1] (high half) together; i <= 255,
+// so the word lies inside the 257 entries. A row's lanes are all computed before any is stored
 // (an int8 destination may overlap the second half of its own wide source row).
 template <uint32_t N, bool kWideDst>
 void LutRowsWideN(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, int8_t* y, const RowWalk& rows) {
@@ -447,8 +448,7 @@ void LutRowsWideN(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, i
   const hn::Rebind<int16_t, decltype(d)> d16x;
   const hn::Rebind<uint16_t, decltype(d)> du16;
   const hn::Rebind<uint8_t, decltype(d)> du8;
-  alignas(64) int32_t entries[isa::kWideLutEntries];
-  for (uint32_t e = 0; e < isa::kWideLutEntries; ++e) entries[e] = table[e];
+  const auto* words = reinterpret_cast<const int32_t*>(table);
   const auto vlo = hn::Set(d, kWideDst ? lo * 256 : lo), vhi = hn::Set(d, kWideDst ? hi * 256 + 255 : hi);
   const auto round = hn::Set(d, kWideDst ? 128 : 32768);
   const auto bias = hn::Set(d, 128), low_bits = hn::Set(d, 255);
@@ -460,8 +460,8 @@ void LutRowsWideN(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, i
     size_t v = 0;
     for (uint32_t c = 0; c < N; c += hn::Lanes(d), ++v) {
       const auto xv = hn::PromoteTo(d, hn::LoadU(d16x, xr + c));
-      const auto i = hn::Add(hn::ShiftRight<8>(xv), bias);
-      const auto t0 = hn::GatherIndex(d, entries, i), t1 = hn::GatherIndex(d, entries + 1, i);
+      const auto pair = hn::GatherOffset(d, words, hn::ShiftLeft<1>(hn::Add(hn::ShiftRight<8>(xv), bias)));
+      const auto t0 = hn::ShiftRight<16>(hn::ShiftLeft<16>(pair)), t1 = hn::ShiftRight<16>(pair);
       const auto t = hn::Add(hn::ShiftLeft<8>(t0), hn::Mul(hn::Sub(t1, t0), hn::And(xv, low_bits)));
       const auto r = kWideDst ? hn::ShiftRight<8>(hn::Add(t, round)) : hn::ShiftRight<16>(hn::Add(t, round));
       out[v] = hn::IfThenElse(hn::Lt(r, vlo), vlo, hn::Min(r, vhi));
