@@ -77,7 +77,9 @@ test("name resolution: ['npu', 'cpu'] picks npu; {name: 'npu', device} selects t
       /no-such-device/);
 });
 
-test("{name: 'npu', device: 'rtl'}: the RTL model gives the functional simulator's outputs", opt, async () => {
+// The RTL device exists only in builds with -DNPU_BUILD_RTL=ON (CMake passes NPU_TEST_RTL).
+const rtlOpt = {skip: reason || (process.env.NPU_TEST_RTL === '0' && 'the RTL is not built (-DNPU_BUILD_RTL=OFF)')};
+test("{name: 'npu', device: 'rtl'}: the RTL model gives the functional simulator's outputs", rtlOpt, async () => {
   const model = path.join(DATA, 'mlp.onnx');
   const feeds = {x: new ort.Tensor('float32', randomFloats(256, 11), [4, 64])};
   const sim = await runOn('npu', model, feeds);
