@@ -1047,7 +1047,7 @@ void ConvLowering::emit_tile(const ConvPacking& pk, const ConvTiling& tp, const 
       }
       requant_block(pk, tp, t, nb, B);
     }
-    apply_fused_lut(L, N, B, t.oh * L.OW, prog, mid_wide() && L.lut_input >= 0, widths.out);
+    apply_fused_lut(L, N, B, t.oh * L.OW, prog, widths.lut_input, widths.out);
     const int64_t eo = widths.out ? 2 : 1;
     store_pixel_rows(prog, B, cout_n, L.OW, t.oh, Coutp,
                      static_cast<uint32_t>(out_off + (((t.b * L.OH + t.oy0) * L.OW) * Coutp + nb * N) * eo), widths.out);
@@ -1268,7 +1268,8 @@ Result<LayerFacts> lower_conv_layer(const ConvLayer& L, const QParams& qx, const
     for (int64_t oy0 = 0; oy0 < L.OH; oy0 += tp.OHt, ++tile_index)
       cv.emit_tile(pk, tp, cv.tile(tp, b, oy0, tile_index), block_index, facts);
   const uint64_t tile_bytes = uint64_t{N} * N;
-  facts.scratchpad_bytes = static_cast<uint64_t>(tp.copies * (CB * cv.in_rows_for(tp.OHt) * cv.Wp + tp.OHt * L.OW)) * N +
+  facts.scratchpad_bytes = static_cast<uint64_t>(tp.copies * (CB * cv.in_rows_for(tp.OHt) * cv.Wp * cv.wi() +
+                                                             tp.OHt * L.OW * cv.wm())) * N +
                            static_cast<uint64_t>(tp.OHt * L.OW + tp.Cacc) * N * 4 +
                            (L.depthwise ? static_cast<uint64_t>(CB * taps) * N
                                         : static_cast<uint64_t>(NB * pk.wtaps * CB) * tile_bytes);
