@@ -834,10 +834,12 @@ class FunctionalDevice final : public Device {
     // convolution cycles through the same few tiles for every output row.
     auto packed_tile = [&](uint32_t tile_index) -> const PackedTile& {
       const uint32_t slot = tile_index % kPackedSlots;
+      const int8_t* tile = wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_;
       if (packed_index_[slot] != tile_index) {
-        pack_tile(wgt_.data() + static_cast<size_t>(tile_index) * n_ * n_, n_, mac_kernel_, &packed_[slot]);
+        pack_tile(tile, n_, mac_kernel_, &packed_[slot]);
         packed_index_[slot] = tile_index;
       }
+      if (wide) ensure_pairs(tile, n_, &packed_[slot]);  // (the VNNI packings have none)
       return packed_[slot];
     };
     // When the accumulator rows of different o are disjoint (o·cso lies past every row of an

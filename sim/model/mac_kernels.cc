@@ -211,15 +211,24 @@ static uint32_t pack_pairs_portable(const int8_t* tile, uint32_t n, int16_t* pai
   return live;
 }
 
+void ensure_pairs(const int8_t* tile, uint32_t n, PackedTile* out) {
+  if (out->has_pairs) return;
+  out->live_pairs = pack_pairs_portable(tile, n, out->pairs);
+  out->has_pairs = true;
+}
+
 void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out) {
   out->kernel = kernel;
   out->n = n;
+  out->has_pairs = kernel.kind == MacKind::kMadd || kernel.kind == MacKind::kPortable;
   if (kernel.kind == MacKind::kMadd) {
     out->live_pairs = simd_kernels(kernel.target)->pack_pairs(tile, n, out->pairs);
     return;
   }
-  out->live_pairs = pack_pairs_portable(tile, n, out->pairs);
-  if (kernel.kind == MacKind::kPortable) return;
+  if (kernel.kind == MacKind::kPortable) {
+    out->live_pairs = pack_pairs_portable(tile, n, out->pairs);
+    return;
+  }
   if (kernel.kind == MacKind::kAvx512VnniVbmi && n == 16) return pack_tile16_vbmi(tile, out);
   // SSE2 (part of x86-64), 8 columns at a time: interleave each group of four weight rows
   // byte by byte (the 32 bytes W[4q..4q+3][c] land in column order) and sum the columns in

@@ -45,11 +45,12 @@ MacKernel best_mac_kernel(uint32_t n);
 struct PackedTile {
   MacKernel kernel;
   uint32_t n = 0;
-  // Every kernel: int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c] (the VNNI kernels'
-  // tiles carry them too, for GEMMs with wide activations, which vpdpbusd cannot multiply).
+  // kPortable, kMadd, and after ensure_pairs() any kernel (GEMMs with wide activations,
+  // which vpdpbusd cannot multiply): int16 k-pairs, pairs[(j*n + c)*2 + h] = W[2j + h][c].
   alignas(64) int16_t pairs[32 * 32];
-  // Every kernel: the k-pairs before which the last non-zero weight lies (0..n/2); every weight of a
-  // later pair is zero. The kernels stop there: a zero weight adds nothing to a wrapping int32
+  bool has_pairs = false;  // pairs and live_pairs are filled
+  // With the pairs: the k-pairs before which the last non-zero weight lies (0..n/2); every
+  // weight of a later pair is zero. The kernels stop there: a zero weight adds nothing to a wrapping int32
   // sum, and a tile whose input channels are padded (24 = 16 + 8 channels: the second k-tile's
   // last 8 rows) spends no multiply-adds on the padding.
   uint32_t live_pairs = 0;
@@ -91,6 +92,10 @@ class GemmRowCursor {
 
 // Packs an n×n int8 tile (W[k][c] = tile[k*n + c]) for `kernel`, which must be usable for n.
 void pack_tile(const int8_t* tile, uint32_t n, MacKernel kernel, PackedTile* out);
+// Fills out->pairs and live_pairs from the same tile when its packing has none (the VNNI
+// kernels' packings: a wide GEMM on such a device needs them, an int8 one never does, so they
+// are packed only when asked for).
+void ensure_pairs(const int8_t* tile, uint32_t n, PackedTile* out);
 
 // For each of `rows` rows r: p[c] = Σ_k a_r[k]·W[k][c] (int32), then
 // acc_r = overwrite ? p : acc_r + p (wrapping). a_r = act + r*act_stride (int8 elements),
@@ -119,7 +124,7 @@ void mac_rows_2d_tiles(const PackedTile* const* tiles, uint32_t count, ptrdiff_t
 // activation row a_t is n int16 (the 2n bytes at its address, little-endian, as two ACT rows
 // hold them) and the products are int16 × int8. `target` is a Highway target of
 // simd_kernels(), whose int16-pair kernel runs (whatever kernel the tiles were packed for:
-// every packing has the pairs), or 0 for the portable reference.
+// each must have its pairs, PackedTile::has_pairs), or 0 for the portable reference.
 void mac_rows_2d_tiles_wide(int64_t target, const PackedTile* const* tiles, uint32_t count, ptrdiff_t act_st,
                             const int8_t* act, ptrdiff_t act_so, ptrdiff_t act_sr, int32_t* acc, ptrdiff_t acc_so,
                             ptrdiff_t acc_sr, uint32_t o_count, uint32_t r_count, bool overwrite);

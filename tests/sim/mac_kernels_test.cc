@@ -214,6 +214,7 @@ int summed_tile_trials(MacKernel kernel, uint32_t n, std::optional<int64_t> wide
     std::vector<const PackedTile*> tiles;
     for (uint32_t t = 0; t < count; ++t) {
       pack_tile(w[t].data(), n, kernel, &packed[t]);
+      if (wide) ensure_pairs(w[t].data(), n, &packed[t]);
       tiles.push_back(&packed[t]);
     }
     if (wide)
