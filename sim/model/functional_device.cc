@@ -855,7 +855,7 @@ class FunctionalDevice final : public Device {
     // matter), and all I tiles are packed at once (no two in one cache slot).
     const bool rows_distinct = (R == 1 || csr != 0) && (O == 1 || uint64_t{cso} > uint64_t{R - 1} * csr);
     // Wide activations (ISA 1.4) run the int16-pair kernels of the path's Highway target on
-    // the same walks (every packed tile has its pairs), or the portable reference.
+    // the same walks (packed_tile gives every tile its pairs), or the portable reference.
     const int64_t wide_target = mac_kernel_.kind == MacKind::kMadd ? mac_kernel_.target : vec_kernel_.target;
     const bool summing_kernel = wide ? wide_target != 0 : mac_kernel_.kind == MacKind::kMadd;
     const bool sum_tiles = I > 1 && I <= kPackedSlots && csi == 0 && (O == 1 || wso == 0) &&
