@@ -1038,8 +1038,15 @@ class FunctionalDevice final : public Device {
     const BinaryParams bin{mode == 3, za, zb, m0, m1, s0, zp, lo, hi, wrap};
     // LUT reads its table rows once, before any output row (as the RTL latches them), so an
     // output row that overwrites a table row does not change the table of this instruction.
+    // (With a wide source the table is the interpolated one, ISA 1.4: 257 int16, little-endian
+    // as the host stores them.)
     alignas(64) int8_t table[256];
-    if (mode == 1) std::memcpy(table, act_.data() + static_cast<size_t>(param) * n_, sizeof(table));
+    alignas(64) int16_t wide_table[isa::kWideLutEntries];
+    if (mode == 1 && wide_src) {
+      std::memcpy(wide_table, act_.data() + static_cast<size_t>(param) * n_, sizeof(wide_table));
+    } else if (mode == 1) {
+      std::memcpy(table, act_.data() + static_cast<size_t>(param) * n_, sizeof(table));
+    }
     auto act_row = [&](uint32_t row) { return act_.data() + static_cast<size_t>(row) * n_; };
     const RowWalk walk{O, R, ptrdiff_t{sso} * n_, ptrdiff_t{ssr} * n_, ptrdiff_t{dso} * n_, ptrdiff_t{dsr} * n_};
     const int32_t* bias_row = bias ? prow : nullptr;
@@ -1048,9 +1055,7 @@ class FunctionalDevice final : public Device {
         requantize_rows(vec_kernel_, acc_.data() + static_cast<size_t>(src) * n_, bias_row, rq, act_row(dst), walk, n_);
         break;
       case 1:
-        if (wide_src) {  // ISA 1.4: the interpolated table, latched like the int8 one
-          int16_t wide_table[isa::kWideLutEntries];
-          for (uint32_t e = 0; e < isa::kWideLutEntries; ++e) wide_table[e] = wide_element(act_row(param), e);
+        if (wide_src) {
           lut_rows_wide(vec_kernel_, wide_table, act_row(src), lo, hi, wide_dst, act_row(dst), walk, n_);
         } else {
           lut_rows(vec_kernel_, table, act_row(src), lo, hi, act_row(dst), walk, n_);

@@ -50,10 +50,9 @@ struct Finish {
   hn::Vec<D64> zp, lo, hi;
   Finish(int8_t zp8, int8_t lo8, int8_t hi8, bool wrap, bool wide = false) {
     const D64 d;
-    const int64_t scale = wide ? 256 : 1;
-    zp = hn::Set(d, zp8 * scale);
-    lo = hn::Set(d, wrap ? INT64_MIN : int64_t{lo8} * scale);
-    hi = hn::Set(d, wrap ? INT64_MAX : int64_t{hi8} * scale + (wide ? 255 : 0));
+    zp = hn::Set(d, wide ? zp8 * 256 : zp8);
+    lo = hn::Set(d, wrap ? INT64_MIN : int64_t{wide ? wide_lo(lo8) : lo8});
+    hi = hn::Set(d, wrap ? INT64_MAX : int64_t{wide ? wide_hi(hi8) : hi8});
   }
   HWY_INLINE hn::Vec<D64> clamped(hn::Vec<D64> r) const {
     r = hn::Add(r, zp);
@@ -93,8 +92,8 @@ struct HeldRequant {
   HeldRequant(const RequantParams& p, const int32_t* b)
       : finish(p.zp, p.lo, p.hi, p.wrap, p.wide),
         zp32(p.wide ? p.zp * 256 : p.zp),
-        lo32(p.wrap ? INT32_MIN : (p.wide ? p.lo * 256 : p.lo)),  // with wrap the clamp passes every value
-        hi32(p.wrap ? INT32_MAX : (p.wide ? p.hi * 256 + 255 : p.hi)),
+        lo32(p.wrap ? INT32_MIN : (p.wide ? wide_lo(p.lo) : p.lo)),  // with wrap the clamp passes every value
+        hi32(p.wrap ? INT32_MAX : (p.wide ? wide_hi(p.hi) : p.hi)),
         wrap(p.wrap),
         wide(p.wide) {
     const D64 d;
@@ -449,7 +448,7 @@ void LutRowsWideN(const int16_t* table, const int8_t* x, int8_t lo, int8_t hi, i
   const hn::Rebind<uint16_t, decltype(d)> du16;
   const hn::Rebind<uint8_t, decltype(d)> du8;
   const auto* words = reinterpret_cast<const int32_t*>(table);
-  const auto vlo = hn::Set(d, kWideDst ? lo * 256 : lo), vhi = hn::Set(d, kWideDst ? hi * 256 + 255 : hi);
+  const auto vlo = hn::Set(d, kWideDst ? wide_lo(lo) : lo), vhi = hn::Set(d, kWideDst ? wide_hi(hi) : hi);
   const auto round = hn::Set(d, kWideDst ? 128 : 32768);
   const auto bias = hn::Set(d, 128), low_bits = hn::Set(d, 255);
   using V = hn::Vec<decltype(d)>;
@@ -768,6 +767,28 @@ constexpr uint32_t LiveOrLoop(uint32_t live) {
   return live <= N / 2 ? live : 0;  // (an n×n tile has n/2 k-pairs)
 }
 
+// A GEMM row's N activations as int16 at `out`: sign-extended bytes, or with kWide the row's
+// int16 as they are (a wide row, little-endian as x86 stores them).
+template <uint32_t N, bool kWide>
+HWY_INLINE void ActivationsAsInt16(const int8_t* a, int16_t* out) {
+  if constexpr (kWide) {
+    std::memcpy(out, a, N * sizeof(int16_t));
+  } else {
+    const hn::CappedTag<int16_t, N> d16;
+    const hn::Rebind<int8_t, decltype(d16)> d8;
+    for (uint32_t c = 0; c < N; c += hn::Lanes(d16)) hn::Store(hn::PromoteTo(d16, hn::LoadU(d8, a + c)), d16, out + c);
+  }
+}
+
+// Activation pair j (a16[2j], a16[2j + 1]) in every int32 lane of d, as int16 pairs: the
+// int32 at element 2j, broadcast by one load (vpbroadcastd).
+template <class D>
+HWY_INLINE hn::Vec<hn::Repartition<int16_t, D>> BroadcastPair(D d, const int16_t* a16, uint32_t j) {
+  int32_t pair;
+  std::memcpy(&pair, a16 + 2 * j, 4);
+  return hn::BitCast(hn::Repartition<int16_t, D>(), hn::Set(d, pair));
+}
+
 // The case of a row of N int32 in exactly two vectors (N = 16 on AVX2, the MobileNet-sized
 // array on a CPU without AVX-512; N = 8 on SSE4, N = 32 on AVX-512): four rows at a time, with
 // the eight accumulators named, so that they stay in registers with no moves between k-pairs
@@ -791,20 +812,8 @@ HWY_NOINLINE void MacRows2dTwoVecsLive(D d, const PackedTile* const* tiles, uint
   const hn::Repartition<int16_t, D> d16;
   using V = hn::Vec<D>;
   const size_t lanes = hn::Lanes(d);
-  const hn::CappedTag<int16_t, N> d16c;
-  const hn::Rebind<int8_t, decltype(d16c)> d8c;
-  auto widen = [&](const int8_t* a, int16_t* out) {
-    if constexpr (kWide) {  // a wide row: n int16 already, little-endian as x86 stores them
-      std::memcpy(out, a, N * sizeof(int16_t));
-    } else {
-      for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
-    }
-  };
-  auto pair_of = [&](const int16_t* a16, uint32_t j) {
-    int32_t pair;
-    std::memcpy(&pair, a16 + 2 * j, 4);
-    return hn::BitCast(d16, hn::Set(d, pair));
-  };
+  auto widen = [](const int8_t* a, int16_t* out) HWY_ATTR { ActivationsAsInt16<N, kWide>(a, out); };
+  auto pair_of = [&](const int16_t* a16, uint32_t j) HWY_ATTR { return BroadcastPair(d, a16, j); };
   auto apply = [&](int32_t* row, V p0, V p1) {
     hn::StoreU(overwrite ? p0 : hn::Add(hn::LoadU(d, row), p0), d, row);
     hn::StoreU(overwrite ? p1 : hn::Add(hn::LoadU(d, row + lanes), p1), d, row + lanes);
@@ -964,20 +973,8 @@ void MacRows2dN(const PackedTile& tile, const int8_t* act, ptrdiff_t act_so, ptr
   GemmRowCursor cursor(act, act_so, act_sr, acc, acc_so, acc_sr, r_count);
   // A row's activations sign-extended to int16 once (vectors), so that pair j is the int32 at
   // element 2j, broadcast by one load (vpbroadcastd) instead of being assembled from two bytes.
-  const hn::CappedTag<int16_t, N> d16c;
-  const hn::Rebind<int8_t, decltype(d16c)> d8c;
-  auto widen = [&](const int8_t* a, int16_t* out) {
-    if constexpr (kWide) {  // a wide row: n int16 already, little-endian as x86 stores them
-      std::memcpy(out, a, N * sizeof(int16_t));
-    } else {
-      for (uint32_t c = 0; c < N; c += hn::Lanes(d16c)) hn::Store(hn::PromoteTo(d16c, hn::LoadU(d8c, a + c)), d16c, out + c);
-    }
-  };
-  auto pair_of = [&](const int16_t* a16, uint32_t j) {
-    int32_t pair;
-    std::memcpy(&pair, a16 + 2 * j, 4);
-    return hn::BitCast(d16, hn::Set(d, pair));
-  };
+  auto widen = [](const int8_t* a, int16_t* out) HWY_ATTR { ActivationsAsInt16<N, kWide>(a, out); };
+  auto pair_of = [&](const int16_t* a16, uint32_t j) HWY_ATTR { return BroadcastPair(d, a16, j); };
   auto apply = [&](int32_t* row, const V* p, const V* odd) {
     for (size_t v = 0; v < vecs; ++v) {
       const V sum = hn::RearrangeToOddPlusEven(p[v], odd[v]);

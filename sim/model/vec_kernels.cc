@@ -37,11 +37,10 @@ void store_wide_row(const int64_t* v, int8_t* y, uint32_t n) {
   }
 }
 
-// vec_clamp on the refined bounds of a wide destination (ISA 1.4): below lo·256 yields lo·256,
-// else above hi·256 + 255 yields that.
+// vec_clamp on the refined bounds of a wide destination (ISA 1.4): below wide_lo yields it,
+// else above wide_hi yields that.
 int64_t wide_clamp(int64_t t, int8_t lo, int8_t hi) {
-  const int64_t lo16 = int64_t{lo} * 256, hi16 = int64_t{hi} * 256 + 255;
-  return t < lo16 ? lo16 : (t > hi16 ? hi16 : t);
+  return t < wide_lo(lo) ? wide_lo(lo) : (t > wide_hi(hi) ? wide_hi(hi) : t);
 }
 
 void requantize_row_portable(const int32_t* x, const int32_t* bias, const RequantParams& p, int8_t* y,

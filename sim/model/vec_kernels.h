@@ -127,6 +127,10 @@ struct Window {
 void dwconv_rows(VecKernel kernel, const int8_t* x, const Window& window, const int32_t* bias,
                  const RequantParams& p, int8_t* y, const RowWalk& rows, uint32_t n);
 
+// The clamp bounds of a wide destination (ISA 1.4): the int8 fields refined by 256.
+inline int32_t wide_lo(int8_t lo) { return int32_t{lo} * 256; }
+inline int32_t wide_hi(int8_t hi) { return int32_t{hi} * 256 + 255; }
+
 // An element of a wide row (ISA 1.4): the int16 in bytes 2k (low) and 2k + 1 (high) of `row`.
 inline int16_t wide_element(const int8_t* row, uint32_t k) {
   return static_cast<int16_t>(static_cast<uint16_t>(static_cast<uint8_t>(row[2 * k]) |
