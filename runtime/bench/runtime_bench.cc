@@ -12,16 +12,22 @@
 //             of jobs in flight on one context), x_hal (= req_per_s / hal_req_per_s);
 //             cpu_us (process CPU time per request, every thread: the device model's too) and
 //             sleeps (voluntary context switches per request, every thread), each also for the
-//             HAL (hal_cpu_us, hal_sleeps). On a shared machine the rates follow the CPU time
+//             HAL (hal_cpu_us, hal_sleeps); caller_us, lanes_us and device_us split cpu_us
+//             by thread (the submitting and receiving thread, the scheduler's lanes, the
+//             device model's thread). On a shared machine the rates follow the CPU time
 //             other processes leave; CPU time and sleeps per request much less so.
 #include <benchmark/benchmark.h>
+#include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "image_builder.h"
@@ -100,6 +106,41 @@ struct Usage {
   Usage per(size_t n, const Usage& since) const {
     const auto k = static_cast<double>(std::max<size_t>(n, 1));
     return {(cpu_us - since.cpu_us) / k, (sleeps - since.sleeps) / k};
+  }
+};
+
+// CPU time (µs) of the process's threads by role, from /proc/self/task/*/schedstat (the
+// scheduler's own account, in nanoseconds): the calling thread, the scheduler's lanes and the
+// device model's thread. Roles are told apart by thread name (pthread_setname_np).
+struct ThreadCpu {
+  double caller_us = 0, lanes_us = 0, device_us = 0;
+  static ThreadCpu now() {
+    ThreadCpu t;
+    DIR* dir = opendir("/proc/self/task");
+    if (!dir) return t;
+    const std::string self = std::to_string(gettid());
+    while (const dirent* e = readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      const std::string base = std::string("/proc/self/task/") + e->d_name;
+      std::string comm;
+      double ns = 0;
+      std::getline(std::ifstream(base + "/comm"), comm);
+      std::ifstream(base + "/schedstat") >> ns;
+      if (e->d_name == self) {
+        t.caller_us += ns / 1e3;
+      } else if (comm.rfind("npu-lane", 0) == 0) {
+        t.lanes_us += ns / 1e3;
+      } else if (comm.rfind("npu-dev", 0) == 0) {
+        t.device_us += ns / 1e3;
+      }
+    }
+    closedir(dir);
+    return t;
+  }
+  ThreadCpu per(size_t n, const ThreadCpu& since) const {
+    const auto k = static_cast<double>(std::max<size_t>(n, 1));
+    return {(caller_us - since.caller_us) / k, (lanes_us - since.lanes_us) / k,
+            (device_us - since.device_us) / k};
   }
 };
 
@@ -203,6 +244,7 @@ void BM_AsyncThroughput(benchmark::State& state) {
   for (uint32_t k = 0; k < depth; ++k)
     if (!submit()) return state.SkipWithError("submit failed");
   const Usage u0 = Usage::now();
+  const ThreadCpu c0 = ThreadCpu::now();
   const auto t0 = Clock::now();
   for (auto _ : state) {
     auto c = queue->recv();
@@ -212,19 +254,27 @@ void BM_AsyncThroughput(benchmark::State& state) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto iterations = static_cast<size_t>(state.iterations());
   const Usage used = Usage::now().per(iterations, u0);
+  const ThreadCpu threads = ThreadCpu::now().per(iterations, c0);
   for (uint32_t k = 0; k < depth; ++k) (void)queue->recv();
   state.SetItemsProcessed(state.iterations());
   HalReference ref = HalReference::make(*model, depth);
   const size_t hal_jobs = std::max<size_t>(iterations, 2000);
   const Usage h0 = Usage::now();
+  const ThreadCpu hc0 = ThreadCpu::now();
   const double hal = ref.throughput(depth, hal_jobs);
   const Usage hal_used = Usage::now().per(hal_jobs, h0);
+  const ThreadCpu hal_threads = ThreadCpu::now().per(hal_jobs, hc0);
   const double rate = seconds > 0 ? static_cast<double>(iterations) / seconds : 0;
   state.counters["req_per_s"] = rate;
   state.counters["hal_req_per_s"] = hal;
   state.counters["x_hal"] = rate / hal;
   state.counters["cpu_us"] = used.cpu_us;
   state.counters["sleeps"] = used.sleeps;
+  state.counters["caller_us"] = threads.caller_us;
+  state.counters["lanes_us"] = threads.lanes_us;
+  state.counters["device_us"] = threads.device_us;
+  state.counters["hal_caller_us"] = hal_threads.caller_us;
+  state.counters["hal_device_us"] = hal_threads.device_us;
   state.counters["hal_cpu_us"] = hal_used.cpu_us;
   state.counters["hal_sleeps"] = hal_used.sleeps;
 }

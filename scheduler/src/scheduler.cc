@@ -72,6 +72,8 @@ struct Core : std::enable_shared_from_this<Core> {
   std::array<std::deque<std::shared_ptr<Job>>, hal::kNumPriorities> queues;  // by queues_mu
   size_t queued_jobs = 0;                                                    // by queues_mu
   std::vector<Lane*> idle_lanes;                                             // by queues_mu
+  // Per priority, the lanes streaming at it (Lane::try_enter).                // by queues_mu
+  std::array<std::vector<Lane*>, hal::kNumPriorities> streamers;
   std::condition_variable work_cv;
 
   // Capacity: jobs accepted and not yet taken by a lane or cancelled.
@@ -232,6 +234,13 @@ struct Core : std::enable_shared_from_this<Core> {
     return nullptr;
   }
 
+  // Whether a job of a priority above `priority` waits.
+  bool higher_waits_locked(size_t priority) const {
+    for (size_t p = priority + 1; p < hal::kNumPriorities; ++p)
+      if (!queues[p].empty()) return true;
+    return false;
+  }
+
   // The oldest job of the highest priority that has one, or null.
   std::shared_ptr<Job> pop() {
     std::lock_guard lock(queues_mu);
@@ -259,6 +268,11 @@ struct Core : std::enable_shared_from_this<Core> {
     }
     if (wake) work_cv.notify_one();
   }
+
+  // Enters a new job into the window of a lane streaming at its priority, on this thread,
+  // when one has room and no job of that priority or higher waits (it would be overtaken).
+  // False, with `job` untouched, when it must be queued.
+  bool try_stream(std::shared_ptr<Job>& job, size_t priority);
 
   void worker_main();
   // The part of shutdown() after accepting stopped: cancels or drains the queue, stops the
@@ -507,43 +521,62 @@ class Lane {
     return true;
   }
 
-  // Runs single-chain jobs (single_chain() holds for each) pipelined: every job's chain is
-  // queued first, then the lane sleeps once, until the last of them has ended (one context
-  // runs them in order), and completes each in order: one host sleep and one hand-over to
-  // the completion thread serve the whole batch. The outcomes are those of run().
-  void run_batch(const std::vector<std::shared_ptr<Job>>& jobs) {
-    if (batch_.size() < jobs.size()) batch_.resize(jobs.size());
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      Job& job = *jobs[k];
-      Pending& p = batch_[k];
-      p.out = JobOutcome{};
-      p.out.queued = job.queued;
-      p.out.started = Clock::now();
-      p.submitted = false;
-      p.replaced_banned = false;
-      p.status = start(job, p);
+  // Streaming: a lane that takes a single-chain job (single_chain()) keeps a window of up to
+  // pipeline_depth such jobs of that priority on its context, and completes them in order as
+  // they end. Jobs enter the window from the back, from two sides: the lane takes them from
+  // the queue between completions (refill), and submit() enters a job itself when the lane
+  // has room and nothing waits ahead of it (try_enter): the caller's thread quantises and
+  // queues it on the device, so that the device has the next job while the lane completes
+  // the last one, with no thread woken. The lane only completes (harvest). The window (slots,
+  // contexts_) is guarded by window_mu_; whether the lane takes entries (stream_prio_) by
+  // both window_mu_ and Core::queues_mu.
+
+  // Streams single-chain jobs of `first`'s priority, `first` (single_chain()) the first, until
+  // the window is empty and no job it could take waits. A claimed job that cannot stream
+  // (another kind, or too long for what is on the device) ends the stream and is left in
+  // `after`, to run once the window has drained. The outcomes are those of run().
+  void stream(std::shared_ptr<Job> first, std::shared_ptr<Job>& after) {
+    const auto prio = static_cast<size_t>(first->spec.priority);
+    {
+      std::lock_guard w(window_mu_);
+      if (window_.size() < core_.options.pipeline_depth)
+        window_.resize(core_.options.pipeline_depth);
+      head_ = 0;
+      count_ = 0;
+      window_steps_ = 0;
+      enter(std::move(first));
     }
-    sleep_until_batch_ends(jobs.size());
-    done_.clear();
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      Job& job = *jobs[k];
-      Pending& p = batch_[k];
-      if (p.submitted) {
-        p.status = finish_chain(job, p.out, p.cmds, 0, p.fences, std::move(p.submit_status),
-                                p.replaced_banned);
-        const size_t last = job.spec.instance->executable().steps().size() - 1;
-        if (p.status.is_ok() && (hook_needs(job.spec, last) & kHookAfter))
-          p.status = hook(job, p.out, last, StepPhase::kAfterDevice);
-      }
-      conclude(job, p.out, std::move(p.status));
-      done_.emplace_back(jobs[k], std::move(p.out));
-      p.cmds.clear();
+    {
+      // From here submit() may enter jobs. Those queued meanwhile are claimed first (refill),
+      // and a new one enters only when none waits: the order stays the queue's.
+      std::lock_guard queues(core_.queues_mu);
+      std::lock_guard w(window_mu_);
+      stream_prio_ = static_cast<int>(prio);
+      core_.streamers[prio].push_back(this);
     }
-    core_.complete_all(done_);
+    for (;;) {
+      if (stream_prio_ >= 0) refill(prio, after);
+      if (!harvest()) return;
+    }
+  }
+
+  // submit()'s side: enters `job` (a new job of the stream's priority, state kQueued, never
+  // queued) at the window's back when it streams and fits; `queues` (Core::queues_mu, held
+  // by the caller) is released once it is in. False (with `queues` still held) otherwise.
+  bool try_enter(std::shared_ptr<Job>& job, std::unique_lock<std::mutex>& queues) {
+    std::unique_lock w(window_mu_);
+    if (stream_prio_ < 0 || count_ >= core_.options.pipeline_depth || !single_chain(*job) ||
+        window_steps_ + steps_of(*job) > core_.device->info().queue_depth)
+      return false;
+    job->state.store(kRunning);
+    queues.unlock();
+    enter(std::move(job));
+    return true;
   }
 
  private:
   struct Pending {
+    std::shared_ptr<Job> job;
     JobOutcome out;
     Status status;
     bool submitted = false;
@@ -553,17 +586,132 @@ class Lane {
     std::vector<hal::Fence> fences;
   };
 
-  // One sleep for the batch: on the last fence queued. The jobs' own waits (finish_chain) then
-  // find them ended. Only a hint: should it time out (a hang, whose job's own wait reports
-  // it), the jobs are waited for one by one as without it.
-  void sleep_until_batch_ends(size_t n) {
-    for (size_t k = n; k-- > 0;) {
-      const Pending& p = batch_[k];
-      if (!p.submitted || p.fences.empty()) continue;
-      if (k == 0) return;  // a batch of one: its own wait is the only one
-      (void)p.fences.back().wait(Clock::now() + core_.options.step_timeout);
-      return;
+  // A job taken out of the window, to be concluded outside window_mu_.
+  struct Harvested {
+    std::shared_ptr<Job> job;
+    JobOutcome out;
+    Status status;
+    bool ran = false;  // its chain was submitted, and ended with `status`
+  };
+
+  Pending& slot(size_t k) { return window_[(head_ + k) % window_.size()]; }
+
+  static size_t steps_of(const Job& job) {
+    return job.spec.instance->executable().steps().size();
+  }
+
+  // Starts a claimed job (its before-hook and its chain's submission) at the window's back.
+  // Holds window_mu_ (the submission order is the window's, and contexts_ is shared).
+  void enter(std::shared_ptr<Job> job) {
+    Pending& p = slot(count_++);
+    p.job = std::move(job);
+    p.out = JobOutcome{};
+    p.out.queued = p.job->queued;
+    p.out.started = Clock::now();
+    p.submitted = false;
+    p.replaced_banned = false;
+    window_steps_ += steps_of(*p.job);
+    p.status = start(*p.job, p);
+  }
+
+  // No more entries (the worker's stream is ending): holds queues_mu and window_mu_.
+  void end_stream_locked(size_t prio) {
+    auto& s = core_.streamers[prio];
+    s.erase(std::find(s.begin(), s.end(), this));
+    stream_prio_ = -1;
+  }
+
+  // Claims the jobs of priority `prio` waiting at the queue's front while the window has room
+  // and no job of a higher priority waits (it would be served first), and starts them. A job's
+  // spec may be read only once this lane has claimed it (a cancel clears it), so the first
+  // claimed job that does not fit goes to `after` and ends the stream. So does an empty
+  // window with nothing to claim.
+  void refill(size_t prio, std::shared_ptr<Job>& after) {
+    std::unique_lock queues(core_.queues_mu);
+    std::unique_lock w(window_mu_);
+    auto& queue = core_.queues[prio];
+    size_t claimed = 0;
+    size_t steps = window_steps_;
+    while (count_ + claimed_.size() < core_.options.pipeline_depth && !queue.empty() &&
+           !core_.higher_waits_locked(prio)) {
+      std::shared_ptr<Job> next = std::move(queue.front());
+      queue.pop_front();
+      --core_.queued_jobs;
+      int e = kQueued;
+      // A tombstone: its cancel released its queue slot.
+      if (!next->state.compare_exchange_strong(e, kRunning)) continue;
+      ++claimed;
+      if (single_chain(*next) && steps + steps_of(*next) <= core_.device->info().queue_depth) {
+        steps += steps_of(*next);
+        claimed_.push_back(std::move(next));
+        continue;
+      }
+      after = std::move(next);
+      break;
     }
+    if (after || count_ + claimed_.size() == 0) end_stream_locked(prio);
+    queues.unlock();
+    for (size_t k = 0; k < claimed; ++k) core_.release_slot();
+    for (auto& job : claimed_) enter(std::move(job));
+    claimed_.clear();
+  }
+
+  // Whether a window slot's chain is known to have ended (or never reached the device).
+  static bool ended(const Pending& p) {
+    if (!p.submitted || p.fences.empty()) return true;
+    const Result<hal::JobInfo> r = p.fences.back().poll();
+    return r.is_ok() || r.status().code() != StatusCode::kDeadlineExceeded;
+  }
+
+  // Completes the oldest job of the window and every one after it that has ended too; false
+  // when the window is empty. When the oldest is still on the device, the lane first sleeps,
+  // without window_mu_ (entries go on meanwhile), until the middle of the window ends (one
+  // context runs its jobs in order): one host sleep serves half a window, and the jobs' own
+  // waits (finish_chain, under window_mu_) find them ended. Those waits block the window only
+  // when the sleep timed out (a hang, which the job's own wait then reports) or a chain is
+  // resubmitted after an ABORTED step.
+  bool harvest() {
+    hal::Fence hint;
+    {
+      std::lock_guard w(window_mu_);
+      if (count_ == 0) return false;
+      if (!ended(slot(0))) {
+        for (size_t k = (count_ - 1) / 2 + 1; k-- > 0;) {
+          const Pending& p = slot(k);
+          if (!p.submitted || p.fences.empty()) continue;
+          hint = p.fences.back();
+          break;
+        }
+      }
+    }
+    if (hint.valid()) (void)hint.wait(Clock::now() + core_.options.step_timeout);
+    harvested_.clear();
+    {
+      std::lock_guard w(window_mu_);
+      do {
+        Pending& p = slot(0);
+        if (p.submitted)
+          p.status = finish_chain(*p.job, p.out, p.cmds, 0, p.fences,
+                                  std::move(p.submit_status), p.replaced_banned);
+        window_steps_ -= steps_of(*p.job);
+        harvested_.push_back(
+            {std::move(p.job), std::move(p.out), std::move(p.status), p.submitted});
+        p.cmds.clear();
+        head_ = (head_ + 1) % window_.size();
+        --count_;
+      } while (count_ > 0 && ended(slot(0)));
+    }
+    done_.clear();
+    for (Harvested& h : harvested_) {
+      Job& job = *h.job;
+      const size_t last = steps_of(job) - 1;
+      if (h.ran && h.status.is_ok() && (hook_needs(job.spec, last) & kHookAfter))
+        h.status = hook(job, h.out, last, StepPhase::kAfterDevice);
+      conclude(job, h.out, std::move(h.status));
+      done_.emplace_back(std::move(h.job), std::move(h.out));
+    }
+    core_.complete_all(done_);
+    return true;
   }
 
   // The first half of a pipelined job: its before-hook and its chain's submission.
@@ -589,13 +737,33 @@ class Lane {
   // Reused by every chain of this lane: no allocation per job in the steady state.
   std::vector<hal::CommandBuffer> commands_;
   std::vector<hal::Fence> fences_;
-  std::vector<Pending> batch_;
+  // The stream's window: count_ jobs from head_, in the order they entered.
+  std::mutex window_mu_;
+  std::vector<Pending> window_;                // by window_mu_
+  size_t head_ = 0, count_ = 0, window_steps_ = 0;  // by window_mu_
+  int stream_prio_ = -1;  // the stream's priority, -1 when it takes no entries; see above
+  // The worker's own, reused: no allocation per job in the steady state.
+  std::vector<std::shared_ptr<Job>> claimed_;
+  std::vector<Harvested> harvested_;
   std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>> done_;
 };
 
+bool Core::try_stream(std::shared_ptr<Job>& job, size_t priority) {
+  std::unique_lock lock(queues_mu);
+  if (streamers[priority].empty()) return false;
+  for (size_t p = priority; p < hal::kNumPriorities; ++p)
+    if (!queues[p].empty()) return false;
+  for (Lane* lane : streamers[priority]) {
+    if (lane->try_enter(job, lock)) {
+      release_slot();  // taken by admit(); the job never waited in the queue
+      return true;
+    }
+  }
+  return false;
+}
+
 void Core::worker_main() {
-  const size_t max_batch = options.pipeline_depth;
-  std::vector<std::shared_ptr<Job>> batch;
+  const bool streams = options.pipeline_depth > 1;
   std::shared_ptr<Job> after;
   std::unique_lock lock(queues_mu);
   for (;;) {
@@ -611,51 +779,14 @@ void Core::worker_main() {
       idle_lanes.push_back(lane);  // cancelled while queued: a tombstone
       continue;
     }
-    if (max_batch > 1 && lane->single_chain(*job)) {
-      // Take the jobs queued right behind it that are single chains too (none of a higher
-      // priority waits: it would be served first), and pipeline them.
-      batch.clear();
-      batch.push_back(std::move(job));
-      const auto prio = static_cast<size_t>(batch.front()->spec.priority);
-      auto higher_waits = [&] {
-        for (size_t p = prio + 1; p < hal::kNumPriorities; ++p)
-          if (!queues[p].empty()) return true;
-        return false;
-      };
-      // The batch's steps all sit in one context's queue at once.
-      size_t steps = batch.front()->spec.instance->executable().steps().size();
-      auto fits = [&](const Job& j) {
-        return steps + j.spec.instance->executable().steps().size() <=
-               device->info().queue_depth;
-      };
-      // A job's spec may be read only once this lane has claimed it (a cancel clears it), so
-      // the first claimed job that does not fit ends the batch and runs after it.
-      while (batch.size() < max_batch && !queues[prio].empty() && !higher_waits()) {
-        std::shared_ptr<Job> next = std::move(queues[prio].front());
-        queues[prio].pop_front();
-        --queued_jobs;
-        int e = kQueued;
-        if (!next->state.compare_exchange_strong(e, kRunning)) continue;  // a tombstone
-        if (lane->single_chain(*next) && fits(*next)) {
-          steps += next->spec.instance->executable().steps().size();
-          batch.push_back(std::move(next));
-          continue;
-        }
-        after = std::move(next);
-        break;
-      }
-      lock.unlock();
-      for (size_t k = 0; k < batch.size() + (after ? 1 : 0); ++k) release_slot();
-      lane->run_batch(batch);
-      batch.clear();
-      if (after) {
-        JobOutcome out = lane->run(*after);
-        complete(after, std::move(out));
-        after.reset();
-      }
-    } else {
-      lock.unlock();
-      release_slot();
+    const bool stream = streams && lane->single_chain(*job);
+    lock.unlock();
+    release_slot();
+    if (stream) {
+      lane->stream(std::move(job), after);
+      job = std::move(after);  // claimed during the stream, but not a job it could take
+    }
+    if (job) {
       JobOutcome out = lane->run(*job);
       complete(job, std::move(out));
       job.reset();
@@ -793,8 +924,9 @@ Result<JobHandle> Scheduler::submit(JobSpec spec, Deadline deadline) {
   job->queued = Clock::now();
   job->core = core_;
   core_->n_submitted.fetch_add(1, std::memory_order_relaxed);
-  core_->push(job, prio);
-  return JobHandle(std::move(job));
+  JobHandle handle(job);
+  if (!core_->try_stream(job, prio)) core_->push(std::move(job), prio);
+  return handle;
 }
 
 Result<JobOutcome> Scheduler::run(JobSpec spec, Deadline deadline) {

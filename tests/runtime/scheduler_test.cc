@@ -52,6 +52,10 @@ class Outcomes {
     std::lock_guard lock(mu_);
     return order_.size();
   }
+  std::vector<uint8_t> order() {
+    std::lock_guard lock(mu_);
+    return order_;
+  }
 
  private:
   std::mutex mu_;
@@ -115,8 +119,11 @@ TEST_F(SchedulerTest, RunsAJobAndReportsDeviceCycles) {
   EXPECT_FALSE(o.retried);
 }
 
+// Queueing tests run one job at a time (pipeline_depth 1): with streaming, a job submitted
+// behind the held one would enter the lane's window instead of waiting (see the Streaming
+// tests below).
 TEST_F(SchedulerTest, HigherPriorityJobsRunFirst) {
-  auto s = make(1, 16);
+  auto s = make(1, 16, std::chrono::minutes(1), /*pipeline_depth=*/1);
   device_->hold();
   ASSERT_TRUE(s->submit(job(100), hal::kInfiniteDeadline).is_ok());
   ASSERT_TRUE(device_->wait_submitted(1));  // the lane is busy with job 100
@@ -137,7 +144,7 @@ TEST_F(SchedulerTest, HigherPriorityJobsRunFirst) {
 }
 
 TEST_F(SchedulerTest, TrySubmitReportsAFullQueueAndSubmitWaitsUntilItsDeadline) {
-  auto s = make(1, 2);
+  auto s = make(1, 2, std::chrono::minutes(1), /*pipeline_depth=*/1);
   device_->hold();
   ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
   ASSERT_TRUE(device_->wait_submitted(1));
@@ -178,7 +185,7 @@ TEST_F(SchedulerTest, SubmitBlocksUntilRoomFrees) {
 }
 
 TEST_F(SchedulerTest, CancellingAQueuedJobTouchesOnlyThatJob) {
-  auto s = make(1, 8);
+  auto s = make(1, 8, std::chrono::minutes(1), /*pipeline_depth=*/1);
   device_->hold();
   ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
   ASSERT_TRUE(device_->wait_submitted(1));
@@ -198,6 +205,83 @@ TEST_F(SchedulerTest, CancellingAQueuedJobTouchesOnlyThatJob) {
   EXPECT_FALSE(h3->cancel());  // already completed
   for (auto [m, n] : outcomes_.calls()) EXPECT_EQ(n, 1) << "marker " << int(m);
   EXPECT_EQ(s->stats().cancelled, 1u);
+}
+
+TEST_F(SchedulerTest, StreamingASubmitEntersTheLanesWindowOnTheCallersThreadUntilItIsFull) {
+  auto s = make(1, 8, std::chrono::minutes(1), /*pipeline_depth=*/3);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));  // the lane streams job 1 (on its own thread)
+  // Jobs 2 and 3 go to the device at once, from this thread: nothing waits in the queue.
+  auto h2 = s->submit(job(2), hal::kInfiniteDeadline);
+  ASSERT_TRUE(h2.is_ok());
+  ASSERT_TRUE(s->submit(job(3), hal::kInfiniteDeadline).is_ok());
+  ASSERT_EQ(device_->jobs().size(), 3u);
+  EXPECT_NE(device_->jobs()[0].thread, std::this_thread::get_id());
+  EXPECT_EQ(device_->jobs()[1].thread, std::this_thread::get_id());
+  EXPECT_EQ(device_->jobs()[2].thread, std::this_thread::get_id());
+  EXPECT_EQ(s->stats().queued, 0u);
+  // The window (pipeline_depth 3) is full: job 4 waits in the queue.
+  ASSERT_TRUE(s->submit(job(4), hal::kInfiniteDeadline).is_ok());
+  EXPECT_EQ(device_->jobs().size(), 3u);
+  EXPECT_EQ(s->stats().queued, 1u);
+  // A job in the window is running: cancelling it completes it once the device is done.
+  EXPECT_TRUE(h2->cancel());
+  EXPECT_EQ(outcomes_.count(), 0u);
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(4));
+  EXPECT_EQ(executed_markers(), (std::vector<uint8_t>{1, 2, 3, 4}));
+  EXPECT_EQ(outcomes_.get(2).status.code(), StatusCode::kCancelled);
+  for (uint8_t m : {1, 3, 4}) EXPECT_TRUE(outcomes_.get(m).status.is_ok()) << int(m);
+  EXPECT_EQ(outcomes_.order(), (std::vector<uint8_t>{1, 2, 3, 4}));
+  for (auto [m, n] : outcomes_.calls()) EXPECT_EQ(n, 1) << "marker " << int(m);
+}
+
+TEST_F(SchedulerTest, StreamingSkipsACancelledQueuedJobAndKeepsItsQueueSlotsRight) {
+  auto s = make(1, 2, std::chrono::minutes(1), /*pipeline_depth=*/2);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));
+  ASSERT_TRUE(s->submit(job(2), hal::kInfiniteDeadline).is_ok());  // enters the window
+  auto h3 = s->submit(job(3), hal::kInfiniteDeadline);               // the window is full
+  ASSERT_TRUE(h3.is_ok());
+  ASSERT_TRUE(s->submit(job(4), hal::kInfiniteDeadline).is_ok());
+  EXPECT_EQ(s->stats().queued, 2u);
+  EXPECT_TRUE(h3->cancel());  // leaves a tombstone that the lane's refill skips
+  EXPECT_EQ(s->stats().queued, 1u);
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(4));
+  EXPECT_EQ(executed_markers(), (std::vector<uint8_t>{1, 2, 4}));
+  EXPECT_EQ(outcomes_.get(3).status.code(), StatusCode::kCancelled);
+  // Every slot is free again: two jobs fit the queue, a third does not.
+  EXPECT_EQ(s->stats().queued, 0u);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(5), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(4));
+  ASSERT_TRUE(s->submit(job(6), hal::kInfiniteDeadline).is_ok());  // enters the window
+  ASSERT_TRUE(s->try_submit(job(7)).is_ok());
+  ASSERT_TRUE(s->try_submit(job(8)).is_ok());
+  EXPECT_EQ(s->try_submit(job(9)).status().code(), StatusCode::kResourceExhausted);
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(8));
+}
+
+TEST_F(SchedulerTest, StreamingTakesNoEntryPastAWaitingJobOfHigherPriority) {
+  auto s = make(1, 8);
+  device_->hold();
+  ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
+  ASSERT_TRUE(device_->wait_submitted(1));
+  ASSERT_TRUE(s->submit(job(2), hal::kInfiniteDeadline).is_ok());  // enters the window
+  ASSERT_TRUE(s->submit(job(3, Priority::kHigh), hal::kInfiniteDeadline).is_ok());
+  // Job 4 would overtake job 3 in the window: it waits behind it.
+  ASSERT_TRUE(s->submit(job(4), hal::kInfiniteDeadline).is_ok());
+  EXPECT_EQ(device_->jobs().size(), 2u);
+  EXPECT_EQ(s->stats().queued, 2u);
+  device_->release();
+  ASSERT_TRUE(outcomes_.wait_count(4));
+  EXPECT_EQ(executed_markers(), (std::vector<uint8_t>{1, 2, 3, 4}));
+  for (const FakeJob& j : device_->jobs())
+    EXPECT_EQ(j.priority, j.marker == 3 ? Priority::kHigh : Priority::kNormal) << int(j.marker);
 }
 
 TEST_F(SchedulerTest, CancellingARunningJobCompletesItCancelledAfterTheDevice) {
@@ -333,7 +417,7 @@ TEST_F(SchedulerTest, ShutdownCompletesEveryAcceptedJobExactlyOnce) {
 }
 
 TEST_F(SchedulerTest, ShutdownWakesASubmitWaitingForRoom) {
-  auto s = make(1, 1);
+  auto s = make(1, 1, std::chrono::minutes(1), /*pipeline_depth=*/1);
   device_->hold();
   ASSERT_TRUE(s->submit(job(1), hal::kInfiniteDeadline).is_ok());
   ASSERT_TRUE(device_->wait_submitted(1));

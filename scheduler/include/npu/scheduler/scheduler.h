@@ -24,8 +24,14 @@
 // otherwise queues it and sleeps until a lane has run it. Either way the result comes back
 // as run()'s return value, with no hop through the completion thread.
 //
-// Pipelining: a lane keeps up to SchedulerOptions::pipeline_depth single-chain jobs on the
-// device at once and completes them in order.
+// Streaming: a lane that takes a single-chain job (NPU steps only, no host work between them)
+// keeps a window of up to SchedulerOptions::pipeline_depth such jobs of that priority on the
+// device and completes them in order, taking the ones queued behind them as it goes. A job
+// submitted while a lane streams at its priority, with room and no job of that priority or
+// higher waiting, enters the window at once on the submitting thread: submit() then runs its
+// kBeforeDevice hook and queues it on the device before it returns, and the lane only
+// completes it. Jobs in a window are running, not queued (see Cancellation); the priority
+// order applies to jobs that wait. pipeline_depth = 1: every job waits for a lane.
 //
 // Cancellation (JobHandle::cancel) touches only that job: a queued job completes CANCELLED at
 // once; a running job stops before its next step, and completes CANCELLED once the device has
@@ -67,10 +73,11 @@ struct JobOutcome {
   Clock::time_point queued, started, finished;  // started == queued if it never ran
 };
 
-// Per-step hook, run on the lane thread: kBeforeDevice before NPU step `step` is submitted
-// (e.g. quantise the values it reads), kAfterDevice after it completed successfully (e.g.
-// dequantise the values it writes), kHost to run host step `step` (a HostSegment). An error
-// ends the job with that status.
+// Per-step hook: kBeforeDevice before NPU step `step` is submitted (e.g. quantise the values
+// it reads), kAfterDevice after it completed successfully (e.g. dequantise the values it
+// writes), kHost to run host step `step` (a HostSegment). An error ends the job with that
+// status. It runs on the lane thread, except the kBeforeDevice of a job that enters a
+// streaming lane's window from submit(): that one runs on the submitting thread.
 enum class StepPhase : uint8_t { kBeforeDevice, kAfterDevice, kHost };
 using StepHook = std::function<Status(size_t step, StepPhase phase)>;
 using CompletionFn = std::function<void(JobOutcome&&)>;
@@ -101,11 +108,11 @@ struct JobSpec {
 struct SchedulerOptions {
   uint32_t num_contexts = 2;     // lanes; each runs one job at a time on its own contexts
   uint32_t queue_capacity = 64;  // jobs waiting for a lane, all priorities together
-  // Jobs one lane keeps on the device at once (1..64). Above 1, a lane that takes a job also
-  // takes the single-chain jobs (NPU steps only, no host work between them) queued behind it
-  // at the same priority, queues all of them, then waits for each in order: the device runs
-  // them back to back and the host sleeps once for several. Jobs taken so are running: a
-  // cancel completes them CANCELLED once the device is done with them.
+  // Jobs one lane keeps on the device at once (1..64). Above 1, a lane that takes a
+  // single-chain job streams (see the file comment): jobs of its priority queued behind it,
+  // and jobs submitted while it has room, join it on the device, and the lane completes them
+  // in order, sleeping at most once per half window. Jobs taken so are running: a cancel
+  // completes them CANCELLED once the device is done with them.
   uint32_t pipeline_depth = 8;
   // Host-side bound on one device step. The driver's hang detection normally ends a hung job
   // first (DEVICE_TIMEOUT); this catches a device that never reports.
