@@ -531,28 +531,34 @@ class Lane {
   // contexts_) is guarded by window_mu_; whether the lane takes entries (stream_prio_) by
   // both window_mu_ and Core::queues_mu.
 
-  // Streams single-chain jobs of `first`'s priority, `first` (single_chain()) the first, until
-  // the window is empty and no job it could take waits. A claimed job that cannot stream
-  // (another kind, or too long for what is on the device) ends the stream and is left in
-  // `after`, to run once the window has drained. The outcomes are those of run().
-  void stream(std::shared_ptr<Job> first, std::shared_ptr<Job>& after) {
+  // Opens a stream at the priority of `first` (a claimed single-chain job), which takes the
+  // window's first slot; the worker holds queues_mu, so that submit() can enter jobs from
+  // now and none of them overtakes `first`: entries wait until it is on the device.
+  void open_stream(std::shared_ptr<Job> first) {
+    std::lock_guard w(window_mu_);
+    if (window_.size() < core_.options.pipeline_depth)
+      window_.resize(core_.options.pipeline_depth);
+    head_ = 0;
+    count_ = 0;
+    window_steps_ = 0;
     const auto prio = static_cast<size_t>(first->spec.priority);
+    reserve(std::move(first));
+    first_pending_ = true;
+    stream_prio_ = static_cast<int>(prio);
+    core_.streamers[prio].push_back(this);
+  }
+
+  // Runs the stream opened by open_stream() until its window is empty and no job it could
+  // take waits. A claimed job that cannot stream (another kind, or too long for what is on
+  // the device) ends the stream and is left in `after`, to run once the window has drained.
+  // The outcomes are those of run().
+  void stream(std::shared_ptr<Job>& after) {
+    const auto prio = static_cast<size_t>(stream_prio_);
     {
       std::lock_guard w(window_mu_);
-      if (window_.size() < core_.options.pipeline_depth)
-        window_.resize(core_.options.pipeline_depth);
-      head_ = 0;
-      count_ = 0;
-      window_steps_ = 0;
-      enter(std::move(first));
-    }
-    {
-      // From here submit() may enter jobs. Those queued meanwhile are claimed first (refill),
-      // and a new one enters only when none waits: the order stays the queue's.
-      std::lock_guard queues(core_.queues_mu);
-      std::lock_guard w(window_mu_);
-      stream_prio_ = static_cast<int>(prio);
-      core_.streamers[prio].push_back(this);
+      Pending& p = slot(0);
+      p.status = start(*p.job, p);
+      first_pending_ = false;
     }
     for (;;) {
       if (stream_prio_ >= 0) refill(prio, after);
@@ -560,16 +566,16 @@ class Lane {
     }
   }
 
-  // submit()'s side: enters `job` (a new job of the stream's priority, state kQueued, never
-  // queued) at the window's back when it streams and fits; `queues` (Core::queues_mu, held
-  // by the caller) is released once it is in. False (with `queues` still held) otherwise.
-  bool try_enter(std::shared_ptr<Job>& job, std::unique_lock<std::mutex>& queues) {
-    std::unique_lock w(window_mu_);
-    if (stream_prio_ < 0 || count_ >= core_.options.pipeline_depth || !single_chain(*job) ||
+  // submit()'s side: enters `job` (a new job, never queued) at the back of the window when
+  // the lane streams at `prio` and the job fits. On this thread: its before-hook and its
+  // submission. False, with `job` untouched, otherwise.
+  bool try_enter(std::shared_ptr<Job>& job, size_t prio) {
+    std::lock_guard w(window_mu_);
+    if (stream_prio_ != static_cast<int>(prio) || first_pending_ ||
+        count_ >= core_.options.pipeline_depth || !single_chain(*job) ||
         window_steps_ + steps_of(*job) > core_.device->info().queue_depth)
       return false;
     job->state.store(kRunning);
-    queues.unlock();
     enter(std::move(job));
     return true;
   }
@@ -600,9 +606,8 @@ class Lane {
     return job.spec.instance->executable().steps().size();
   }
 
-  // Starts a claimed job (its before-hook and its chain's submission) at the window's back.
-  // Holds window_mu_ (the submission order is the window's, and contexts_ is shared).
-  void enter(std::shared_ptr<Job> job) {
+  // Takes the window's next slot for a claimed job. Holds window_mu_.
+  Pending& reserve(std::shared_ptr<Job> job) {
     Pending& p = slot(count_++);
     p.job = std::move(job);
     p.out = JobOutcome{};
@@ -611,6 +616,13 @@ class Lane {
     p.submitted = false;
     p.replaced_banned = false;
     window_steps_ += steps_of(*p.job);
+    return p;
+  }
+
+  // Starts a claimed job (its before-hook and its chain's submission) at the window's back.
+  // Holds window_mu_ (the submission order is the window's, and contexts_ is shared).
+  void enter(std::shared_ptr<Job> job) {
+    Pending& p = reserve(std::move(job));
     p.status = start(*p.job, p);
   }
 
@@ -742,6 +754,7 @@ class Lane {
   std::vector<Pending> window_;                // by window_mu_
   size_t head_ = 0, count_ = 0, window_steps_ = 0;  // by window_mu_
   int stream_prio_ = -1;  // the stream's priority, -1 when it takes no entries; see above
+  bool first_pending_ = false;  // the stream's first job is not on the device yet (window_mu_)
   // The worker's own, reused: no allocation per job in the steady state.
   std::vector<std::shared_ptr<Job>> claimed_;
   std::vector<Harvested> harvested_;
@@ -749,12 +762,19 @@ class Lane {
 };
 
 bool Core::try_stream(std::shared_ptr<Job>& job, size_t priority) {
-  std::unique_lock lock(queues_mu);
-  if (streamers[priority].empty()) return false;
-  for (size_t p = priority; p < hal::kNumPriorities; ++p)
-    if (!queues[p].empty()) return false;
-  for (Lane* lane : streamers[priority]) {
-    if (lane->try_enter(job, lock)) {
+  // The candidates, taken under queues_mu and tried without it: a lane's window lock may be
+  // held for a job's quantisation and submission, which should not hold up the queue. A
+  // stream that ended meanwhile refuses the entry.
+  std::array<Lane*, 64> lanes;
+  size_t n = 0;
+  {
+    std::lock_guard lock(queues_mu);
+    for (size_t p = priority; p < hal::kNumPriorities; ++p)
+      if (!queues[p].empty()) return false;
+    for (Lane* lane : streamers[priority]) lanes[n++] = lane;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (lanes[k]->try_enter(job, priority)) {
       release_slot();  // taken by admit(); the job never waited in the queue
       return true;
     }
@@ -780,10 +800,11 @@ void Core::worker_main() {
       continue;
     }
     const bool stream = streams && lane->single_chain(*job);
+    if (stream) lane->open_stream(std::move(job));
     lock.unlock();
     release_slot();
     if (stream) {
-      lane->stream(std::move(job), after);
+      lane->stream(after);
       job = std::move(after);  // claimed during the stream, but not a job it could take
     }
     if (job) {
