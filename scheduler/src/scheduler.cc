@@ -234,9 +234,9 @@ struct Core : std::enable_shared_from_this<Core> {
     return nullptr;
   }
 
-  // Whether a job of a priority above `priority` waits.
-  bool higher_waits_locked(size_t priority) const {
-    for (size_t p = priority + 1; p < hal::kNumPriorities; ++p)
+  // Whether a job of priority `from` or above waits.
+  bool waits_from_locked(size_t from) const {
+    for (size_t p = from; p < hal::kNumPriorities; ++p)
       if (!queues[p].empty()) return true;
     return false;
   }
@@ -251,9 +251,7 @@ struct Core : std::enable_shared_from_this<Core> {
   // higher waits (it would be overtaken); else null.
   Lane* borrow_lane(size_t priority) {
     std::lock_guard lock(queues_mu);
-    if (lanes_stopping || idle_lanes.empty()) return nullptr;
-    for (size_t p = priority; p < hal::kNumPriorities; ++p)
-      if (!queues[p].empty()) return nullptr;
+    if (lanes_stopping || idle_lanes.empty() || waits_from_locked(priority)) return nullptr;
     Lane* lane = idle_lanes.back();
     idle_lanes.pop_back();
     return lane;
@@ -572,8 +570,7 @@ class Lane {
   bool try_enter(std::shared_ptr<Job>& job, size_t prio) {
     std::lock_guard w(window_mu_);
     if (stream_prio_ != static_cast<int>(prio) || first_pending_ ||
-        count_ >= core_.options.pipeline_depth || !single_chain(*job) ||
-        window_steps_ + steps_of(*job) > core_.device->info().queue_depth)
+        count_ >= core_.options.pipeline_depth || !fits(*job, window_steps_))
       return false;
     job->state.store(kRunning);
     enter(std::move(job));
@@ -604,6 +601,12 @@ class Lane {
 
   static size_t steps_of(const Job& job) {
     return job.spec.instance->executable().steps().size();
+  }
+
+  // Whether `job` can stream behind `steps` steps already in the window (they all sit in one
+  // context's queue).
+  bool fits(const Job& job, size_t steps) const {
+    return single_chain(job) && steps + steps_of(job) <= core_.device->info().queue_depth;
   }
 
   // Takes the window's next slot for a claimed job. Holds window_mu_.
@@ -645,7 +648,7 @@ class Lane {
     size_t claimed = 0;
     size_t steps = window_steps_;
     while (count_ + claimed_.size() < core_.options.pipeline_depth && !queue.empty() &&
-           !core_.higher_waits_locked(prio)) {
+           !core_.waits_from_locked(prio + 1)) {
       std::shared_ptr<Job> next = std::move(queue.front());
       queue.pop_front();
       --core_.queued_jobs;
@@ -653,7 +656,7 @@ class Lane {
       // A tombstone: its cancel released its queue slot.
       if (!next->state.compare_exchange_strong(e, kRunning)) continue;
       ++claimed;
-      if (single_chain(*next) && steps + steps_of(*next) <= core_.device->info().queue_depth) {
+      if (fits(*next, steps)) {
         steps += steps_of(*next);
         claimed_.push_back(std::move(next));
         continue;
@@ -726,7 +729,7 @@ class Lane {
     return true;
   }
 
-  // The first half of a pipelined job: its before-hook and its chain's submission.
+  // The first half of a streamed job: its before-hook and its chain's submission.
   Status start(Job& job, Pending& p) {
     if (job.cancel_requested.load()) return core_.cancelled_outcome(job).status;
     if (hook_needs(job.spec, 0) & kHookBefore)
@@ -769,8 +772,7 @@ bool Core::try_stream(std::shared_ptr<Job>& job, size_t priority) {
   size_t n = 0;
   {
     std::lock_guard lock(queues_mu);
-    for (size_t p = priority; p < hal::kNumPriorities; ++p)
-      if (!queues[p].empty()) return false;
+    if (waits_from_locked(priority)) return false;
     for (Lane* lane : streamers[priority]) lanes[n++] = lane;
   }
   for (size_t k = 0; k < n; ++k) {
