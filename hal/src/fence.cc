@@ -107,8 +107,10 @@ Result<JobInfo> Fence::wait(Deadline deadline) const {
   if (!state_->ended) {
     state_->ended = true;
     if (r.is_ok()) {
-      state_->status = job_result_to_status(
-          *r, state_->context->name() + " job " + std::to_string(state_->sequence));
+      // The job's name only in an error: no string built per successful job.
+      if (r->end != JobEnd::kSuccess)
+        state_->status = job_result_to_status(
+            *r, state_->context->name() + " job " + std::to_string(state_->sequence));
       state_->info.device_cycles = r->device_cycles;
     } else {
       state_->status = r.status();

@@ -214,12 +214,17 @@ struct Core : std::enable_shared_from_this<Core> {
   void push(std::shared_ptr<Job> job, size_t priority) {
     {
       std::lock_guard lock(queues_mu);
+      const bool streamed = streams_it_locked(*job, priority);
       queues[priority].push_back(std::move(job));
       ++queued_jobs;
-      if (idle_lanes.empty()) return;  // the lane that becomes idle looks at the queue
+      // The lane that becomes idle looks at the queue; a stream takes the job at its next
+      // refill (waking a second lane for it would not make the device faster).
+      if (idle_lanes.empty() || streamed) return;
     }
     work_cv.notify_one();
   }
+
+  bool streams_it_locked(const Job& job, size_t priority) const;
 
   std::shared_ptr<Job> pop_locked() {
     for (int p = hal::kNumPriorities - 1; p >= 0; --p) {
@@ -525,20 +530,20 @@ class Lane {
   // the queue between completions (refill), and submit() enters a job itself when the lane
   // has room and nothing waits ahead of it (try_enter): the caller's thread quantises and
   // queues it on the device, so that the device has the next job while the lane completes
-  // the last one, with no thread woken. The lane only completes (harvest). The window (slots,
-  // contexts_) is guarded by window_mu_; whether the lane takes entries (stream_prio_) by
-  // both window_mu_ and Core::queues_mu.
+  // the last one, with no thread woken. The lane only completes (harvest). Entries (and
+  // contexts_) are serialised by window_mu_; the lane takes ended jobs out without it (see
+  // head_ and tail_). Whether the lane takes entries (stream_prio_) is guarded by both
+  // window_mu_ and Core::queues_mu. While a stream runs, single-chain jobs of its priority
+  // that wait in the queue are its to claim: they wake no other lane (Core::push).
 
   // Opens a stream at the priority of `first` (a claimed single-chain job), which takes the
   // window's first slot; the worker holds queues_mu, so that submit() can enter jobs from
   // now and none of them overtakes `first`: entries wait until it is on the device.
   void open_stream(std::shared_ptr<Job> first) {
     std::lock_guard w(window_mu_);
+    // The window is empty: its slots may be resized.
     if (window_.size() < core_.options.pipeline_depth)
       window_.resize(core_.options.pipeline_depth);
-    head_ = 0;
-    count_ = 0;
-    window_steps_ = 0;
     const auto prio = static_cast<size_t>(first->spec.priority);
     reserve(std::move(first));
     first_pending_ = true;
@@ -554,8 +559,9 @@ class Lane {
     const auto prio = static_cast<size_t>(stream_prio_);
     {
       std::lock_guard w(window_mu_);
-      Pending& p = slot(0);
+      Pending& p = at(tail_.load(std::memory_order_relaxed));  // reserved by open_stream()
       p.status = start(*p.job, p);
+      publish();
       first_pending_ = false;
     }
     for (;;) {
@@ -570,7 +576,8 @@ class Lane {
   bool try_enter(std::shared_ptr<Job>& job, size_t prio) {
     std::lock_guard w(window_mu_);
     if (stream_prio_ != static_cast<int>(prio) || first_pending_ ||
-        count_ >= core_.options.pipeline_depth || !fits(*job, window_steps_))
+        count() >= core_.options.pipeline_depth ||
+        !fits(*job, window_steps_.load(std::memory_order_relaxed)))
       return false;
     job->state.store(kRunning);
     enter(std::move(job));
@@ -597,7 +604,15 @@ class Lane {
     bool ran = false;  // its chain was submitted, and ended with `status`
   };
 
-  Pending& slot(size_t k) { return window_[(head_ + k) % window_.size()]; }
+  // The slot of the window's `seq`-th job since the lane began (head_ and tail_ count them).
+  Pending& at(uint64_t seq) { return window_[seq % window_.size()]; }
+
+  // Jobs in the window. Exact for the lane's owner; for an entrant (holding window_mu_) at
+  // least the number there, since the lane may have taken some out meanwhile.
+  size_t count() const {
+    return static_cast<size_t>(tail_.load(std::memory_order_acquire) -
+                               head_.load(std::memory_order_acquire));
+  }
 
   static size_t steps_of(const Job& job) {
     return job.spec.instance->executable().steps().size();
@@ -609,17 +624,24 @@ class Lane {
     return single_chain(job) && steps + steps_of(job) <= core_.device->info().queue_depth;
   }
 
-  // Takes the window's next slot for a claimed job. Holds window_mu_.
+  // Fills the window's next slot for a claimed job; publish() makes it the lane's. Holds
+  // window_mu_.
   Pending& reserve(std::shared_ptr<Job> job) {
-    Pending& p = slot(count_++);
+    Pending& p = at(tail_.load(std::memory_order_relaxed));
     p.job = std::move(job);
     p.out = JobOutcome{};
     p.out.queued = p.job->queued;
     p.out.started = Clock::now();
     p.submitted = false;
     p.replaced_banned = false;
-    window_steps_ += steps_of(*p.job);
+    window_steps_.fetch_add(steps_of(*p.job), std::memory_order_relaxed);
     return p;
+  }
+
+  // The reserved slot, started, joins the window: the lane may take it from now. Holds
+  // window_mu_.
+  void publish() {
+    tail_.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
 
   // Starts a claimed job (its before-hook and its chain's submission) at the window's back.
@@ -627,6 +649,7 @@ class Lane {
   void enter(std::shared_ptr<Job> job) {
     Pending& p = reserve(std::move(job));
     p.status = start(*p.job, p);
+    publish();
   }
 
   // No more entries (the worker's stream is ending): holds queues_mu and window_mu_.
@@ -643,11 +666,17 @@ class Lane {
   // window with nothing to claim.
   void refill(size_t prio, std::shared_ptr<Job>& after) {
     std::unique_lock queues(core_.queues_mu);
-    std::unique_lock w(window_mu_);
     auto& queue = core_.queues[prio];
+    // Nothing to claim, and jobs left in the window (only this thread takes them out): the
+    // stream goes on, without the window lock, which an entrant may hold for a while.
+    const size_t in_window = count();
+    if (in_window > 0 && (in_window >= core_.options.pipeline_depth || queue.empty() ||
+                          core_.waits_from_locked(prio + 1)))
+      return;
+    std::unique_lock w(window_mu_);
     size_t claimed = 0;
-    size_t steps = window_steps_;
-    while (count_ + claimed_.size() < core_.options.pipeline_depth && !queue.empty() &&
+    size_t steps = window_steps_.load(std::memory_order_relaxed);
+    while (count() + claimed_.size() < core_.options.pipeline_depth && !queue.empty() &&
            !core_.waits_from_locked(prio + 1)) {
       std::shared_ptr<Job> next = std::move(queue.front());
       queue.pop_front();
@@ -664,11 +693,27 @@ class Lane {
       after = std::move(next);
       break;
     }
-    if (after || count_ + claimed_.size() == 0) end_stream_locked(prio);
+    if (after || count() + claimed_.size() == 0) end_stream_locked(prio);
     queues.unlock();
     for (size_t k = 0; k < claimed; ++k) core_.release_slot();
     for (auto& job : claimed_) enter(std::move(job));
     claimed_.clear();
+  }
+
+  // The end of a chain whose steps have all ended well, as finish_chain() would record it,
+  // without sleeping; false, with nothing recorded, while a step runs or when one failed.
+  static bool ended_well(std::vector<hal::Fence>& fences, JobOutcome& out) {
+    if (fences.empty()) return false;
+    uint64_t cycles = 0;
+    for (size_t k = fences.size(); k-- > 0;) {  // the last ends last
+      const Result<hal::JobInfo> r = fences[k].poll();
+      if (!r.is_ok()) return false;
+      cycles += r->device_cycles;
+    }
+    out.device_cycles += cycles;
+    ++out.device_waits;
+    fences.clear();
+    return true;
   }
 
   // Whether a window slot's chain is known to have ended (or never reached the device).
@@ -681,40 +726,54 @@ class Lane {
   // Completes the oldest job of the window and every one after it that has ended too; false
   // when the window is empty. When the oldest is still on the device, the lane first sleeps,
   // without window_mu_ (entries go on meanwhile), until the middle of the window ends (one
-  // context runs its jobs in order): one host sleep serves half a window, and the jobs' own
-  // waits (finish_chain, under window_mu_) find them ended. Those waits block the window only
-  // when the sleep timed out (a hang, which the job's own wait then reports) or a chain is
-  // resubmitted after an ABORTED step.
+  // context runs its jobs in order): one host sleep serves half a window.
+  //
+  // The jobs that were in the window when the lane looked, and have ended well, are taken
+  // without window_mu_ too: the slots from head_ to tail_ are the lane's until it moves head_
+  // past them (an entrant fills the slot at tail_ and publishes it, started, by moving tail_
+  // with release order), and only the lane's owner writes head_. A job that did not end
+  // well (a failed submit or step, a resubmission after an ABORTED step, a hang) is finished
+  // under window_mu_, since that may resubmit or replace the context entries use; so is a
+  // head job still running after the sleep (its own wait then reports the hang).
   bool harvest() {
+    uint64_t head = head_.load(std::memory_order_relaxed);
+    const uint64_t tail = tail_.load(std::memory_order_acquire);
+    if (head == tail) return false;
     hal::Fence hint;
-    {
-      std::lock_guard w(window_mu_);
-      if (count_ == 0) return false;
-      if (!ended(slot(0))) {
-        for (size_t k = (count_ - 1) / 2 + 1; k-- > 0;) {
-          const Pending& p = slot(k);
-          if (!p.submitted || p.fences.empty()) continue;
-          hint = p.fences.back();
-          break;
-        }
+    if (!ended(at(head))) {
+      for (uint64_t k = head + (tail - head - 1) / 2 + 1; k-- > head;) {
+        const Pending& p = at(k);
+        if (!p.submitted || p.fences.empty()) continue;
+        hint = p.fences.back();
+        break;
       }
     }
     if (hint.valid()) (void)hint.wait(Clock::now() + core_.options.step_timeout);
     harvested_.clear();
-    {
+    size_t steps = 0;
+    for (; head < tail; ++head) {
+      Pending& p = at(head);
+      if (!p.submitted || !p.submit_status.is_ok() || !ended_well(p.fences, p.out)) break;
+      steps += steps_of(*p.job);
+      harvested_.push_back({std::move(p.job), std::move(p.out), Status::ok(), true});
+      p.cmds.clear();
+    }
+    if (!harvested_.empty()) {
+      window_steps_.fetch_sub(steps, std::memory_order_relaxed);
+      head_.store(head, std::memory_order_release);  // the slots are free for entries
+    } else {
       std::lock_guard w(window_mu_);
       do {
-        Pending& p = slot(0);
+        Pending& p = at(head);
         if (p.submitted)
           p.status = finish_chain(*p.job, p.out, p.cmds, 0, p.fences,
                                   std::move(p.submit_status), p.replaced_banned);
-        window_steps_ -= steps_of(*p.job);
+        window_steps_.fetch_sub(steps_of(*p.job), std::memory_order_relaxed);
         harvested_.push_back(
             {std::move(p.job), std::move(p.out), std::move(p.status), p.submitted});
         p.cmds.clear();
-        head_ = (head_ + 1) % window_.size();
-        --count_;
-      } while (count_ > 0 && ended(slot(0)));
+        head_.store(++head, std::memory_order_release);
+      } while (head < tail_.load(std::memory_order_relaxed) && ended(at(head)));
     }
     done_.clear();
     for (Harvested& h : harvested_) {
@@ -752,10 +811,16 @@ class Lane {
   // Reused by every chain of this lane: no allocation per job in the steady state.
   std::vector<hal::CommandBuffer> commands_;
   std::vector<hal::Fence> fences_;
-  // The stream's window: count_ jobs from head_, in the order they entered.
+  // The stream's window: the jobs from head_ to tail_, in the order they entered, in the
+  // slots at(head_) .. at(tail_ - 1). Entrants (under window_mu_) fill the slot at tail_ and
+  // publish it; the lane's owner takes jobs at head_ (harvest) and frees their slots by
+  // moving head_, without window_mu_ unless a job did not end well. window_ is resized only
+  // while empty (open_stream).
   std::mutex window_mu_;
-  std::vector<Pending> window_;                // by window_mu_
-  size_t head_ = 0, count_ = 0, window_steps_ = 0;  // by window_mu_
+  std::vector<Pending> window_;
+  std::atomic<uint64_t> head_{0};  // written by the lane's owner only
+  std::atomic<uint64_t> tail_{0};  // written under window_mu_
+  std::atomic<size_t> window_steps_{0};  // steps of the jobs in the window (at least)
   int stream_prio_ = -1;  // the stream's priority, -1 when it takes no entries; see above
   bool first_pending_ = false;  // the stream's first job is not on the device yet (window_mu_)
   // The worker's own, reused: no allocation per job in the steady state.
@@ -763,6 +828,14 @@ class Lane {
   std::vector<Harvested> harvested_;
   std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>> done_;
 };
+
+// Whether a stream at `priority` will take `job` (not yet queued) from the queue when it next
+// refills its window: a single-chain job of the stream's priority. Jobs of other kinds wake an
+// idle lane, so that their host steps run beside the stream.
+bool Core::streams_it_locked(const Job& job, size_t priority) const {
+  const auto& lanes = streamers[priority];
+  return !lanes.empty() && lanes.front()->single_chain(job);
+}
 
 bool Core::try_stream(std::shared_ptr<Job>& job, size_t priority) {
   // The candidates, taken under queues_mu and tried without it: a lane's window lock may be

@@ -215,16 +215,25 @@ long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
   if ((cmd & desc->cmd & IOC_IN) == 0) in_size = 0;
   if ((cmd & desc->cmd & IOC_OUT) == 0) out_size = 0;
   const size_t ksize = std::max(std::max(in_size, out_size), drv_size);
-  std::vector<unsigned char> kdata(ksize, 0);
+  // Linux's drm_ioctl() copies small arguments through a buffer on its stack and allocates
+  // only above that; so does this model (SUBMIT and WAIT are on every request's path).
+  alignas(16) unsigned char stack_data[256];
+  std::vector<unsigned char> heap_data;
+  unsigned char* kdata = stack_data;
+  if (ksize > sizeof stack_data) {
+    heap_data.resize(ksize);
+    kdata = heap_data.data();
+  }
+  std::memset(kdata, 0, ksize);
   const uint64_t uarg = reinterpret_cast<uintptr_t>(arg);
-  if (copy_from_user(kdata.data(), uarg, in_size) != 0) return -EFAULT;
+  if (copy_from_user(kdata, uarg, in_size) != 0) return -EFAULT;
 
   NPU_LOG_AT(kIoctl, "%s: %s in=%zu out=%zu", name_.c_str(), desc->name, in_size, out_size);
   int err = 0;
   if ((desc->flags & kRootOnly) && !file->privileged) {
     err = EACCES;
   } else {
-    void* d = kdata.data();
+    void* d = kdata;
     switch (nr) {
       case _IOC_NR(DRM_IOCTL_VERSION): err = do_version(*file, d); break;
       case _IOC_NR(DRM_IOCTL_GEM_CLOSE): err = do_gem_close(*file, d); break;
@@ -247,7 +256,7 @@ long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
     }
   }
   lk.unlock();
-  if (copy_to_user(uarg, kdata.data(), out_size) != 0) err = EFAULT;
+  if (copy_to_user(uarg, kdata, out_size) != 0) err = EFAULT;
   NPU_LOG_AT(kIoctl, "%s: %s -> %d (%s)", name_.c_str(), desc->name, -err, std::strerror(err));
   return -err;
 }
