@@ -508,10 +508,19 @@ int KDevice::do_submit(File& f, void* data) {
   if (a->bo_count == 0 && a->bo_handles != 0) return EINVAL;
 
   auto job = std::make_shared<Job>();
-  std::vector<uint32_t> handles(a->bo_count);
+  // A job names a handful of buffers: copied through the stack, as Linux drivers copy small
+  // arrays, and the job's list sized once (SUBMIT is on every request's path).
+  uint32_t stack_handles[32];
+  std::vector<uint32_t> heap_handles;
+  std::span<uint32_t> handles(stack_handles, a->bo_count);
+  if (a->bo_count > std::size(stack_handles)) {
+    heap_handles.resize(a->bo_count);
+    handles = heap_handles;
+  }
   if (copy_from_user(handles.data(), a->bo_handles, handles.size() * sizeof(uint32_t)) != 0) {
     return EFAULT;
   }
+  job->bos.reserve(handles.size() + 1);
   for (uint32_t h : handles) {
     auto it = f.handles.find(h);
     if (it == f.handles.end()) return ENOENT;
@@ -526,6 +535,7 @@ int KDevice::do_submit(File& f, void* data) {
   job->bos.push_back(cmd->second);
 
   std::vector<unsigned char> sync(a->in_sync_struct_size);
+  job->deps.reserve(a->in_sync_count);
   for (uint32_t i = 0; i < a->in_sync_count; ++i) {
     if (copy_from_user(sync.data(), a->in_syncs + uint64_t{i} * a->in_sync_struct_size,
                        sync.size()) != 0) {

@@ -163,9 +163,13 @@ class UmdContext final : public Context {
     }
     driver::JobResult jr;
     int err = device_->umd().wait(ctx_, seq, ns, &jr);
-    if (err == ETIMEDOUT)
+    if (err == ETIMEDOUT) {
+      // A poll (a zero deadline) is routine on the hot path and its status is "not yet":
+      // no message is built for it.
+      if (ns == 0) return make_error(StatusCode::kDeadlineExceeded, "still running");
       return make_error(StatusCode::kDeadlineExceeded,
                         name() + " job " + std::to_string(seq) + " still running at the deadline");
+    }
     if (err == ENODEV) return JobResult{JobEnd::kLost, 0, 0, 0};
     if (err != 0 && err != EIO)
       return errno_status(device_->umd(), err, name() + " wait for job " + std::to_string(seq));
