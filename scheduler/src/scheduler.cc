@@ -214,17 +214,12 @@ struct Core : std::enable_shared_from_this<Core> {
   void push(std::shared_ptr<Job> job, size_t priority) {
     {
       std::lock_guard lock(queues_mu);
-      const bool streamed = streams_it_locked(*job, priority);
       queues[priority].push_back(std::move(job));
       ++queued_jobs;
-      // The lane that becomes idle looks at the queue; a stream takes the job at its next
-      // refill (waking a second lane for it would not make the device faster).
-      if (idle_lanes.empty() || streamed) return;
+      if (idle_lanes.empty()) return;  // the lane that becomes idle looks at the queue
     }
     work_cv.notify_one();
   }
-
-  bool streams_it_locked(const Job& job, size_t priority) const;
 
   std::shared_ptr<Job> pop_locked() {
     for (int p = hal::kNumPriorities - 1; p >= 0; --p) {
@@ -533,8 +528,7 @@ class Lane {
   // the last one, with no thread woken. The lane only completes (harvest). Entries (and
   // contexts_) are serialised by window_mu_; the lane takes ended jobs out without it (see
   // head_ and tail_). Whether the lane takes entries (stream_prio_) is guarded by both
-  // window_mu_ and Core::queues_mu. While a stream runs, single-chain jobs of its priority
-  // that wait in the queue are its to claim: they wake no other lane (Core::push).
+  // window_mu_ and Core::queues_mu.
 
   // Opens a stream at the priority of `first` (a claimed single-chain job), which takes the
   // window's first slot; the worker holds queues_mu, so that submit() can enter jobs from
@@ -828,14 +822,6 @@ class Lane {
   std::vector<Harvested> harvested_;
   std::vector<std::pair<std::shared_ptr<Job>, JobOutcome>> done_;
 };
-
-// Whether a stream at `priority` will take `job` (not yet queued) from the queue when it next
-// refills its window: a single-chain job of the stream's priority. Jobs of other kinds wake an
-// idle lane, so that their host steps run beside the stream.
-bool Core::streams_it_locked(const Job& job, size_t priority) const {
-  const auto& lanes = streamers[priority];
-  return !lanes.empty() && lanes.front()->single_chain(job);
-}
 
 bool Core::try_stream(std::shared_ptr<Job>& job, size_t priority) {
   // The candidates, taken under queues_mu and tried without it: a lane's window lock may be
