@@ -661,17 +661,19 @@ class Lane {
   void refill(size_t prio, std::shared_ptr<Job>& after) {
     std::unique_lock queues(core_.queues_mu);
     auto& queue = core_.queues[prio];
+    // Whether a job can be claimed behind `taken` ones (in the window and claimed).
+    auto claimable = [&](size_t taken) {
+      return taken < core_.options.pipeline_depth && !queue.empty() &&
+             !core_.waits_from_locked(prio + 1);
+    };
     // Nothing to claim, and jobs left in the window (only this thread takes them out): the
     // stream goes on, without the window lock, which an entrant may hold for a while.
     const size_t in_window = count();
-    if (in_window > 0 && (in_window >= core_.options.pipeline_depth || queue.empty() ||
-                          core_.waits_from_locked(prio + 1)))
-      return;
+    if (in_window > 0 && !claimable(in_window)) return;
     std::unique_lock w(window_mu_);
     size_t claimed = 0;
     size_t steps = window_steps_.load(std::memory_order_relaxed);
-    while (count() + claimed_.size() < core_.options.pipeline_depth && !queue.empty() &&
-           !core_.waits_from_locked(prio + 1)) {
+    while (claimable(count() + claimed_.size())) {
       std::shared_ptr<Job> next = std::move(queue.front());
       queue.pop_front();
       --core_.queued_jobs;
