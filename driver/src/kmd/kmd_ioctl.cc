@@ -178,6 +178,26 @@ constexpr IoctlDesc kDriverIoctls[] = {
 };
 static_assert(sizeof(kDriverIoctls) / sizeof(kDriverIoctls[0]) == DRM_NPU_NUM_IOCTLS);
 
+// A copy of a user argument, zeroed: on the stack up to N elements and allocated above, as
+// Linux's drm_ioctl() and drivers copy small arguments (SUBMIT and WAIT are on every
+// request's path).
+template <typename T, size_t N>
+class ArgCopy {
+ public:
+  explicit ArgCopy(size_t n) : n_(n) {
+    if (n > N) heap_.resize(n);
+    std::fill_n(data(), n, T{});
+  }
+  T* data() { return n_ > N ? heap_.data() : stack_; }
+  size_t size() const { return n_; }
+  std::span<T> span() { return {data(), n_}; }
+
+ private:
+  size_t n_;
+  alignas(16) T stack_[N];
+  std::vector<T> heap_;
+};
+
 bool has_nonzero(const void* p, size_t n) {
   const auto* b = static_cast<const unsigned char*>(p);
   return std::any_of(b, b + n, [](unsigned char c) { return c != 0; });
@@ -215,16 +235,8 @@ long KDevice::ioctl(File* file, unsigned long cmd, void* arg) {
   if ((cmd & desc->cmd & IOC_IN) == 0) in_size = 0;
   if ((cmd & desc->cmd & IOC_OUT) == 0) out_size = 0;
   const size_t ksize = std::max(std::max(in_size, out_size), drv_size);
-  // Linux's drm_ioctl() copies small arguments through a buffer on its stack and allocates
-  // only above that; so does this model (SUBMIT and WAIT are on every request's path).
-  alignas(16) unsigned char stack_data[256];
-  std::vector<unsigned char> heap_data;
-  unsigned char* kdata = stack_data;
-  if (ksize > sizeof stack_data) {
-    heap_data.resize(ksize);
-    kdata = heap_data.data();
-  }
-  std::memset(kdata, 0, ksize);
+  ArgCopy<unsigned char, 256> arg_copy(ksize);
+  unsigned char* kdata = arg_copy.data();
   const uint64_t uarg = reinterpret_cast<uintptr_t>(arg);
   if (copy_from_user(kdata, uarg, in_size) != 0) return -EFAULT;
 
@@ -508,15 +520,9 @@ int KDevice::do_submit(File& f, void* data) {
   if (a->bo_count == 0 && a->bo_handles != 0) return EINVAL;
 
   auto job = std::make_shared<Job>();
-  // A job names a handful of buffers: copied through the stack, as Linux drivers copy small
-  // arrays, and the job's list sized once (SUBMIT is on every request's path).
-  uint32_t stack_handles[32];
-  std::vector<uint32_t> heap_handles;
-  std::span<uint32_t> handles(stack_handles, a->bo_count);
-  if (a->bo_count > std::size(stack_handles)) {
-    heap_handles.resize(a->bo_count);
-    handles = heap_handles;
-  }
+  // A job names a handful of buffers; its list is sized once.
+  ArgCopy<uint32_t, 32> handle_copy(a->bo_count);
+  const std::span<uint32_t> handles = handle_copy.span();
   if (copy_from_user(handles.data(), a->bo_handles, handles.size() * sizeof(uint32_t)) != 0) {
     return EFAULT;
   }
